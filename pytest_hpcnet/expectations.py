@@ -1,0 +1,173 @@
+"""Expectations: the thresholds every check reads, merged defaults <- profile <- inventory.
+
+Numbers live here and in `profiles/*.yaml` only; suites never hold a number.
+A threshold is either a bound (`min_gbps: 90`) or a ReFrame-style reference
+with a tolerance (`reference: {value: 160, lower: -0.4}`), which yields a bound.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class Strict(BaseModel):
+    """Base of every inventory model: unknown keys are errors (typos must not pass silently)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Reference(Strict):
+    """A reference value with relative tolerances, as in ReFrame: bound = value * (1 + lower)."""
+
+    value: PositiveFloat
+    lower: Annotated[float, Field(ge=-1, le=0)] | None = None
+    upper: Annotated[float, Field(ge=0)] | None = None
+
+    @property
+    def min(self) -> float | None:
+        return None if self.lower is None else self.value * (1 + self.lower)
+
+    @property
+    def max(self) -> float | None:
+        return None if self.upper is None else self.value * (1 + self.upper)
+
+
+class RdmaExpect(Strict):
+    """RDMA devices expected on every node."""
+
+    device_glob: str = "erdma*"
+    min_devices: Annotated[int, Field(ge=0)] = 1
+    kernel_module: str | None = "erdma"
+    compat_mode: str | None = None
+
+
+class PortSpec(Strict):
+    """Ports that must be open between cluster nodes."""
+
+    tcp: list[str] = Field(default_factory=lambda: ["22", "18515", "29500-29510"])
+    udp: list[str] = Field(default_factory=lambda: ["4791"])
+
+
+class Flow(Strict):
+    """One flow the network ACLs must allow or deny."""
+
+    source: str
+    target: str
+    protocol: Literal["tcp", "udp"]
+    port: Port
+
+
+class FlowsExpect(Strict):
+    allow: list[Flow] = Field(default_factory=list)
+    deny: list[Flow] = Field(default_factory=list)
+
+
+class PlacementExpect(Strict):
+    """Ids every node must share; when unset, all nodes must merely agree."""
+
+    vswitch_id: str | None = None
+    vpc_id: str | None = None
+    zone_id: str | None = None
+    metadata_url: str = "http://100.100.100.200/latest/meta-data/"
+
+
+class SysctlValue(Strict):
+    value: str | int
+    mode: Literal["min", "equal"] = "equal"
+
+
+class LatencyPing(Strict):
+    max_avg_ms: PositiveFloat = 1.0
+    max_ms: PositiveFloat = 5.0
+
+
+class BandwidthExpect(Strict):
+    """ib_write_bw: a bound in Gbit/s, or a reference (link rate) with tolerance."""
+
+    min_gbps: PositiveFloat | None = None
+    reference: Reference | None = None
+
+    @property
+    def bound_gbps(self) -> float | None:
+        if self.min_gbps is not None:
+            return self.min_gbps
+        return self.reference.min if self.reference else None
+
+
+class LatencyExpect(Strict):
+    """ib_write_lat bounds in microseconds."""
+
+    max_avg_us: PositiveFloat = 20.0
+    max_p99_us: PositiveFloat = 50.0
+
+
+class NcclExpect(Strict):
+    min_avg_busbw_gbs: PositiveFloat | None = None
+    min_busbw_largest_gbs: PositiveFloat | None = None
+
+
+class CpfsExpect(Strict):
+    mount: str = "/mnt/cpfs"
+    fstypes: list[str] = Field(default_factory=lambda: ["cpfs", "cpfs-nfs", "nfs", "alinas"])
+    min_read_mbs_per_node: PositiveFloat | None = None
+    min_write_mbs_per_node: PositiveFloat | None = None
+    min_fairness: Annotated[float, Field(gt=0, le=1)] = 0.5
+
+
+class Expectations(Strict):
+    """Everything a check may compare against; merged from defaults, profile and inventory."""
+
+    profile: str | None = None
+    mtu: Annotated[int, Field(ge=68, le=65535)] = 8500
+    jumbo_frames: bool = True
+    rdma: RdmaExpect = Field(default_factory=RdmaExpect)
+    ports: PortSpec = Field(default_factory=PortSpec)
+    flows: FlowsExpect = Field(default_factory=FlowsExpect)
+    placement: PlacementExpect = Field(default_factory=PlacementExpect)
+    sysctl: dict[str, SysctlValue] = Field(default_factory=dict)
+    nic_max_errors: Annotated[int, Field(ge=0)] = 0
+    ping: LatencyPing = Field(default_factory=LatencyPing)
+    ib_write_bw: BandwidthExpect = Field(default_factory=BandwidthExpect)
+    ib_write_lat: LatencyExpect = Field(default_factory=LatencyExpect)
+    nccl: NcclExpect = Field(default_factory=NcclExpect)
+    cpfs: CpfsExpect = Field(default_factory=CpfsExpect)
+    regression_tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.10
+
+    @model_validator(mode="after")
+    def _bandwidth_has_one_source(self) -> Expectations:
+        bw = self.ib_write_bw
+        if bw.min_gbps is not None and bw.reference is not None:
+            raise ValueError("ib_write_bw: give min_gbps or reference, not both")
+        return self
+
+
+def profile_names() -> list[str]:
+    """Names of the profiles shipped in `pytest_hpcnet/profiles/`."""
+    folder = resources.files("pytest_hpcnet") / "profiles"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_profile(name: str) -> dict:
+    """The `expect:` mapping of one shipped profile (its `source:` notes dropped)."""
+    text = (resources.files("pytest_hpcnet") / "profiles" / f"{name}.yaml").read_text()
+    data = yaml.safe_load(text) or {}
+    return data.get("expect", {})
+
+
+def merge(base: dict, override: dict) -> dict:
+    """Deep-merge two mappings; `override` wins, nested mappings merge key by key."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,396 @@
+"""The inventory: one YAML file describing a cluster, validated before any connection.
+
+`load_inventory(path)` returns an `Inventory` or raises `InventoryError` whose one-line
+message names the file, the key path and the problem (with the nearest valid key for
+a typo). `${VAR}` values come from the environment and are registered as secrets.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+from datetime import date
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+
+from pytest_hpcnet.expectations import (
+    Expectations,
+    Strict,
+    load_profile,
+    merge,
+    profile_names,
+)
+from pytest_hpcnet.redact import register_secret
+
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+RANGE = re.compile(r"\[(\d+)-(\d+)\]")
+ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+MAX_RANGE = 10000
+
+
+class InventoryError(Exception):
+    """A bad inventory: one line naming file, key path and problem."""
+
+
+class SshSettings(Strict):
+    """How to reach nodes; every field may be overridden per node."""
+
+    user: str | None = None
+    port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    identity_file: str | None = None
+    passphrase: str | None = None
+    known_hosts: str = "~/.ssh/known_hosts"
+    host_key_policy: Literal["strict", "accept-new"] = "strict"
+    connect_timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
+    command_timeout_s: Annotated[float, Field(gt=0, le=86400)] = 120.0
+    concurrency: Annotated[int, Field(ge=1, le=1024)] = 64
+    connect_retries: Annotated[int, Field(ge=1, le=10)] = 3
+    jump_host: str | None = None
+
+
+class SshOverride(Strict):
+    """Per-node SSH overrides (the connection-wide settings stay global)."""
+
+    user: str | None = None
+    port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    identity_file: str | None = None
+    jump_host: str | None = None
+
+
+class NodeRdma(Strict):
+    device_glob: str | None = None
+    min_devices: Annotated[int, Field(ge=0)] | None = None
+    gid_index: Annotated[int, Field(ge=0)] | None = None
+
+
+class NodeSpec(Strict):
+    """One node, or a range of nodes (`gpu-[001-128]`) as written in the file."""
+
+    name: str
+    host: str | None = None
+    interface: str = "eth0"
+    rdma: NodeRdma = Field(default_factory=NodeRdma)
+    labels: list[str] = Field(default_factory=list)
+    ssh: SshOverride = Field(default_factory=SshOverride)
+
+
+class Node(BaseModel):
+    """One concrete node after range expansion."""
+
+    name: str
+    host: str
+    interface: str = "eth0"
+    rdma: NodeRdma = Field(default_factory=NodeRdma)
+    labels: list[str] = Field(default_factory=list)
+    ssh: SshOverride = Field(default_factory=SshOverride)
+
+
+class Contact(Strict):
+    name: str
+    role: str | None = None
+    email: str | None = None
+
+
+class ClusterInfo(Strict):
+    name: str
+    region: str
+    description: str | None = None
+    contacts: list[Contact] = Field(default_factory=list)
+
+
+class Waiver(Strict):
+    """A check waived until `expires`, with the reason and who granted it."""
+
+    check: str
+    reason: str
+    by: str | None = None
+    expires: date
+
+    def active(self, on: date) -> bool:
+        return on <= self.expires
+
+
+class InventoryFile(Strict):
+    """The inventory as written: validated shape, before range expansion and merging."""
+
+    cluster: ClusterInfo
+    ssh: SshSettings = Field(default_factory=SshSettings)
+    nodes: list[NodeSpec] = Field(min_length=1)
+    expect: dict[str, Any] = Field(default_factory=dict)
+    waivers: list[Waiver] = Field(default_factory=list)
+
+    @field_validator("nodes")
+    @classmethod
+    def _names_are_valid(cls, nodes: list[NodeSpec]) -> list[NodeSpec]:
+        for i, spec in enumerate(nodes):
+            plain = RANGE.sub("0", spec.name)
+            if not NODE_NAME.match(plain):
+                raise ValueError(
+                    f"[{i}].name {spec.name!r} is not a valid node name "
+                    "(letters, digits, '.', '_', '-'; a range like gpu-[001-128])"
+                )
+        return nodes
+
+
+class Inventory(BaseModel):
+    """A loaded, validated cluster description with expanded nodes and merged expectations."""
+
+    path: Path
+    sha256: str
+    cluster: ClusterInfo
+    ssh: SshSettings
+    nodes: list[Node]
+    expect: Expectations
+    expect_sha256: str
+    waivers: list[Waiver]
+
+    @model_validator(mode="after")
+    def _unique(self) -> Inventory:
+        seen: set[str] = set()
+        for node in self.nodes:
+            if node.name in seen:
+                raise ValueError(f"duplicate node name {node.name!r}")
+            seen.add(node.name)
+        return self
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)
+
+
+def expand_range(name: str) -> list[str]:
+    """`gpu-[001-003]` -> gpu-001, gpu-002, gpu-003 (zero padding kept); one range at most."""
+    matches = list(RANGE.finditer(name))
+    if not matches:
+        return [name]
+    if len(matches) > 1:
+        raise ValueError(f"{name!r}: only one [a-b] range per name")
+    m = matches[0]
+    lo, hi = int(m.group(1)), int(m.group(2))
+    if hi < lo:
+        raise ValueError(f"{name!r}: range end {hi} is below its start {lo}")
+    if hi - lo + 1 > MAX_RANGE:
+        raise ValueError(f"{name!r}: range of {hi - lo + 1} nodes exceeds {MAX_RANGE}")
+    width = len(m.group(1)) if m.group(1).startswith("0") else 0
+    return [f"{name[: m.start()]}{i:0{width}d}{name[m.end() :]}" for i in range(lo, hi + 1)]
+
+
+def _expand_nodes(specs: list[NodeSpec]) -> list[Node]:
+    nodes: list[Node] = []
+    for i, spec in enumerate(specs):
+        try:
+            names = expand_range(spec.name)
+        except ValueError as exc:
+            raise InventoryError(f"nodes[{i}].name: {exc}") from None
+        hosts: list[str]
+        if spec.host is None:
+            hosts = names
+        elif RANGE.search(spec.host):
+            try:
+                hosts = expand_range(spec.host)
+            except ValueError as exc:
+                raise InventoryError(f"nodes[{i}].host: {exc}") from None
+            if len(hosts) != len(names):
+                raise InventoryError(
+                    f"nodes[{i}].host: range gives {len(hosts)} hosts for {len(names)} names"
+                )
+        else:
+            hosts = [spec.host.replace("{name}", n) for n in names]
+            if len(names) > 1 and "{name}" not in spec.host:
+                raise InventoryError(
+                    f"nodes[{i}].host: {len(names)} nodes share one host {spec.host!r}; "
+                    "use a range ([11-138]) or {name}"
+                )
+        for name, host in zip(names, hosts, strict=False):
+            fields = spec.model_dump(exclude={"name", "host"})
+            nodes.append(Node(name=name, host=host, **fields))
+    return nodes
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys instead of keeping the last one."""
+
+
+def _mapping_no_duplicates(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict:
+    keys: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in keys:
+            mark = key_node.start_mark
+            raise InventoryError(f"line {mark.line + 1}: duplicate key {key!r}")
+        keys.add(key)
+    return loader.construct_mapping(node)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_no_duplicates
+)
+
+
+def _substitute_env(value: Any, where: str) -> Any:
+    """Replace `${VAR}` in every string; each value read is registered as a secret."""
+    if isinstance(value, dict):
+        return {
+            k: _substitute_env(v, f"{where}.{k}" if where else str(k)) for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_substitute_env(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+
+    def lookup(m: re.Match[str]) -> str:
+        var = m.group(1)
+        if var not in os.environ:
+            raise InventoryError(f"{where}: environment variable ${{{var}}} is not set")
+        secret = os.environ[var]
+        register_secret(secret)
+        return secret
+
+    return ENV_REF.sub(lookup, value)
+
+
+def _loc_text(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _model_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model class found by walking `loc` from `model` (None if not a model)."""
+    for part in loc:
+        if model is None or isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return None
+        model = _inner_model(field.annotation)
+    return model
+
+
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _describe(error: dict[str, Any], root: type[BaseModel], prefix: str = "") -> str:
+    loc = tuple(error["loc"])
+    where = prefix + _loc_text(loc) if loc else prefix.rstrip(".") or "(top level)"
+    if error["type"] == "extra_forbidden":
+        key = str(loc[-1])
+        parent = _model_at(root, loc[:-1])
+        choices = list(parent.model_fields) if parent else []
+        near = difflib.get_close_matches(key, choices, n=1, cutoff=0.6)
+        hint = f" (did you mean {near[0]!r}?)" if near else f" (valid keys: {', '.join(choices)})"
+        return f"{where}: unknown key{hint}"
+    if error["type"] == "missing":
+        return f"{where}: required key is missing"
+    msg = str(error["msg"]).removeprefix("Value error, ")
+    got = error.get("input")
+    if error["type"] not in ("value_error",) and not isinstance(got, (dict, list)):
+        msg = f"{msg} (got {got!r})"
+    return f"{where}: {msg}"
+
+
+def _first_error(exc: ValidationError, root: type[BaseModel], prefix: str = "") -> str:
+    errors = exc.errors()
+    text = _describe(errors[0], root, prefix)
+    if len(errors) > 1:
+        text += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return text
+
+
+def _merged_expectations(raw: dict[str, Any]) -> tuple[Expectations, str]:
+    data: dict[str, Any] = {}
+    profile = raw.get("profile")
+    if profile is not None:
+        names = profile_names()
+        if profile not in names:
+            near = difflib.get_close_matches(str(profile), names, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise InventoryError(
+                f"expect.profile: unknown profile {profile!r} ({hint}shipped: {', '.join(names)})"
+            )
+        data = load_profile(profile)
+    if "ib_write_bw" in raw:  # a bound of the inventory replaces the profile's reference
+        data.pop("ib_write_bw", None)
+    data = merge(data, raw)
+    try:
+        expect = Expectations.model_validate(data)
+    except ValidationError as exc:
+        raise InventoryError(_first_error(exc, Expectations, "expect.")) from None
+    digest = hashlib.sha256(expect.model_dump_json().encode()).hexdigest()
+    return expect, digest
+
+
+def load_inventory(path: str | os.PathLike[str]) -> Inventory:
+    """Read, validate and expand an inventory file; `InventoryError` names what is wrong."""
+    path = Path(path)
+    try:
+        raw_bytes = path.read_bytes()
+    except OSError as exc:
+        raise InventoryError(f"{path}: cannot read inventory: {exc.strerror or exc}") from None
+    try:
+        return _load(path, raw_bytes)
+    except InventoryError as exc:
+        message = str(exc)
+        if not message.startswith(str(path)):
+            message = f"{path}: {message}"
+        raise InventoryError(message) from None
+
+
+def _load(path: Path, raw_bytes: bytes) -> Inventory:
+    try:
+        text = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InventoryError(f"not UTF-8 text (byte {exc.start})") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise InventoryError(f"{where}YAML syntax error: {problem}") from None
+    except RecursionError:
+        raise InventoryError("YAML nesting too deep") from None
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else type(data).__name__
+        raise InventoryError(f"expected a mapping with cluster, ssh, nodes, expect; got {kind}")
+    data = _substitute_env(data, "")
+    try:
+        parsed = InventoryFile.model_validate(data)
+    except ValidationError as exc:
+        raise InventoryError(_first_error(exc, InventoryFile)) from None
+    register_secret(parsed.ssh.passphrase)
+    expect, expect_digest = _merged_expectations(parsed.expect)
+    nodes = _expand_nodes(parsed.nodes)
+    try:
+        return Inventory(
+            path=path,
+            sha256=hashlib.sha256(raw_bytes).hexdigest(),
+            cluster=parsed.cluster,
+            ssh=parsed.ssh,
+            nodes=nodes,
+            expect=expect,
+            expect_sha256=expect_digest,
+            waivers=parsed.waivers,
+        )
+    except ValidationError as exc:
+        raise InventoryError(
+            f"nodes: {exc.errors()[0]['msg'].removeprefix('Value error, ')}"
+        ) from None
