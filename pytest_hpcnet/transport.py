@@ -1,0 +1,373 @@
+"""SSH transport: one connection per node per session, bounded parallel fan-out.
+
+fabric builds each `Connection` (ssh_config, jump hosts, keys); the hot path runs
+commands on the paramiko channel directly and waits on its file descriptor, which
+costs the controller far less CPU than invoke's per-stream threads. Every command
+is wrapped in the node's own `timeout` so a command past its deadline is killed on
+the node (with its process group), not merely abandoned.
+"""
+
+from __future__ import annotations
+
+import select
+import shlex
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import paramiko
+from fabric import Config, Connection
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+)
+
+from pytest_hpcnet.inventory import Inventory, Node
+from pytest_hpcnet.redact import redact
+
+MAX_OUTPUT_BYTES = 8 * 1024 * 1024
+KILL_GRACE_S = 2.0
+CHUNK = 65536
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command did on one node."""
+
+    node: str
+    command: str
+    exit_status: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+    started_at: float
+    timed_out: bool = False
+    unreachable: str | None = None
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0 and not self.timed_out and self.unreachable is None
+
+    @property
+    def failure(self) -> str | None:
+        """One line saying why the command did not succeed, or None."""
+        if self.unreachable:
+            return f"{self.node} unreachable: {self.unreachable}"
+        if self.timed_out:
+            return f"{self.node}: command timed out after {self.duration_s:.1f}s and was killed"
+        if self.exit_status != 0:
+            tail = (self.stderr.strip() or self.stdout.strip()).splitlines()[-1:] or [""]
+            return f"{self.node}: exit status {self.exit_status}: {tail[0][:300]}"
+        return None
+
+
+class NodeUnreachable(Exception):
+    """A node that could not be reached; `reason` is the one-line cause."""
+
+    def __init__(self, node: str, reason: str):
+        super().__init__(f"{node} unreachable: {reason}")
+        self.node = node
+        self.reason = reason
+
+
+@dataclass
+class NodeSession:
+    """The connection state of one node for the session."""
+
+    node: Node
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    connection: Connection | None = None
+    unreachable: str | None = None
+    connects: int = 0
+    retries: int = 0
+
+
+class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
+    """OpenSSH's `accept-new`: record an unknown key; a changed key is still refused."""
+
+    def __init__(self, path: Path, lock: threading.Lock):
+        self.path = path
+        self.lock = lock
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey):
+        with self.lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as fh:
+                fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+def _is_connection_level(exc: BaseException) -> bool:
+    """Retry refused, reset and connect timeouts; never auth, host key or DNS failures."""
+    if isinstance(exc, (paramiko.AuthenticationException, paramiko.BadHostKeyException)):
+        return False
+    if isinstance(exc, socket.gaierror):
+        return False
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        return True
+    if isinstance(exc, (ConnectionRefusedError, ConnectionResetError, TimeoutError, EOFError)):
+        return True
+    if isinstance(exc, paramiko.SSHException):
+        text = str(exc)
+        return "banner" in text or "reset" in text.lower()
+    return isinstance(exc, OSError)
+
+
+def describe_connect_error(exc: BaseException, node: Node, port: int, known_hosts: str) -> str:
+    """The one-line reason a node could not be reached, with the fix where there is one."""
+    where = f"{node.host}:{port}"
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return (
+            f"host key mismatch for {where}: the node offers a different {exc.key.get_name()} "
+            f"key than {known_hosts} records; if the node was reinstalled, verify the new key "
+            f"and run: ssh-keygen -R {node.host} -f {known_hosts}"
+        )
+    if isinstance(exc, paramiko.AuthenticationException):
+        return f"authentication failed for {where}: {exc}"
+    if isinstance(exc, socket.gaierror):
+        return f"DNS: cannot resolve {node.host!r} ({exc.strerror})"
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        return f"connection refused on {where} (is sshd running, is the port open?)"
+    if isinstance(exc, ConnectionRefusedError):
+        return f"connection refused on {where}"
+    if isinstance(exc, (TimeoutError, socket.timeout)):
+        return f"timed out connecting to {where} (no answer; host down or port filtered)"
+    if isinstance(exc, paramiko.SSHException):
+        text = str(exc)
+        if "not found in known_hosts" in text:
+            return (
+                f"host key unknown: {where} is not in {known_hosts}; add it (ssh-keyscan) "
+                "after verifying it, or set ssh.host_key_policy: accept-new"
+            )
+        if "banner" in text:
+            return f"timed out waiting for the SSH banner from {where} (sshd hung or overloaded)"
+        return f"SSH error with {where}: {text}"
+    if isinstance(exc, OSError):
+        return f"network error reaching {where}: {exc.strerror or exc}"
+    return f"{type(exc).__name__} reaching {where}: {exc}"
+
+
+def remote_command(command: str, timeout_s: float) -> str:
+    """Wrap `command` so the node itself kills it (and its process group) at `timeout_s`."""
+    secs = max(1, int(timeout_s + 0.999))
+    return f"timeout -k {int(KILL_GRACE_S)} {secs} sh -c {shlex.quote(command)}"
+
+
+def _read_channel(
+    channel: paramiko.Channel, deadline: float, limit: int
+) -> tuple[bytes, bytes, bool, bool]:
+    """Read stdout and stderr until the command exits or `deadline`; bounded in memory."""
+    out, err = bytearray(), bytearray()
+    truncated = False
+    fd = channel.fileno()
+    while True:
+        while channel.recv_ready():
+            chunk = channel.recv(CHUNK)
+            if len(out) < limit:
+                out += chunk
+            else:
+                truncated = True
+        while channel.recv_stderr_ready():
+            chunk = channel.recv_stderr(CHUNK)
+            if len(err) < limit:
+                err += chunk
+            else:
+                truncated = True
+        finished = channel.exit_status_ready() and (channel.eof_received or channel.closed)
+        if finished and not channel.recv_ready() and not channel.recv_stderr_ready():
+            return bytes(out), bytes(err), False, truncated
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return bytes(out), bytes(err), True, truncated
+        select.select([fd], [], [], min(remaining, 0.5))
+
+
+CommandListener = Callable[[CommandResult], None]
+
+
+class Transport:
+    """Connections to every node of an inventory, opened lazily, one per node."""
+
+    def __init__(self, inventory: Inventory, concurrency: int | None = None):
+        self.inventory = inventory
+        self.ssh = inventory.ssh
+        self.concurrency = concurrency or self.ssh.concurrency
+        self.sessions = {n.name: NodeSession(n) for n in inventory.nodes}
+        self.listeners: list[CommandListener] = []
+        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="hpcnet-ssh")
+        self._known_hosts_lock = threading.Lock()
+        self._config = Config(overrides={"load_ssh_configs": True})
+        self._closed = False
+
+    # -- connections -------------------------------------------------------------------
+
+    def _connection_for(self, node: Node) -> Connection:
+        ssh = self.ssh
+        identity = node.ssh.identity_file or ssh.identity_file
+        kwargs: dict = {
+            "banner_timeout": ssh.connect_timeout_s,
+            "auth_timeout": ssh.connect_timeout_s,
+            "channel_timeout": ssh.connect_timeout_s,
+        }
+        if identity:
+            kwargs["key_filename"] = [str(Path(identity).expanduser())]
+            kwargs["look_for_keys"] = False
+            kwargs["allow_agent"] = False
+        if ssh.passphrase:
+            kwargs["passphrase"] = ssh.passphrase
+        jump = node.ssh.jump_host or ssh.jump_host
+        gateway = (
+            Connection(jump, config=self._config, connect_kwargs=dict(kwargs)) if jump else None
+        )
+        conn = Connection(
+            node.host,
+            user=node.ssh.user or ssh.user,
+            port=node.ssh.port or ssh.port,
+            config=self._config,
+            connect_timeout=int(ssh.connect_timeout_s + 0.999),
+            connect_kwargs=kwargs,
+            gateway=gateway,
+        )
+        for client in filter(None, (conn.client, gateway.client if gateway else None)):
+            self._apply_host_key_policy(client)
+        return conn
+
+    def _apply_host_key_policy(self, client: paramiko.SSHClient) -> None:
+        known = Path(self.ssh.known_hosts).expanduser()
+        if known.exists():
+            client.load_host_keys(str(known))
+        if self.ssh.host_key_policy == "accept-new":
+            client.set_missing_host_key_policy(AcceptNewPolicy(known, self._known_hosts_lock))
+        else:
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+
+    def connect(self, name: str) -> Connection:
+        """The node's open connection; opens it on first use. Raises `NodeUnreachable`."""
+        session = self.sessions[name]
+        with session.lock:
+            if session.unreachable:
+                raise NodeUnreachable(name, session.unreachable)
+            conn = session.connection
+            if conn is not None and conn.is_connected:
+                return conn
+            if self._closed:
+                raise NodeUnreachable(name, "session is closing")
+            node = session.node
+            port = node.ssh.port or self.ssh.port or 22
+
+            def count_retry(state: RetryCallState) -> None:
+                session.retries += 1
+
+            retrying = Retrying(
+                retry=retry_if_exception(_is_connection_level),
+                stop=stop_after_attempt(self.ssh.connect_retries)
+                | stop_after_delay(self.ssh.connect_timeout_s * 1.5),
+                wait=wait_exponential(multiplier=0.2, max=2.0),
+                before_sleep=count_retry,
+                reraise=True,
+            )
+            try:
+                for attempt in retrying:
+                    with attempt:
+                        conn = self._connection_for(node)
+                        session.connects += 1
+                        conn.open()
+            except Exception as exc:  # every failure becomes one recorded reason
+                session.unreachable = describe_connect_error(exc, node, port, self.ssh.known_hosts)
+                raise NodeUnreachable(name, session.unreachable) from None
+            session.connection = conn
+            return conn
+
+    def unreachable(self) -> dict[str, str]:
+        """Nodes found unreachable so far, with their reasons."""
+        return {n: s.unreachable for n, s in self.sessions.items() if s.unreachable}
+
+    def connections_opened(self) -> dict[str, int]:
+        return {n: s.connects for n, s in self.sessions.items()}
+
+    # -- commands ----------------------------------------------------------------------
+
+    def run(self, name: str, command: str, timeout_s: float | None = None) -> CommandResult:
+        """Run `command` on node `name`; never raises for node or command failures."""
+        timeout_s = timeout_s or self.ssh.command_timeout_s
+        started = time.time()
+        t0 = time.monotonic()
+        try:
+            conn = self.connect(name)
+            channel = conn.client.get_transport().open_session(timeout=self.ssh.connect_timeout_s)
+            try:
+                channel.exec_command(remote_command(command, timeout_s))
+                deadline = t0 + timeout_s + KILL_GRACE_S + 1.0
+                out, err, timed_out, truncated = _read_channel(channel, deadline, MAX_OUTPUT_BYTES)
+                status = None if timed_out else channel.recv_exit_status()
+            finally:
+                channel.close()
+            if status == 124 or status == 137:  # killed by the node's `timeout`
+                timed_out = True
+            result = CommandResult(
+                node=name,
+                command=redact(command),
+                exit_status=status,
+                stdout=redact(out.decode("utf-8", errors="replace")),
+                stderr=redact(err.decode("utf-8", errors="replace")),
+                duration_s=time.monotonic() - t0,
+                started_at=started,
+                timed_out=timed_out,
+                truncated=truncated,
+            )
+        except NodeUnreachable as exc:
+            result = self._failed(name, command, started, t0, exc.reason)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            reason = f"connection lost: {exc or type(exc).__name__}"
+            self.sessions[name].connection = None
+            result = self._failed(name, command, started, t0, reason)
+        for listener in self.listeners:
+            listener(result)
+        return result
+
+    @staticmethod
+    def _failed(name: str, command: str, started: float, t0: float, reason: str) -> CommandResult:
+        return CommandResult(
+            node=name,
+            command=redact(command),
+            exit_status=None,
+            stdout="",
+            stderr="",
+            duration_s=time.monotonic() - t0,
+            started_at=started,
+            unreachable=reason,
+        )
+
+    def run_on_all(
+        self,
+        command: str | Callable[[Node], str],
+        nodes: Iterable[str] | None = None,
+        timeout_s: float | None = None,
+    ) -> dict[str, CommandResult]:
+        """Run on every node (or `nodes`) in parallel within the concurrency bound."""
+        names = list(nodes) if nodes is not None else list(self.sessions)
+
+        def one(name: str) -> CommandResult:
+            cmd = command(self.sessions[name].node) if callable(command) else command
+            return self.run(name, cmd, timeout_s)
+
+        return dict(zip(names, self._pool.map(one, names), strict=False))
+
+    def close(self) -> None:
+        """Close every connection; idempotent."""
+        self._closed = True
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for session in self.sessions.values():
+            with session.lock:
+                if session.connection is not None:
+                    session.connection.close()
+                    session.connection = None
