@@ -1,0 +1,53 @@
+"""The `hpcnet` command: `hpcnet lab up|status|down`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pytest_hpcnet.lab import cluster
+from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR
+from pytest_hpcnet.lab.system import LabError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hpcnet", description="pytest_hpcnet tools")
+    sub = parser.add_subparsers(dest="area", required=True)
+    lab = sub.add_parser("lab", help="the embedded lab cluster (network namespaces, needs root)")
+    lab_sub = lab.add_subparsers(dest="action", required=True)
+    state = argparse.ArgumentParser(add_help=False)
+    state.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="lab state folder")
+    up = lab_sub.add_parser("up", parents=[state], help="create the lab (cleans a stale one first)")
+    up.add_argument("--nodes", type=int, default=4, help="number of nodes (default 4)")
+    up.add_argument("--mtu", type=int, default=8500, help="node MTU (default 8500)")
+    up.add_argument(
+        "--inventory", type=Path, default=Path("inventories/lab.yaml"), help="inventory to write"
+    )
+    lab_sub.add_parser("status", parents=[state], help="show the lab's nodes")
+    lab_sub.add_parser("down", parents=[state], help="remove the lab (idempotent)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.action == "up":
+            state = cluster.up(args.nodes, args.mtu, args.state_dir, args.inventory)
+            print(f"lab up: {len(state.nodes)} nodes, inventory {state.inventory}")
+        elif args.action == "status":
+            print("\n".join(cluster.status(args.state_dir)))
+        elif args.action == "down":
+            removed = cluster.down(args.state_dir)
+            print(f"lab down: removed {len(removed)} node namespaces")
+    except LabError as exc:
+        print(f"hpcnet: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hpcnet: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
