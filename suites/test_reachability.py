@@ -1,0 +1,13 @@
+"""Every node of the inventory answers over SSH and says what it runs."""
+
+import pytest
+
+pytestmark = pytest.mark.static
+
+
+def test_node_answers_over_ssh(cluster, node):
+    facts = cluster.facts(node)
+    hostname = facts.text("hostname").strip()
+    kernel = facts.text("kernel").strip()
+    assert hostname, f"{node.name}: answered over SSH but reported no hostname"
+    assert kernel, f"{node.name}: answered over SSH but reported no kernel release"
