@@ -308,7 +308,8 @@ def _describe(error: dict[str, Any], root: type[BaseModel], prefix: str = "") ->
 
 
 def _first_error(exc: ValidationError, root: type[BaseModel], prefix: str = "") -> str:
-    errors = exc.errors()
+    # a typo shows up as an unknown key plus a missing one: name the typo first
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     text = _describe(errors[0], root, prefix)
     if len(errors) > 1:
         text += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"

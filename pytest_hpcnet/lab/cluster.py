@@ -277,6 +277,16 @@ def up(
     return state
 
 
+def start_node_sshd(state: LabState, name: str) -> None:
+    """(Re)start one node's sshd, e.g. after a test stopped it; records the new PID."""
+    node = state.node(name)
+    if node.sshd_pid:
+        _kill(node.sshd_pid)
+    _start_sshd(state, node)
+    _wait_for_ssh([node])
+    state.save()
+
+
 def status(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
     """One line per node: name, address, MTU, sshd alive, faults; or why there is no lab."""
     state = LabState.load(state_dir)

@@ -1,0 +1,43 @@
+"""A 4-node lab for the tests that cross a real network (root and Linux only).
+
+Only one lab exists on a host at a time: these tests replace a running demo lab.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_hpcnet.inventory import load_inventory
+from pytest_hpcnet.lab import cluster as lab
+from pytest_hpcnet.lab.state import LabState
+
+
+def _lab_unavailable() -> str | None:
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return "lab tests need root on Linux"
+    if not Path(lab.SSHD).exists() or shutil.which("ip") is None:
+        return "lab tests need openssh-server and iproute2"
+    return None
+
+
+@pytest.fixture(scope="session")
+def lab4(tmp_path_factory) -> LabState:
+    """A healthy 4-node lab for the whole test session; removed at the end."""
+    reason = _lab_unavailable()
+    if reason:
+        pytest.skip(reason)
+    root = tmp_path_factory.mktemp("lab")
+    state = lab.up(4, 8500, root / "state", root / "lab.yaml")
+    yield state
+    lab.down(root / "state")
+
+
+@pytest.fixture
+def lab_inventory(lab4):
+    """A fresh Inventory object of the lab (tests may modify their copy)."""
+    return load_inventory(lab4.inventory)

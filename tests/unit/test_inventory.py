@@ -1,0 +1,167 @@
+"""Inventory loading: the example loads; every bad inventory gives one line naming the key."""
+
+from __future__ import annotations
+
+import textwrap
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from pytest_hpcnet.inventory import InventoryError, expand_range, load_inventory
+from pytest_hpcnet.redact import clear_secrets, redact
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = """\
+cluster: {name: c1, region: cn-lab}
+ssh: {user: root}
+nodes:
+  - {name: n1, host: 198.18.0.11}
+  - {name: n2, host: 198.18.0.12}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "inv.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_example_inventory_loads():
+    inv = load_inventory(ROOT / "inventories" / "example.yaml")
+    assert [n.name for n in inv.nodes][:3] == ["gpu-001", "gpu-002", "gpu-003"]
+    assert inv.nodes[15].host == "192.168.10.26"
+    assert inv.node("gpu-017").ssh.port == 2222
+    assert inv.expect.ib_write_bw.bound_gbps == 90  # inventory bound replaces the profile reference
+    assert inv.expect.rdma.min_devices == 2  # from the ebmgn7ex profile
+    assert inv.waivers[0].expires == date(2026, 12, 31)
+    assert len(inv.sha256) == 64 and len(inv.expect_sha256) == 64
+
+
+def test_defaults_and_profile_reference(tmp_path):
+    inv = load_inventory(write(tmp_path, GOOD + "expect: {profile: ebmgn8is}\n"))
+    assert inv.ssh.host_key_policy == "strict"
+    assert inv.expect.mtu == 8500
+    assert inv.expect.ib_write_bw.bound_gbps == pytest.approx(80.0)  # 100 Gbit/s - 20 %
+
+
+def test_range_with_host_range_and_name_pattern(tmp_path):
+    inv = load_inventory(
+        write(
+            tmp_path,
+            """\
+            cluster: {name: c, region: r}
+            nodes:
+              - {name: "gpu-[008-011]", host: "10.0.0.[1-4]"}
+              - {name: "cpu-[1-2]", host: "{name}.example"}
+            """,
+        )
+    )
+    assert [(n.name, n.host) for n in inv.nodes] == [
+        ("gpu-008", "10.0.0.1"),
+        ("gpu-009", "10.0.0.2"),
+        ("gpu-010", "10.0.0.3"),
+        ("gpu-011", "10.0.0.4"),
+        ("cpu-1", "cpu-1.example"),
+        ("cpu-2", "cpu-2.example"),
+    ]
+    assert expand_range("x") == ["x"]
+
+
+def test_env_values_are_used_and_redacted(tmp_path, monkeypatch):
+    clear_secrets()
+    monkeypatch.setenv("HX_PASS", "s3cr3t-passphrase")
+    inv = load_inventory(write(tmp_path, GOOD + "  \nexpect: {}\n").parent / "inv.yaml")
+    path = write(tmp_path, GOOD.replace("{user: root}", "{user: root, passphrase: '${HX_PASS}'}"))
+    inv = load_inventory(path)
+    assert inv.ssh.passphrase == "s3cr3t-passphrase"
+    assert redact("ssh -o pass=s3cr3t-passphrase") == "ssh -o pass=***"
+    clear_secrets()
+
+
+BAD = {
+    "unknown-top-key": (GOOD + "nodez: []\n", "nodez: unknown key"),
+    "typo-suggestion": (
+        GOOD.replace("ssh: {user: root}", "ssh: {usr: root}"),
+        "did you mean 'user'",
+    ),
+    "typo-in-expect": (
+        GOOD + "expect: {mut: 9000}\n",
+        "expect.mut: unknown key (did you mean 'mtu'",
+    ),
+    "nested-typo": (
+        GOOD + "expect: {ib_write_bw: {min_gpbs: 9}}\n",
+        "expect.ib_write_bw.min_gpbs: unknown key (did you mean 'min_gbps'",
+    ),
+    "wrong-type": (GOOD.replace("{user: root}", "{port: twenty-two}"), "ssh.port"),
+    "missing-host-key": (
+        "cluster: {name: c, region: r}\nnodes:\n  - {host: 1.2.3.4}\n",
+        "nodes[0].name: required key is missing",
+    ),
+    "missing-cluster": ("nodes:\n  - {name: n1}\n", "cluster: required key is missing"),
+    "no-nodes": ("cluster: {name: c, region: r}\nnodes: []\n", "nodes:"),
+    "duplicate-node": (GOOD + "  - {name: n1, host: 198.18.0.13}\n", "duplicate node name 'n1'"),
+    "bad-range": (
+        GOOD + "  - {name: 'g-[9-3]', host: 'h-{name}'}\n",
+        "range end 3 is below its start 9",
+    ),
+    "range-count-mismatch": (
+        GOOD + "  - {name: 'g-[1-3]', host: '10.0.0.[1-2]'}\n",
+        "range gives 2 hosts for 3 names",
+    ),
+    "negative-threshold": (
+        GOOD + "expect: {ib_write_bw: {min_gbps: -5}}\n",
+        "expect.ib_write_bw.min_gbps",
+    ),
+    "unknown-profile": (GOOD + "expect: {profile: ebmgn7}\n", "unknown profile 'ebmgn7'"),
+    "yaml-syntax": (GOOD + "expect: {mtu: [8500\n", "YAML syntax error"),
+    "not-a-mapping": ("- just\n- a list\n", "expected a mapping"),
+    "empty-file": ("", "got empty"),
+    "bad-policy": (
+        GOOD.replace("{user: root}", "{host_key_policy: yes-please}"),
+        "ssh.host_key_policy",
+    ),
+    "bad-name": (GOOD + "  - {name: 'n;rm -rf', host: h}\n", "not a valid node name"),
+    "duplicate-yaml-key": (GOOD + "cluster: {name: d, region: r}\n", "duplicate key 'cluster'"),
+    "unset-env": (
+        GOOD.replace("{user: root}", "{user: '${HX_UNSET_VAR_1}'}"),
+        "${HX_UNSET_VAR_1} is not set",
+    ),
+    "bad-waiver-date": (
+        GOOD + "waivers: [{check: mtu, reason: r, expires: someday}]\n",
+        "waivers[0].expires",
+    ),
+    "mtu-out-of-range": (GOOD + "expect: {mtu: 70000}\n", "expect.mtu"),
+    "both-bw-sources": (
+        GOOD + "expect: {ib_write_bw: {min_gbps: 9, reference: {value: 10, lower: -0.1}}}\n",
+        "give min_gbps or reference, not both",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_inventory_gives_one_line_naming_the_key(tmp_path, case):
+    text, expected = BAD[case]
+    path = write(tmp_path, text)
+    with pytest.raises(InventoryError) as info:
+        load_inventory(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(str(path))
+    assert expected in message
+
+
+def test_unreadable_file(tmp_path):
+    with pytest.raises(InventoryError, match="cannot read inventory"):
+        load_inventory(tmp_path / "missing.yaml")
+    folder = tmp_path / "dir.yaml"
+    folder.mkdir()
+    with pytest.raises(InventoryError, match="cannot read inventory"):
+        load_inventory(folder)
+
+
+def test_binary_file(tmp_path):
+    path = tmp_path / "bin.yaml"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(InventoryError, match="not UTF-8"):
+        load_inventory(path)

@@ -1,0 +1,108 @@
+"""The plugin through pytester: ids per node, skip without inventory, usage errors, summary."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+INVENTORY = """\
+cluster: {name: unit-cluster, region: cn-test}
+ssh: {connect_timeout_s: 1, connect_retries: 1}
+nodes:
+  - {name: "gpu-[1-3]", host: "198.18.0.[201-203]"}
+"""
+
+SUITE = """\
+import pytest
+
+@pytest.mark.static
+def test_per_node(node):
+    assert node.name.startswith("gpu-")
+
+def test_per_pair(node_pair):
+    a, b = node_pair
+    assert a.name != b.name
+"""
+
+
+def test_ids_per_node_and_pair(pytester: pytest.Pytester):
+    pytester.makefile(".yaml", inv=INVENTORY)
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest(
+        "--inventory", "inv.yaml", "--collect-only", "-q", "--strict-markers"
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "test_suite.py::test_per_node[gpu-1]",
+            "test_suite.py::test_per_node[gpu-2]",
+            "test_suite.py::test_per_node[gpu-3]",
+            "test_suite.py::test_per_pair[gpu-1->gpu-2]",
+            "test_suite.py::test_per_pair[gpu-3->gpu-1]",
+        ]
+    )
+    assert result.ret == 0
+
+
+def test_runs_and_summarises_without_contacting_nodes(pytester: pytest.Pytester):
+    pytester.makefile(".yaml", inv=INVENTORY)
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest("--inventory", "inv.yaml", "-m", "static", "--reports-dir", "out")
+    result.assert_outcomes(passed=3, deselected=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*cluster unit-cluster (cn-test): 3 nodes",
+            "nodes reached: not contacted; unreachable: 0",
+            "checks: 3 passed, 0 failed, 0 errors, 0 skipped",
+            "reports: out/*/",
+        ]
+    )
+
+
+def test_skips_without_inventory(pytester: pytest.Pytester):
+    pytester.makepyfile(test_suite=SUITE + "\ndef test_unrelated():\n    assert True\n")
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*no cluster inventory: run with --inventory PATH*"])
+
+
+def test_ini_option_names_the_inventory(pytester: pytest.Pytester):
+    pytester.makefile(".yaml", inv=INVENTORY)
+    pytester.makeini("[pytest]\nhpcnet_inventory = inv.yaml\n")
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines(["test_suite.py::test_per_node[gpu-3]"])
+
+
+def test_bad_inventory_is_a_usage_error_without_traceback(pytester: pytest.Pytester):
+    pytester.makefile(".yaml", inv=INVENTORY.replace("region:", "regoin:"))
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest_subprocess("--inventory", "inv.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stderr.str() + result.stdout.str()
+    assert "cluster.regoin: unknown key (did you mean 'region'?)" in text
+    assert "Traceback" not in text
+    assert "inv.yaml" in text
+
+
+def test_unreachable_node_fails_fast_with_reason(pytester: pytest.Pytester):
+    """A node whose name does not resolve: its test fails with the DNS reason, once."""
+    pytester.makefile(
+        ".yaml",
+        inv="""\
+cluster: {name: c, region: r}
+ssh: {connect_timeout_s: 1, connect_retries: 1, known_hosts: kh}
+nodes:
+  - {name: ghost, host: no-such-host.invalid}
+""",
+    )
+    pytester.makepyfile(
+        test_suite="""\
+def test_answers(cluster, node):
+    cluster.facts(node)
+"""
+    )
+    result = pytester.runpytest("--inventory", "inv.yaml")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ghost unreachable: DNS: cannot resolve 'no-such-host.invalid'*"])
+    result.stdout.fnmatch_lines(["nodes reached: 0/1; unreachable: 1"])
