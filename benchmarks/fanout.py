@@ -1,0 +1,141 @@
+"""Fan-out benchmark on the lab: this plugin's transport beside plain OpenSSH + xargs -P.
+
+    python benchmarks/fanout.py --sizes 4 16 64 --repeat 3
+
+For each size it brings up a lab of that many nodes, then, side by side in one run:
+- `transport`: this plugin's Transport gathering every node's facts (the one-round-trip
+  facts script) in a fresh process: wall time, controller CPU seconds per node,
+  SSH connections opened per node, peak RSS;
+- `openssh`: the same script through `ssh` with `xargs -P 64` (the floor).
+Medians of `--repeat` runs. Needs root (the lab). Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pytest_hpcnet.facts import facts_command
+from pytest_hpcnet.inventory import load_inventory
+from pytest_hpcnet.lab import cluster as lab
+
+
+def worker(inventory: str) -> None:
+    """Measure one fresh session of the transport; print one JSON line."""
+    from pytest_hpcnet.transport import Transport
+
+    inv = load_inventory(inventory)
+    cpu0 = time.process_time()
+    t0 = time.monotonic()
+    transport = Transport(inv)
+    results = transport.run_on_all(lambda node: facts_command(node, inv.expect))
+    wall = time.monotonic() - t0
+    cpu = time.process_time() - cpu0
+    again = transport.run_on_all("true")  # untimed: a second fan-out must reuse the connections
+    transport.close()
+    opened = transport.connections_opened()
+    print(
+        json.dumps(
+            {
+                "wall_s": wall,
+                "cpu_per_node_ms": 1000 * cpu / len(inv.nodes),
+                "connections_per_node": sorted(set(opened.values())),
+                "failures": [r.failure for r in [*results.values(), *again.values()] if not r.ok],
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+    )
+
+
+def measure_transport(inventory: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", inventory],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure_openssh(inventory: str, parallel: int = 64) -> dict:
+    """The same facts script through OpenSSH, one ssh process per node, xargs -P."""
+    inv = load_inventory(inventory)
+    script = facts_command(inv.nodes[0], inv.expect)
+    with tempfile.NamedTemporaryFile("w", suffix=".hosts", delete=False) as fh:
+        fh.write("\n".join(n.host for n in inv.nodes) + "\n")
+        hosts = fh.name
+    ssh = (
+        f"ssh -q -i {shlex.quote(inv.ssh.identity_file)} -o BatchMode=yes "
+        f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={shlex.quote(inv.ssh.known_hosts)} "
+        f"-l root {{}} {shlex.quote(script)} >/dev/null"
+    )
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    subprocess.run(f"xargs -P {parallel} -I{{}} {ssh} < {hosts}", shell=True, check=True)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    os.unlink(hosts)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": wall, "cpu_per_node_ms": 1000 * cpu / len(inv.nodes)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[4, 16, 64])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--state-dir", type=Path, default=Path("/run/hpcnet-bench"))
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker)
+        return
+    inventory = str(args.state_dir / "lab.yaml")
+    rows = []
+    try:
+        for size in args.sizes:
+            lab.up(size, 8500, args.state_dir, Path(inventory))
+            measure_openssh(inventory)  # warm caches once, not counted
+            ours = [measure_transport(inventory) for _ in range(args.repeat)]
+            floor = [measure_openssh(inventory) for _ in range(args.repeat)]
+            failures = [f for run in ours for f in run["failures"]]
+            if failures:
+                raise SystemExit(f"fan-out failed on the lab: {failures[0]}")
+            wall = statistics.median(r["wall_s"] for r in ours)
+            ssh_wall = statistics.median(r["wall_s"] for r in floor)
+            rows.append(
+                (
+                    size,
+                    wall,
+                    statistics.median(r["cpu_per_node_ms"] for r in ours),
+                    ",".join(str(c) for c in ours[0]["connections_per_node"]),
+                    max(r["peak_rss_mb"] for r in ours),
+                    ssh_wall,
+                    statistics.median(r["cpu_per_node_ms"] for r in floor),
+                    wall / ssh_wall,
+                )
+            )
+    finally:
+        lab.down(args.state_dir)
+    print(
+        "| nodes | hpcnet wall s | hpcnet CPU ms/node | connections/node | peak RSS MB "
+        "| OpenSSH+xargs wall s | OpenSSH CPU ms/node | hpcnet / OpenSSH |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for size, wall, cpu, conns, rss, swall, scpu, ratio in rows:
+        print(
+            f"| {size} | {wall:.2f} | {cpu:.1f} | {conns} | {rss:.0f} | {swall:.2f} "
+            f"| {scpu:.1f} | {ratio:.2f}x |"
+        )
+
+
+if __name__ == "__main__":
+    main()
