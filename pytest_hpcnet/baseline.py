@@ -1,0 +1,135 @@
+"""Comparison of a run's measurements with a previous run (the baseline).
+
+A measurement regresses when it moved the wrong way by more than the tolerance:
+higher-is-better (`>=` thresholds) dropped, lower-is-better (`<=`) rose.
+Measurements with other comparisons or without a numeric baseline are not judged.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_hpcnet.evidence import EVIDENCE_FILE, SUMMARY_FILE, CheckRecord, read_records
+
+MetricKey = tuple[str, str, str]  # (check_id, measurement name, subject)
+
+
+@dataclass
+class Baseline:
+    """Numeric measurements of a previous run, by (check_id, measurement, subject)."""
+
+    values: dict[MetricKey, float] = field(default_factory=dict)
+    source: str = ""
+
+    def get(self, check_id: str, name: str, subject: str) -> float | None:
+        """The baseline value, or None where the previous run did not measure it."""
+        return self.values.get((check_id, name, subject))
+
+
+@dataclass
+class Regression:
+    """A measurement that moved the wrong way by more than its tolerance."""
+
+    check_id: str
+    metric: str
+    subject: str
+    value: float
+    baseline: float
+    delta_pct: float
+    tolerance_pct: float
+
+    def describe(self) -> str:
+        """One line for a failure message."""
+        return (
+            f"{self.check_id} {self.metric} on {self.subject}: {self.value:g} vs baseline "
+            f"{self.baseline:g} ({self.delta_pct:+.1f} %, tolerance {self.tolerance_pct:.0f} %)"
+        )
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def baseline_from_records(records: Iterable[CheckRecord], source: str = "") -> Baseline:
+    """A baseline holding every numeric measurement of these records (last one wins)."""
+    baseline = Baseline(source=source)
+    for record in records:
+        if record.verdict in ("error", "skipped"):
+            continue
+        for measurement in record.measured:
+            value = _number(measurement.value)
+            if value is not None:
+                baseline.values[(record.check_id, measurement.name, record.subject)] = value
+    return baseline
+
+
+def load_baseline(path: str | os.PathLike[str]) -> Baseline:
+    """A baseline from a previous run folder, its `evidence.jsonl`, or its `summary.json`."""
+    source = Path(path)
+    if source.is_dir():
+        evidence = source / EVIDENCE_FILE
+    elif source.name == SUMMARY_FILE:
+        evidence = source.with_name(EVIDENCE_FILE)
+    else:
+        evidence = source
+    if not evidence.exists():
+        raise FileNotFoundError(f"no evidence for a baseline at {evidence}")
+    return baseline_from_records(read_records(evidence), source=str(source))
+
+
+def _tolerance(
+    check_id: str, name: str, default: float, per_metric: Mapping[str, float]
+) -> float:
+    for key in (f"{check_id}.{name}", name, check_id):
+        if key in per_metric:
+            return per_metric[key]
+    return default
+
+
+def compare_to_baseline(
+    records: Iterable[CheckRecord],
+    baseline: Baseline,
+    tolerance_default: float = 0.10,
+    per_metric: Mapping[str, float] | None = None,
+) -> list[Regression]:
+    """Fill each measurement's `baseline`/`delta` (fraction) in place; return regressions.
+
+    `per_metric` maps `check.measurement`, `measurement` or `check` to a tolerance
+    (fraction, e.g. 0.05), the most specific key winning.
+    """
+    overrides = dict(per_metric or {})
+    regressions: list[Regression] = []
+    for record in records:
+        for measurement in record.measured:
+            value = _number(measurement.value)
+            previous = baseline.get(record.check_id, measurement.name, record.subject)
+            if value is None or previous is None:
+                continue
+            measurement.baseline = previous
+            if previous == 0:
+                measurement.delta = None
+                continue
+            delta = (value - previous) / abs(previous)
+            measurement.delta = delta
+            tolerance = _tolerance(record.check_id, measurement.name, tolerance_default, overrides)
+            worse = (measurement.comparison == ">=" and delta < -tolerance) or (
+                measurement.comparison == "<=" and delta > tolerance
+            )
+            if worse:
+                regressions.append(
+                    Regression(
+                        check_id=record.check_id,
+                        metric=measurement.name,
+                        subject=record.subject,
+                        value=value,
+                        baseline=previous,
+                        delta_pct=delta * 100,
+                        tolerance_pct=tolerance * 100,
+                    )
+                )
+    return regressions

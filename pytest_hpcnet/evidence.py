@@ -1,0 +1,361 @@
+"""The evidence bundle: one JSON line per finished check, raw outputs, a run summary.
+
+Layout of one run folder (`reports/<run-id>/`)::
+
+    evidence.jsonl        one `CheckRecord` per line, appended and fsynced as each check ends
+    outputs/<sha256>.txt  raw command output (redacted, bounded), named by its own sha256
+    summary.json          written by `EvidenceBundle.close()` at the end of the session
+
+Everything written passes through `pytest_hpcnet.redact.redact`. Records are plain
+JSON (`record.model_dump(mode="json")`), so xdist workers can ship them to the
+controller, which alone appends them; `store_output` is safe from any process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import threading
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pytest_hpcnet.redact import redact
+
+EVIDENCE_FILE = "evidence.jsonl"
+SUMMARY_FILE = "summary.json"
+OUTPUTS_DIR = "outputs"
+MAX_OUTPUT_BYTES = 4 * 1024 * 1024
+
+Verdict = Literal["pass", "fail", "error", "waived", "skipped"]
+OverallVerdict = Literal["ACCEPTED", "REJECTED", "INCOMPLETE"]
+Comparison = Literal[">=", "<=", "==", "in"]
+VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "waived", "skipped")
+
+
+class EvidenceError(ValueError):
+    """The evidence file cannot be read (a damaged line other than the last)."""
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(timezone.utc)
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A run id such as `20261130-052750-ab12`: UTC time plus four random hex digits."""
+    moment = (now or utc_now()).astimezone(timezone.utc)
+    return f"{moment:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+class Measurement(BaseModel):
+    """One measured quantity and the threshold it was judged against."""
+
+    name: str
+    value: float | str | None = None
+    unit: str = ""
+    threshold: float | str | list[float | str] | None = None
+    comparison: Comparison | None = None
+    threshold_source: str = ""
+    baseline: float | None = None
+    delta: float | None = Field(
+        default=None, description="(value - baseline) / baseline, as a fraction"
+    )
+
+
+class CommandRecord(BaseModel):
+    """One command run on one node for a check; its output lives in `outputs/<digest>.txt`."""
+
+    node: str
+    command: str
+    exit_status: int | None = None
+    duration_s: float | None = None
+    started_at: datetime | None = None
+    output_digest: str | None = None
+
+
+class Waiver(BaseModel):
+    """An accepted deviation: who accepted it, why, and until when (inclusive)."""
+
+    reason: str
+    by: str
+    expires: date | None = None
+
+    def applies_on(self, run_date: date) -> bool:
+        """True unless the waiver expired before `run_date`."""
+        return self.expires is None or self.expires >= run_date
+
+
+class CheckRecord(BaseModel):
+    """The outcome of one check on one subject (a node, a pair `a->b`, or the cluster)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    check_id: str
+    requirement: str
+    nodeid: str = ""
+    subject: str
+    kind: Literal["node", "pair", "cluster"] = "node"
+    measured: list[Measurement] = Field(default_factory=list)
+    verdict: Verdict
+    message: str = ""
+    commands: list[CommandRecord] = Field(default_factory=list)
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    tool_versions: dict[str, str] = Field(default_factory=dict)
+    suspect_nodes: list[str] = Field(default_factory=list)
+    waiver: Waiver | None = None
+
+
+class RunSummary(BaseModel):
+    """What `summary.json` holds; extra keys given to `close()` are kept as they are."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str
+    cluster: str = ""
+    inventory_sha256: str = ""
+    expectations_sha256: str = ""
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    unreachable_nodes: list[str] = Field(default_factory=list)
+    interrupted: bool = False
+    counts: dict[str, int] = Field(default_factory=dict)
+    verdict: OverallVerdict = "INCOMPLETE"
+
+
+def effective_verdict(record: CheckRecord, run_date: date | None = None) -> str:
+    """The verdict that counts: a `fail` with a valid waiver is `waived`;
+    a `waived` without a valid (present, unexpired) waiver is `fail`."""
+    run_date = run_date or utc_now().date()
+    waiver_valid = record.waiver is not None and record.waiver.applies_on(run_date)
+    if record.verdict == "fail" and waiver_valid:
+        return "waived"
+    if record.verdict == "waived" and not waiver_valid:
+        return "fail"
+    return record.verdict
+
+
+def count_verdicts(records: Iterable[CheckRecord], run_date: date | None = None) -> dict[str, int]:
+    """Records per effective verdict; every verdict appears, zero where absent."""
+    counts = dict.fromkeys(VERDICTS, 0)
+    for record in records:
+        counts[effective_verdict(record, run_date)] += 1
+    return counts
+
+
+def overall_verdict(
+    records: Iterable[CheckRecord],
+    unreachable_nodes: Iterable[str] = (),
+    run_date: date | None = None,
+    interrupted: bool = False,
+) -> OverallVerdict:
+    """INCOMPLETE if interrupted, any node unreachable, any check errored or nothing
+    was judged; else REJECTED if any check failed; else ACCEPTED."""
+    counts = count_verdicts(records, run_date)
+    judged = counts["pass"] + counts["fail"] + counts["waived"]
+    if interrupted or list(unreachable_nodes) or counts["error"] or not judged:
+        return "INCOMPLETE"
+    if counts["fail"]:
+        return "REJECTED"
+    return "ACCEPTED"
+
+
+def sha256_file(path: Path) -> str:
+    """The hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def redact_data(data: Any) -> Any:
+    """`data` (JSON-able) with `redact()` applied to every string, keys included."""
+    if isinstance(data, str):
+        return redact(data)
+    if isinstance(data, Mapping):
+        return {redact(str(key)): redact_data(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [redact_data(item) for item in data]
+    return data
+
+
+def bound_output(text: str, limit: int = MAX_OUTPUT_BYTES) -> str:
+    """`text` cut to about `limit` UTF-8 bytes, keeping head and tail around a note."""
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return text
+    half = limit // 2
+    head = raw[:half].decode("utf-8", errors="ignore")
+    tail = raw[-half:].decode("utf-8", errors="ignore")
+    note = (
+        f"\n[hpcnet: output truncated: kept the first and last {half} of {len(raw)} bytes]\n"
+    )
+    return head + note + tail
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file, fsync and rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _json_line(record: CheckRecord) -> str:
+    data = redact_data(record.model_dump(mode="json"))
+    return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
+
+
+class EvidenceBundle:
+    """One run's evidence folder; appends survive an interrupted run."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], run_id: str | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_id = run_id or self.run_dir.name
+        self.outputs_dir.mkdir(parents=True, exist_ok=True)
+        self.started_at = utc_now()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def create(
+        cls, reports_dir: str | os.PathLike[str] = "reports", run_id: str | None = None
+    ) -> EvidenceBundle:
+        """A new bundle at `<reports_dir>/<run_id>/` (a fresh run id when none is given)."""
+        run_id = run_id or new_run_id()
+        return cls(Path(reports_dir) / run_id, run_id=run_id)
+
+    @property
+    def evidence_path(self) -> Path:
+        return self.run_dir / EVIDENCE_FILE
+
+    @property
+    def outputs_dir(self) -> Path:
+        return self.run_dir / OUTPUTS_DIR
+
+    def output_path(self, digest: str) -> Path:
+        """Where the output with this digest is stored."""
+        return self.outputs_dir / f"{digest}.txt"
+
+    def store_output(self, text: str | bytes, limit: int = MAX_OUTPUT_BYTES) -> str:
+        """Store raw output (decoded, redacted, bounded); return the sha256 naming it."""
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", errors="replace")
+        data = bound_output(redact(text), limit).encode("utf-8")
+        digest = hashlib.sha256(data).hexdigest()
+        path = self.output_path(digest)
+        if not path.exists():
+            _write_atomic(path, data)
+        return digest
+
+    def append(self, record: CheckRecord | Mapping[str, Any]) -> CheckRecord:
+        """Append one record to `evidence.jsonl`, flushed and fsynced before returning."""
+        if not isinstance(record, CheckRecord):
+            record = CheckRecord.model_validate(record)
+        line = _json_line(record).encode("utf-8")
+        with self._lock, open(self.evidence_path, "ab") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return record
+
+    def records(self) -> list[CheckRecord]:
+        """The records appended so far."""
+        return read_records(self.run_dir)
+
+    def close(self, summary: RunSummary | Mapping[str, Any] | None = None) -> RunSummary:
+        """Write `summary.json`: the given facts (cluster, inventory/expectations sha256,
+        unreachable_nodes, ...) plus run id, end time, counts and the overall verdict."""
+        if isinstance(summary, RunSummary):
+            given = summary.model_dump(exclude_unset=True)
+        else:
+            given = dict(summary or {})
+        given.setdefault("run_id", self.run_id)
+        given.setdefault("started_at", self.started_at)
+        given.setdefault("ended_at", utc_now())
+        result = RunSummary.model_validate(given)
+        records = self.records()
+        run_date = run_date_of(result, records)
+        result.counts = count_verdicts(records, run_date)
+        result.verdict = overall_verdict(
+            records, result.unreachable_nodes, run_date, result.interrupted
+        )
+        data = redact_data(result.model_dump(mode="json"))
+        text = json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+        _write_atomic(self.run_dir / SUMMARY_FILE, text.encode("utf-8"))
+        return result
+
+
+def run_date_of(summary: RunSummary | None, records: Iterable[CheckRecord]) -> date:
+    """The date waivers are judged on: the run's start, else the first record's, else today."""
+    if summary is not None and summary.started_at is not None:
+        return summary.started_at.date()
+    starts = [r.started_at for r in records if r.started_at is not None]
+    return min(starts).date() if starts else utc_now().date()
+
+
+def read_records(run_dir: str | os.PathLike[str]) -> list[CheckRecord]:
+    """Every record of a run folder (or of an `evidence.jsonl` path).
+
+    A damaged last line (the run was killed mid-write) is ignored; a damaged line
+    elsewhere raises `EvidenceError`.
+    """
+    path = Path(run_dir)
+    if path.is_dir():
+        path = path / EVIDENCE_FILE
+    if not path.exists():
+        return []
+    lines = path.read_bytes().split(b"\n")
+    records: list[CheckRecord] = []
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            records.append(CheckRecord.model_validate_json(line))
+        except ValueError as exc:
+            if index == last:
+                break
+            raise EvidenceError(f"{path}: line {index + 1} is not a valid record: {exc}") from exc
+    return records
+
+
+def read_summary(run_dir: str | os.PathLike[str]) -> RunSummary | None:
+    """The run's `summary.json`, or None where the run never closed."""
+    path = Path(run_dir) / SUMMARY_FILE
+    if not path.exists():
+        return None
+    return RunSummary.model_validate_json(path.read_bytes())
+
+
+def read_output(run_dir: str | os.PathLike[str], digest: str) -> str | None:
+    """The stored output with this digest, or None where it is absent."""
+    if not digest or not all(c in "0123456789abcdef" for c in digest):
+        return None
+    path = Path(run_dir) / OUTPUTS_DIR / f"{digest}.txt"
+    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else None
+
+
+def merge_bundles(
+    controller_dir: str | os.PathLike[str], worker_dirs: Iterable[str | os.PathLike[str]]
+) -> EvidenceBundle:
+    """Fold worker bundles into the controller's: outputs copied, records appended."""
+    bundle = EvidenceBundle(controller_dir)
+    for worker_dir in worker_dirs:
+        worker = Path(worker_dir)
+        for output in sorted((worker / OUTPUTS_DIR).glob("*.txt")):
+            target = bundle.outputs_dir / output.name
+            if not target.exists():
+                shutil.copyfile(output, target)
+        for record in read_records(worker):
+            bundle.append(record)
+    return bundle
