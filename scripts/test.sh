@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The project's own tests: install, lint, then unit, conformance and lab tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+if [ -z "${HPCNET_SAMPLES:-}" ] && [ -d ../shared/samples ]; then
+  export HPCNET_SAMPLES="$(cd ../shared/samples && pwd)"
+fi
+.venv/bin/ruff check pytest_hpcnet suites tests benchmarks
+.venv/bin/python -m pytest tests -p no:cacheprovider "$@"
