@@ -1,0 +1,279 @@
+"""The ECS instance metadata service (IMDS): VPC, vSwitch, zone, instance type per node.
+
+`metadata_command` reads a few keys in one POSIX sh snippet (hardened mode with a
+token, plain GET when no token is available) and prints `key=value` or
+`key!reason` lines; the token itself is never printed. `group_by_value` compares
+one key across nodes without assuming the majority is right.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+DEFAULT_BASE = "http://100.100.100.200/latest/meta-data/"
+DEFAULT_KEYS = (
+    "vswitch-id",
+    "vpc-id",
+    "zone-id",
+    "region-id",
+    "instance/instance-type",
+    "instance-id",
+    "private-ipv4",
+)
+TOKEN_TTL_HEADER = "X-aliyun-ecs-metadata-token-ttl-seconds"
+TOKEN_HEADER = "X-aliyun-ecs-metadata-token"
+TOKEN_TTL_S = 21600
+
+_FIELDS = {
+    "vswitch-id": "vswitch_id",
+    "vpc-id": "vpc_id",
+    "zone-id": "zone_id",
+    "region-id": "region_id",
+    "instance/instance-type": "instance_type",
+    "instance-type": "instance_type",
+    "instance-id": "instance_id",
+    "private-ipv4": "private_ipv4",
+}
+
+
+@dataclass(frozen=True)
+class MetadataFacts:
+    """Metadata values of one node; None where the key was not read."""
+
+    vswitch_id: str | None = None
+    vpc_id: str | None = None
+    zone_id: str | None = None
+    region_id: str | None = None
+    instance_type: str | None = None
+    instance_id: str | None = None
+    private_ipv4: str | None = None
+    values: tuple[tuple[str, str], ...] = ()
+    """Every `key=value` read, metadata key names, in output order."""
+    missing: tuple[tuple[str, str], ...] = ()
+    """(key, why) for every key not read: `http 404`, `curl exit 28`, ..."""
+    token_used: bool | None = None
+    """True: hardened mode (token); False: plain GET fallback; None: not said."""
+    tool_missing: bool = False
+    problems: tuple[str, ...] = ()
+
+    def value(self, key: str) -> str | None:
+        """The value of a metadata key (`vswitch-id`, `instance/instance-type`), or None."""
+        return dict(self.values).get(key)
+
+    def why_missing(self, key: str) -> str | None:
+        """Why `key` was not read, or None when it was (or was not asked for)."""
+        return dict(self.missing).get(key)
+
+
+@dataclass(frozen=True)
+class ValueGroup:
+    """Nodes that share one value."""
+
+    value: str
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MetadataGrouping:
+    """One key compared across nodes."""
+
+    key: str
+    expected: str | None
+    groups: tuple[ValueGroup, ...]
+    """Largest first, ties by value."""
+    odd: tuple[str, ...]
+    """Nodes whose value differs from `expected` (empty when no expectation)."""
+    undetermined: tuple[tuple[str, str], ...]
+    """(node, why) for nodes whose value could not be read."""
+    findings: tuple[str, ...]
+    """Human-readable statements, empty when everything agrees."""
+
+    @property
+    def consistent(self) -> bool:
+        """All nodes read and equal (and equal to `expected` when given)."""
+        return not self.findings
+
+
+# ---------------------------------------------------------------------------
+# command builders
+
+
+def metadata_command(
+    keys: Iterable[str] = DEFAULT_KEYS,
+    base: str = DEFAULT_BASE,
+    timeout_s: float = 2,
+) -> str:
+    """POSIX sh: get a token (PUT /latest/api/token), then print `key=value` / `key!why`.
+
+    Without a token (old IMDS, request refused) the keys are read with plain GET. After
+    one key fails to connect or times out, the others are reported as skipped, so an
+    unreachable service costs about two timeouts, not one per key.
+    The token stays in a shell variable and is only passed as a request header.
+    """
+    keys = tuple(keys)
+    for key in keys:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]*", key):
+            raise ValueError(f"not a metadata key: {key!r}")
+    if not base.endswith("/"):
+        base += "/"
+    parts = urlsplit(base)
+    token_url = f"{parts.scheme}://{parts.netloc}/latest/api/token"
+    t = str(int(timeout_s)) if float(timeout_s).is_integer() else str(float(timeout_s))
+    curl = f"curl -s -m {t} --connect-timeout {t}"
+    q = shlex.quote
+    key_list = " ".join(q(k) for k in keys)
+    return (
+        "if ! command -v curl >/dev/null 2>&1; then echo 'hpcnet: curl not found'; else "
+        f"base={q(base)}; "
+        f"out=$({curl} -X PUT -H {q(f'{TOKEN_TTL_HEADER}: {TOKEN_TTL_S}')} "
+        f"-w '\\n%{{http_code}}' {q(token_url)} 2>/dev/null); "
+        "code=$(printf '%s\\n' \"$out\" | tail -n 1); "
+        "tok=$(printf '%s\\n' \"$out\" | sed '$d'); "
+        'if [ "$code" = 200 ] && [ -n "$tok" ]; then echo \'@token ok\'; '
+        "else tok=''; echo \"@token!http $code\"; fi; "
+        "dead=''; "
+        f"for key in {key_list}; do "
+        'if [ -n "$dead" ]; then echo "$key!skipped: metadata service unreachable"; continue; fi; '
+        'if [ -n "$tok" ]; then '
+        f'out=$({curl} -H "{TOKEN_HEADER}: $tok" -w \'\\n%{{http_code}}\' "$base$key" 2>&1); '
+        f"else out=$({curl} -w '\\n%{{http_code}}' \"$base$key\" 2>&1); fi; "
+        "rc=$?; "
+        "code=$(printf '%s\\n' \"$out\" | tail -n 1); "
+        "val=$(printf '%s\\n' \"$out\" | sed '$d' | tr '\\r\\n' '  ' | sed 's/ *$//'); "
+        'if [ "$rc" -ne 0 ]; then echo "$key!curl exit $rc (http $code)"; '
+        'case "$rc" in 6|7|28) dead=1;; esac; '
+        'elif [ "$code" = 200 ]; then echo "$key=$val"; '
+        'else echo "$key!http $code"; fi; '
+        "done; fi"
+    )
+
+
+# ---------------------------------------------------------------------------
+# parsers
+
+_LINE_RE = re.compile(r"^(?P<key>[A-Za-z0-9][A-Za-z0-9._/-]*)(?P<op>[=!])(?P<rest>.*)$")
+
+
+def parse_metadata(text: str) -> MetadataFacts:
+    """Parse `metadata_command` output into `MetadataFacts`."""
+    if re.search(r"hpcnet: curl not found|\bcurl: (?:command )?not found", text or ""):
+        return MetadataFacts(tool_missing=True, problems=("curl not installed",))
+    values: dict[str, str] = {}
+    missing: dict[str, str] = {}
+    token_used: bool | None = None
+    problems: list[str] = []
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line == "@token ok":
+            token_used = True
+            continue
+        if line.startswith("@token!"):
+            token_used = False
+            continue
+        m = _LINE_RE.match(line)
+        if not m:
+            problems.append(f"unreadable line: {line[:120]!r}")
+            continue
+        key, rest = m.group("key"), m.group("rest").strip()
+        if m.group("op") == "!":
+            missing[key] = _explain(rest)
+            values.pop(key, None)
+        elif not rest:
+            missing[key] = "empty value"
+        else:
+            values[key] = rest
+            missing.pop(key, None)
+    if not values and not missing:
+        problems.append("no metadata lines in output")
+    fields = {_FIELDS[k]: v for k, v in values.items() if k in _FIELDS}
+    return MetadataFacts(
+        **fields,
+        values=tuple(values.items()),
+        missing=tuple(missing.items()),
+        token_used=token_used,
+        problems=tuple(problems),
+    )
+
+
+def _explain(reason: str) -> str:
+    if re.fullmatch(r"http 404", reason):
+        return "http 404 (key unknown to this metadata version)"
+    if re.match(r"curl exit 28\b", reason):
+        return f"{reason}: timed out"
+    if reason.startswith("skipped"):
+        return reason
+    if re.match(r"curl exit [67]\b", reason):
+        return f"{reason}: could not connect to the metadata service"
+    return reason or "unknown"
+
+
+_ENTRY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/?$")
+
+
+def parse_listing(text: str) -> tuple[str, ...]:
+    """Entries of a metadata directory listing (`instance/` keeps its slash), in order."""
+    entries: list[str] = []
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if _ENTRY_RE.match(line) and line not in entries:
+            entries.append(line)
+    return tuple(entries)
+
+
+# ---------------------------------------------------------------------------
+# decisions
+
+
+def group_by_value(
+    facts: Mapping[str, MetadataFacts], key: str, expected: str | None = None
+) -> MetadataGrouping:
+    """Group nodes by the value of `key` (e.g. `vswitch-id`).
+
+    With `expected`, nodes with another value are odd. Without it, disagreeing nodes
+    are all reported by group; no majority is taken to be right.
+    """
+    by_value: dict[str, list[str]] = {}
+    undetermined: list[tuple[str, str]] = []
+    for node, fact in facts.items():
+        value = fact.value(key)
+        if value is None:
+            why = fact.why_missing(key) or (
+                "curl not installed" if fact.tool_missing else "not read"
+            )
+            undetermined.append((node, why))
+        else:
+            by_value.setdefault(value, []).append(node)
+    groups = tuple(
+        ValueGroup(value, tuple(sorted(nodes)))
+        for value, nodes in sorted(by_value.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    )
+    findings: list[str] = []
+    odd: tuple[str, ...] = ()
+    if expected is not None:
+        odd = tuple(sorted(n for g in groups if g.value != expected for n in g.nodes))
+        for g in groups:
+            if g.value != expected:
+                findings.append(
+                    f"{key} is {g.value} on {', '.join(g.nodes)}; the inventory expects {expected}"
+                )
+    elif len(groups) > 1:
+        findings.append(
+            f"{key} differs between nodes: "
+            + "; ".join(f"{g.value} on {', '.join(g.nodes)}" for g in groups)
+        )
+    for node, why in undetermined:
+        findings.append(f"{key} on {node}: cannot determine ({why})")
+    return MetadataGrouping(
+        key=key,
+        expected=expected,
+        groups=groups,
+        odd=odd,
+        undetermined=tuple(undetermined),
+        findings=tuple(findings),
+    )

@@ -1,0 +1,275 @@
+"""`ping` with DF set (path MTU) and plain latency pings, and their output.
+
+A path-MTU probe sends `mtu - 28` bytes of ICMP payload (20 IPv4 + 8 ICMP header
+bytes) with fragmentation prohibited (`-M do`); a reply proves the path carries
+`mtu`, a "Frag needed" or "message too long, mtu=N" names the smaller MTU.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from pytest_hpcnet.probes.links import Verdict
+
+IPV4_ICMP_OVERHEAD = 28
+"""IPv4 header (20) + ICMP echo header (8): payload size = MTU - 28."""
+
+
+@dataclass(frozen=True)
+class PingResult:
+    """What one `ping` run printed."""
+
+    target: str | None = None
+    payload_size: int | None = None
+    """ICMP payload bytes from the `PING host (ip) 1472(1500) bytes` header."""
+    packet_size: int | None = None
+    """IP packet bytes from the same header (payload + 28), i.e. the MTU under test."""
+    transmitted: int | None = None
+    """From the statistics block; None when the output has none."""
+    received: int | None = None
+    """From the statistics block, else the number of reply lines."""
+    errors: int | None = None
+    """`+N errors` from the statistics block, else the number of error lines seen."""
+    loss_percent: float | None = None
+    remote_mtu: int | None = None
+    """Smallest `Frag needed and DF set (mtu = N)` a router reported."""
+    local_mtu: int | None = None
+    """Smallest `local error: message too long, mtu=N` of the sending host."""
+    rtt_min_ms: float | None = None
+    rtt_avg_ms: float | None = None
+    rtt_max_ms: float | None = None
+    rtt_mdev_ms: float | None = None
+    has_statistics: bool = False
+    tool_missing: bool = False
+    error: str | None = None
+    """The tool's own fatal error line (unknown host, network unreachable, ...)."""
+    problems: tuple[str, ...] = ()
+
+    @property
+    def path_mtu(self) -> int | None:
+        """The smallest MTU any hop or the local host reported, or None."""
+        values = [v for v in (self.remote_mtu, self.local_mtu) if v is not None]
+        return min(values) if values else None
+
+
+# ---------------------------------------------------------------------------
+# command builders
+
+
+def _guarded(invocation: str) -> str:
+    return (
+        "if command -v ping >/dev/null 2>&1; then "
+        f"LC_ALL=C {invocation} 2>&1; else echo 'hpcnet: ping not found'; fi"
+    )
+
+
+def path_mtu_ping_command(
+    host: str,
+    mtu: int,
+    count: int = 3,
+    timeout_s: float = 2,
+    interval_s: float = 0.2,
+    interface: str | None = None,
+) -> str:
+    """`ping -M do -c N -s <mtu-28> -W T <host>`: does the path carry `mtu` unfragmented?"""
+    if mtu <= IPV4_ICMP_OVERHEAD:
+        raise ValueError(f"mtu {mtu} too small for an ICMP probe")
+    args = [
+        "ping",
+        "-n",
+        "-M",
+        "do",
+        "-c",
+        str(int(count)),
+        "-s",
+        str(int(mtu) - IPV4_ICMP_OVERHEAD),
+        "-W",
+        _num(timeout_s),
+        "-i",
+        _num(interval_s),
+    ]
+    if interface:
+        args += ["-I", shlex.quote(interface)]
+    args.append(shlex.quote(host))
+    return _guarded(" ".join(args))
+
+
+def latency_ping_command(
+    host: str, count: int = 10, interval_s: float = 0.2, timeout_s: float = 2
+) -> str:
+    """`ping -c N -i I -W T <host>` for round-trip times (default payload)."""
+    args = [
+        "ping",
+        "-n",
+        "-c",
+        str(int(count)),
+        "-i",
+        _num(interval_s),
+        "-W",
+        _num(timeout_s),
+        shlex.quote(host),
+    ]
+    return _guarded(" ".join(args))
+
+
+def _num(value: float) -> str:
+    """`2` rather than `2.0`; `0.2` as is."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+# ---------------------------------------------------------------------------
+# parser
+
+_HEADER_RE = re.compile(
+    r"^PING\s+(?P<target>\S+)(?:\s+\([^)]*\))?\s+(?P<payload>\d+)(?:\((?P<packet>\d+)\))?\s+"
+    r"bytes of data"
+)
+_BUSYBOX_HEADER_RE = re.compile(r"^PING\s+(?P<target>\S+)\s+\([^)]*\):\s+(?P<payload>\d+)\s+data")
+_REPLY_RE = re.compile(r"^\d+\s+bytes from .*?\btime[=<]\s*(?P<time>[\d.]+)\s*ms")
+_FRAG_RE = re.compile(r"Frag(?:mentation)? needed and DF set \(mtu\s*=\s*(?P<mtu>\d+)\)", re.I)
+_LOCAL_RE = re.compile(r"local error:\s*message too long,\s*mtu\s*=\s*(?P<mtu>\d+)", re.I)
+_SUMMARY_RE = re.compile(
+    r"^(?P<tx>\d+)\s+packets transmitted,\s+(?P<rx>\d+)\s+(?:packets\s+)?received"
+    r"(?P<rest>.*)$"
+)
+_RTT_RE = re.compile(
+    r"^(?:rtt|round-trip)\s+min/avg/max(?:/(?:mdev|stddev))?\s*=\s*"
+    r"(?P<min>[\d.]+)/(?P<avg>[\d.]+)/(?P<max>[\d.]+)(?:/(?P<mdev>[\d.]+))?\s*ms"
+)
+_FATAL_RE = re.compile(
+    r"(?:unknown host|Name or service not known|Temporary failure in name resolution|"
+    r"Network is unreachable|No route to host|Operation not permitted|invalid argument|"
+    r"usage error|bad address|cannot resolve)",
+    re.I,
+)
+_ERROR_LINE_RE = re.compile(
+    r"(?:Destination (?:Host|Net|Port) Unreachable|Frag(?:mentation)? needed|local error|"
+    r"Time to live exceeded|sendmsg:|Packet filtered)",
+    re.I,
+)
+
+
+def parse_ping(text: str) -> PingResult:
+    """Parse iputils/busybox `ping` output, with or without the statistics block."""
+    if re.search(r"hpcnet: ping not found|\bping: (?:command )?not found", text or ""):
+        return PingResult(tool_missing=True, problems=("ping not installed",))
+    target = payload = packet = None
+    replies: list[float] = []
+    error_lines = 0
+    remote: list[int] = []
+    local: list[int] = []
+    summary: re.Match[str] | None = None
+    rtt: re.Match[str] | None = None
+    fatal: str | None = None
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        m = _HEADER_RE.match(line) or _BUSYBOX_HEADER_RE.match(line)
+        if m and target is None:
+            target = m.group("target")
+            payload = int(m.group("payload"))
+            packet_text = m.groupdict().get("packet")
+            packet = int(packet_text) if packet_text else payload + IPV4_ICMP_OVERHEAD
+            continue
+        m = _REPLY_RE.match(line)
+        if m:
+            replies.append(float(m.group("time")))
+            continue
+        m = _SUMMARY_RE.match(line)
+        if m:
+            summary = m
+            continue
+        m = _RTT_RE.match(line)
+        if m:
+            rtt = m
+            continue
+        m = _FRAG_RE.search(line)
+        if m:
+            remote.append(int(m.group("mtu")))
+        m = _LOCAL_RE.search(line)
+        if m:
+            local.append(int(m.group("mtu")))
+        if _ERROR_LINE_RE.search(line):
+            error_lines += 1
+        elif fatal is None and _FATAL_RE.search(line):
+            fatal = line
+    problems: list[str] = []
+    transmitted = received = errors = None
+    loss = None
+    if summary is not None:
+        transmitted = int(summary.group("tx"))
+        received = int(summary.group("rx"))
+        rest = summary.group("rest")
+        m = re.search(r"\+(\d+)\s+errors?", rest)
+        errors = int(m.group(1)) if m else 0
+        m = re.search(r"([\d.]+)%\s+packet loss", rest)
+        loss = float(m.group(1)) if m else None
+    else:
+        received = len(replies)
+        errors = error_lines
+        if target is None and fatal is None:
+            problems.append("no ping header, replies or statistics in output")
+        elif not replies and not error_lines and fatal is None:
+            problems.append("no replies and no statistics block")
+    rtt_values: tuple[float | None, ...]
+    if rtt is not None:
+        rtt_values = (
+            float(rtt.group("min")),
+            float(rtt.group("avg")),
+            float(rtt.group("max")),
+            float(rtt.group("mdev")) if rtt.group("mdev") else None,
+        )
+    elif replies:
+        rtt_values = (min(replies), sum(replies) / len(replies), max(replies), None)
+    else:
+        rtt_values = (None, None, None, None)
+    return PingResult(
+        target=target,
+        payload_size=payload,
+        packet_size=packet,
+        transmitted=transmitted,
+        received=received,
+        errors=errors,
+        loss_percent=loss,
+        remote_mtu=min(remote) if remote else None,
+        local_mtu=min(local) if local else None,
+        rtt_min_ms=rtt_values[0],
+        rtt_avg_ms=rtt_values[1],
+        rtt_max_ms=rtt_values[2],
+        rtt_mdev_ms=rtt_values[3],
+        has_statistics=summary is not None,
+        error=fatal,
+        problems=tuple(problems),
+    )
+
+
+def path_mtu_ok(result: PingResult, mtu: int | None = None) -> Verdict:
+    """The path carried `mtu` (default: the packet size in the ping header) unfragmented."""
+    tested = mtu if mtu is not None else result.packet_size
+    label = f"MTU {tested}" if tested is not None else "the tested size"
+    if result.tool_missing:
+        return Verdict(False, "ping not installed")
+    if result.error:
+        return Verdict(False, f"ping failed: {result.error}")
+    if result.remote_mtu is not None and (tested is None or result.remote_mtu < tested):
+        return Verdict(
+            False,
+            f"a router reported path MTU {result.remote_mtu} (Frag needed and DF set), "
+            f"below {label}",
+        )
+    if result.local_mtu is not None and (tested is None or result.local_mtu < tested):
+        return Verdict(
+            False,
+            f"the local interface MTU is {result.local_mtu} (message too long), below {label}",
+        )
+    if result.path_mtu is not None and not result.received:
+        return Verdict(False, f"path MTU reported as {result.path_mtu}; no reply at {label}")
+    if not result.received:
+        loss = f"{result.loss_percent:g}% loss" if result.loss_percent is not None else "no reply"
+        return Verdict(False, f"no reply at {label} with DF set ({loss})")
+    if result.errors:
+        return Verdict(False, f"{result.errors} errors at {label}")
+    return Verdict(True, f"{result.received} replies at {label} with DF set")
