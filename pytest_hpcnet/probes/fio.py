@@ -1,0 +1,342 @@
+"""fio sequential throughput against a shared filesystem, and the mount check.
+
+Bandwidth in results is MB/s = 10^6 bytes/s (fio's own JSON `bw` is KiB/s,
+`bw_bytes` bytes/s). fio 2.x prints `io_bytes` in KiB and `clat` in usec; fio 3.x
+prints `io_bytes` in bytes (with `io_kbytes` beside it) and `clat_ns` in ns.
+Completion latencies in results are microseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+# --------------------------------------------------------------------------- commands
+
+_JOB_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+@dataclass(frozen=True)
+class FioJobSpec:
+    """A sequential read or write job in `directory` (files named `<name>.<n>.<m>`)."""
+
+    directory: str
+    rw: str = "write"  # "read" or "write"
+    name: str = "hpcnet-seq"
+    bs: str = "1m"
+    numjobs: int = 4
+    size: str = "4g"  # per job
+    runtime_s: int = 60
+    iodepth: int = 16
+    ioengine: str = "libaio"
+    direct: bool = True
+    extra_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.rw not in ("read", "write"):
+            raise ValueError(f"fio rw must be 'read' or 'write', not {self.rw!r}")
+        if not _JOB_NAME_RE.match(self.name):
+            raise ValueError(f"fio job name must match {_JOB_NAME_RE.pattern}: {self.name!r}")
+        if not self.directory:
+            raise ValueError("fio needs a directory")
+
+
+def fio_command(spec: FioJobSpec) -> str:
+    """`fio` for one sequential job with group reporting and JSON output."""
+    args = [
+        "fio",
+        f"--name={shlex.quote(spec.name)}",
+        f"--directory={shlex.quote(spec.directory)}",
+        f"--rw={spec.rw}",
+        f"--bs={shlex.quote(spec.bs)}",
+        f"--direct={1 if spec.direct else 0}",
+        f"--ioengine={shlex.quote(spec.ioengine)}",
+        f"--iodepth={int(spec.iodepth)}",
+        f"--numjobs={int(spec.numjobs)}",
+        f"--size={shlex.quote(spec.size)}",
+        f"--runtime={int(spec.runtime_s)}",
+        "--time_based",
+        "--group_reporting",
+        "--output-format=json",
+    ]
+    args += [shlex.quote(a) for a in spec.extra_args]
+    return " ".join(args)
+
+
+def fio_cleanup_command(spec: FioJobSpec) -> str:
+    """Remove the job's data files (`<name>.*` directly in the directory) and nothing else."""
+    return (
+        f"find {shlex.quote(spec.directory)} -maxdepth 1 -type f "
+        f"-name {shlex.quote(spec.name + '.*')} -delete"
+    )
+
+
+# --------------------------------------------------------------------------- fio results
+
+
+@dataclass(frozen=True)
+class FioDirection:
+    """One direction (read or write) of one job."""
+
+    io_bytes: int = 0
+    bw_mb_s: float = 0.0  # 10^6 bytes/s
+    iops: float = 0.0
+    runtime_ms: int = 0
+    clat_mean_us: float | None = None
+    clat_p99_us: float | None = None
+
+
+@dataclass(frozen=True)
+class FioJob:
+    """One entry of fio's `jobs` (one per job, or one per group with group_reporting)."""
+
+    name: str
+    error: int
+    read: FioDirection
+    write: FioDirection
+    rw: str | None = None
+
+
+@dataclass(frozen=True)
+class FioResult:
+    """A fio JSON run: per job, and summed over jobs (run concurrently) in MB/s."""
+
+    jobs: tuple[FioJob, ...] = ()
+    read_bw_mb_s: float | None = None
+    write_bw_mb_s: float | None = None
+    fio_version: str | None = None
+    preamble: tuple[str, ...] = ()  # text lines printed before the JSON
+    problems: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.jobs)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _percentile(block: dict[str, Any], wanted: float) -> float | None:
+    for key, value in (block.get("percentile") or {}).items():
+        try:
+            if abs(float(key) - wanted) < 1e-6:
+                return _number(value)
+        except ValueError:
+            continue
+    return None
+
+
+def _direction(side: Any, problems: list[str], where: str) -> FioDirection:
+    if not isinstance(side, dict):
+        return FioDirection()
+    fio3 = "io_kbytes" in side
+    io = _number(side.get("io_bytes")) or 0.0
+    io_bytes = int(io if fio3 else io * 1024)
+    bw_bytes = _number(side.get("bw_bytes"))
+    if bw_bytes is None:
+        kib = _number(side.get("bw"))
+        bw_bytes = kib * 1024 if kib is not None else None
+    if bw_bytes is None or math.isnan(bw_bytes) or bw_bytes < 0:
+        problems.append(f"{where}: unreadable bandwidth {side.get('bw')!r}")
+        bw_bytes = math.nan
+    clat_mean = clat_p99 = None
+    if isinstance(side.get("clat_ns"), dict):
+        block = side["clat_ns"]
+        mean, p99 = _number(block.get("mean")), _percentile(block, 99.0)
+        clat_mean = mean / 1000 if mean is not None else None
+        clat_p99 = p99 / 1000 if p99 is not None else None
+    elif isinstance(side.get("clat"), dict):
+        block = side["clat"]
+        clat_mean, clat_p99 = _number(block.get("mean")), _percentile(block, 99.0)
+    return FioDirection(
+        io_bytes=io_bytes,
+        bw_mb_s=bw_bytes / 1e6,
+        iops=_number(side.get("iops")) or 0.0,
+        runtime_ms=int(_number(side.get("runtime")) or 0),
+        clat_mean_us=clat_mean,
+        clat_p99_us=clat_p99,
+    )
+
+
+def parse_fio_json(text: str) -> FioResult:
+    """Parse `fio --output-format=json` output, tolerating text lines before the JSON."""
+    text = text or ""
+    start = text.find("{")
+    preamble = tuple(ln.strip() for ln in text[: max(start, 0)].splitlines() if ln.strip())
+    if start < 0:
+        lines = tuple(ln.strip() for ln in text.splitlines() if ln.strip())
+        if lines:
+            return FioResult(preamble=lines, error="\n".join(lines))
+        return FioResult(error="unparseable output: empty output")
+    try:
+        data, _ = json.JSONDecoder().raw_decode(text[start:])
+    except json.JSONDecodeError as exc:
+        if preamble:
+            return FioResult(preamble=preamble, error="\n".join(preamble))
+        return FioResult(error=f"unparseable output: invalid JSON ({exc.msg} at {exc.pos})")
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list) or not data["jobs"]:
+        return FioResult(
+            preamble=preamble,
+            error="\n".join(preamble) or "unparseable output: JSON without jobs",
+        )
+
+    problems: list[str] = []
+    jobs: list[FioJob] = []
+    for i, raw in enumerate(data["jobs"]):
+        if not isinstance(raw, dict):
+            problems.append(f"job #{i}: not an object")
+            continue
+        name = str(raw.get("jobname", f"#{i}"))
+        options = raw.get("job options") if isinstance(raw.get("job options"), dict) else {}
+        jobs.append(
+            FioJob(
+                name=name,
+                error=int(_number(raw.get("error")) or 0),
+                read=_direction(raw.get("read"), problems, f"{name} read"),
+                write=_direction(raw.get("write"), problems, f"{name} write"),
+                rw=options.get("rw"),
+            )
+        )
+    version = data.get("fio version")
+    if not jobs:
+        return FioResult(
+            fio_version=version,
+            preamble=preamble,
+            problems=tuple(problems),
+            error="unparseable output: no readable job",
+        )
+    read_bw = sum(j.read.bw_mb_s for j in jobs)
+    write_bw = sum(j.write.bw_mb_s for j in jobs)
+    failed = [j for j in jobs if j.error]
+    error: str | None = None
+    if failed:
+        error = "\n".join(preamble) or "; ".join(f"job {j.name}: error={j.error}" for j in failed)
+    elif math.isnan(read_bw) or math.isnan(write_bw):
+        error = "unparseable output: " + "; ".join(problems)
+    return FioResult(
+        jobs=tuple(jobs),
+        read_bw_mb_s=None if math.isnan(read_bw) else read_bw,
+        write_bw_mb_s=None if math.isnan(write_bw) else write_bw,
+        fio_version=version,
+        preamble=preamble,
+        problems=tuple(problems),
+        error=error,
+    )
+
+
+# --------------------------------------------------------------------------- mount check
+
+DEFAULT_ALLOWED_FSTYPES: tuple[str, ...] = ("cpfs", "cpfs-nfs", "nfs", "alinas")
+"""Filesystem types a CPFS / NAS mount may show (nfs3/nfs4 count as nfs, fuse.X as X)."""
+
+
+@dataclass(frozen=True)
+class MountInfo:
+    """The mount holding a path."""
+
+    target: str | None = None
+    source: str | None = None
+    fstype: str | None = None
+    options: tuple[str, ...] = ()
+    error: str | None = None
+
+
+def normalize_fstype(fstype: str) -> str:
+    """`nfs4`/`nfs3` -> `nfs`, `fuse.cpfs` -> `cpfs`, lower case."""
+    name = fstype.strip().lower()
+    if name.startswith("fuse."):
+        name = name[len("fuse.") :]
+    if re.fullmatch(r"nfs\d*", name):
+        return "nfs"
+    return name
+
+
+def fstype_allowed(fstype: str | None, allowed: tuple[str, ...] = DEFAULT_ALLOWED_FSTYPES) -> bool:
+    """Whether `fstype` is one of `allowed`, after normalization of both sides."""
+    if not fstype:
+        return False
+    return normalize_fstype(fstype) in {normalize_fstype(a) for a in allowed}
+
+
+def mount_check_command(path: str) -> str:
+    """`findmnt -J -T PATH`, falling back to /proc/mounts where findmnt is missing."""
+    return f"findmnt -J -T {shlex.quote(path)} 2>/dev/null || cat /proc/mounts"
+
+
+def _unescape_mounts(field_text: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field_text)
+
+
+def _under(path: str, target: str) -> bool:
+    target = target.rstrip("/") or "/"
+    return target == "/" or path == target or path.startswith(target + "/")
+
+
+def parse_mount(text: str, path: str | None = None) -> MountInfo:
+    """The mount of `path` from `findmnt -J [-T path]` JSON or `/proc/mounts` lines.
+
+    With findmnt -T the single entry is the answer; with /proc/mounts (or several
+    findmnt entries) the longest mount target containing `path` wins.
+    """
+    text = text or ""
+    entries: list[MountInfo] = []
+    start = text.find("{")
+    if start >= 0:
+        try:
+            data, _ = json.JSONDecoder().raw_decode(text[start:])
+        except json.JSONDecodeError:
+            data = None
+        stack = list(data.get("filesystems", [])) if isinstance(data, dict) else []
+        while stack:
+            item = stack.pop(0)
+            if not isinstance(item, dict):
+                continue
+            entries.append(
+                MountInfo(
+                    target=item.get("target"),
+                    source=item.get("source"),
+                    fstype=item.get("fstype"),
+                    options=tuple(str(item.get("options") or "").split(","))
+                    if item.get("options")
+                    else (),
+                )
+            )
+            stack.extend(item.get("children") or [])
+    if not entries:
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) >= 4 and parts[1].startswith("/"):
+                entries.append(
+                    MountInfo(
+                        target=_unescape_mounts(parts[1]),
+                        source=_unescape_mounts(parts[0]),
+                        fstype=parts[2],
+                        options=tuple(parts[3].split(",")),
+                    )
+                )
+    if not entries:
+        flat = " ".join(text.split())[:120]
+        return MountInfo(error=flat or "unparseable output: empty output")
+    if path is None:
+        return entries[0]
+    matching = [e for e in entries if e.target and _under(path, e.target)]
+    if not matching:
+        return MountInfo(error=f"no mount holds {path}")
+    # Later mounts shadow earlier ones on the same target: take the last of the longest.
+    longest = max(len(e.target or "") for e in matching)
+    return [e for e in matching if len(e.target or "") == longest][-1]

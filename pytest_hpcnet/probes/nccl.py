@@ -1,0 +1,283 @@
+"""nccl-tests (`all_reduce_perf`, `alltoall_perf`, ...) output parser and typed result.
+
+Units as nccl-tests prints them: sizes in bytes, times in microseconds, algbw and
+busbw in GB/s (10^9 bytes/s). Handles old and new layouts (`error` or `#wrong`
+column, with or without `root`/`Group`), mpirun `--tag-output` and `srun -l`
+prefixes, interleaved NCCL INFO/WARN lines and runs that die without a table.
+The command that launches the benchmark is built in `pytest_hpcnet.launch`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NcclRow:
+    """One size of the table; `*_wrong` is None where printed as N/A."""
+
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str | None
+    root: int | None
+    oop_time_us: float
+    oop_algbw_gbs: float
+    oop_busbw_gbs: float
+    oop_wrong: float | None
+    ip_time_us: float | None = None
+    ip_algbw_gbs: float | None = None
+    ip_busbw_gbs: float | None = None
+    ip_wrong: float | None = None
+
+    @property
+    def busbw_gbs(self) -> float:
+        """The better of out-of-place and in-place bus bandwidth."""
+        return max(self.oop_busbw_gbs, self.ip_busbw_gbs or 0.0)
+
+
+@dataclass(frozen=True)
+class NcclRank:
+    """One `#  Rank N Group G Pid P on HOST device D [BUS] NAME` line."""
+
+    rank: int
+    host: str
+    device: int
+    bus_id: str
+    gpu: str
+    pid: int | None = None
+    group: int | None = None
+
+
+@dataclass(frozen=True)
+class NcclResult:
+    """A nccl-tests run. `error` is set (to the tool's own lines) when there is no table."""
+
+    rows: tuple[NcclRow, ...] = ()
+    avg_busbw_gbs: float | None = None  # "# Avg bus bandwidth" as printed, GB/s
+    busbw_at_max_size_gbs: float | None = None  # out-of-place busbw at the largest size
+    max_size_bytes: int | None = None
+    total_wrong: int | None = None  # sum of #wrong over all rows (None: not validated)
+    wrong_column: str | None = None  # "#wrong" (counts) or "error" (old: max error)
+    oob_values: int | None = None  # "# Out of bounds values : N OK|FAILED"
+    oob_failed: bool | None = None
+    ranks: tuple[NcclRank, ...] = ()
+    collective: str | None = None  # from "# Collective test starting: ..."
+    tests_version: str | None = None  # "2.18.2" or rccl's "develop:33cc4df"
+    nccl_version: int | None = None  # nccl-headers=23007
+    n_gpus_per_thread: int | None = None
+    failures: tuple[str, ...] = ()  # "Test failure" / "Test CUDA failure" lines
+    warnings: tuple[str, ...] = ()  # NCCL WARN lines
+    problems: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Distinct hosts of the ranks, in rank order."""
+        return tuple(dict.fromkeys(r.host for r in self.ranks))
+
+    @property
+    def ok(self) -> bool:
+        """A table, nothing wrong, no out-of-bounds values, no failure lines."""
+        return (
+            self.error is None
+            and not self.failures
+            and not self.oob_failed
+            and not (self.total_wrong or 0)
+        )
+
+
+_PREFIX_RE = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s*\d+:(?=\s))")
+_RANK_RE = re.compile(
+    r"#\s*Rank\s+(\d+)(?:\s+Group\s+(\d+))?(?:\s+Pid\s+(\d+))?\s+on\s+(\S+)\s+"
+    r"device\s+(\d+)\s+\[([^\]]*)\]\s*(.*?)\s*$"
+)
+_VERSION_RE = re.compile(r"nccl-tests version\s+(\S+)(?:\s+nccl-headers=(\d+))?")
+_RCCL_VERSION_RE = re.compile(r"rccl-tests:\s*Version\s+(\S+)")
+_COLLECTIVE_RE = re.compile(r"Collective test starting:\s*(\S+)")
+_AVG_RE = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)")
+_OOB_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)", re.I)
+_NGPUS_RE = re.compile(r"nGpus\s+(\d+)")
+_FAILURE_RE = re.compile(r"failure|failed|\berror\b|abort|segmentation fault|killed", re.I)
+_WARN_RE = re.compile(r"NCCL WARN")
+_INFO_RE = re.compile(r"NCCL INFO")
+
+
+def _num(token: str) -> float | None:
+    token = token.rstrip("*")
+    try:
+        value = float(token)
+    except ValueError:
+        return None
+    return value
+
+
+def _wrong(token: str) -> float | None:
+    return None if token.upper() == "N/A" else _num(token)
+
+
+def _int_like(token: str) -> bool:
+    return re.fullmatch(r"-?\d+", token) is not None
+
+
+def _parse_row(tokens: list[str], has_root: bool) -> NcclRow | None:
+    """A data row, or None. Reads the measured columns from the right."""
+    if not tokens or not tokens[0].isdigit():
+        return None
+    for tail in (8, 4):
+        head, rest = tokens[:-tail], tokens[-tail:]
+        if not 3 <= len(head) <= 5 or not _int_like(head[1]):
+            continue
+        redop: str | None = None
+        root: int | None = None
+        extra = head[3:]
+        if len(extra) == 2:
+            redop, root = extra[0], int(extra[1]) if _int_like(extra[1]) else None
+        elif len(extra) == 1:
+            if _int_like(extra[0]) and has_root:
+                root = int(extra[0])
+            else:
+                redop = extra[0]
+        measured = [_num(t) for t in rest[0:3]]
+        if tail == 8:
+            measured += [_num(t) for t in rest[4:7]]
+        if any(v is None for v in measured):
+            continue
+        if _wrong(rest[3]) is None and rest[3].upper() != "N/A":
+            continue
+        ip = (measured[3], measured[4], measured[5], _wrong(rest[7])) if tail == 8 else (None,) * 4
+        return NcclRow(
+            size_bytes=int(head[0]),
+            count=int(head[1]),
+            dtype=head[2],
+            redop=redop,
+            root=root,
+            oop_time_us=measured[0],  # type: ignore[arg-type]
+            oop_algbw_gbs=measured[1],  # type: ignore[arg-type]
+            oop_busbw_gbs=measured[2],  # type: ignore[arg-type]
+            oop_wrong=_wrong(rest[3]),
+            ip_time_us=ip[0],
+            ip_algbw_gbs=ip[1],
+            ip_busbw_gbs=ip[2],
+            ip_wrong=ip[3],
+        )
+    return None
+
+
+def _bad(value: float | None) -> bool:
+    return value is None or math.isnan(value) or math.isinf(value) or value < 0
+
+
+def parse_nccl(text: str) -> NcclResult:
+    """Parse the output of one nccl-tests/rccl-tests run (any collective)."""
+    rows: list[NcclRow] = []
+    ranks: list[NcclRank] = []
+    failures: list[str] = []
+    warnings: list[str] = []
+    problems: list[str] = []
+    facts: dict[str, object] = {}
+    has_root = False
+    wrong_column: str | None = None
+    saw_columns = False
+
+    for raw in (text or "").replace("\r", "").splitlines():
+        line = _PREFIX_RE.sub("", raw, count=1).rstrip()
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            body = stripped.lstrip("#").strip()
+            if m := _RANK_RE.match(stripped):
+                rank = NcclRank(
+                    rank=int(m.group(1)),
+                    group=int(m.group(2)) if m.group(2) else None,
+                    pid=int(m.group(3)) if m.group(3) else None,
+                    host=m.group(4),
+                    device=int(m.group(5)),
+                    bus_id=m.group(6),
+                    gpu=m.group(7),
+                )
+                if rank not in ranks:
+                    ranks.append(rank)
+            elif m := _VERSION_RE.search(body):
+                facts["tests_version"] = m.group(1)
+                if m.group(2):
+                    facts["nccl_version"] = int(m.group(2))
+            elif m := _COLLECTIVE_RE.search(body):
+                facts["collective"] = m.group(1)
+            elif m := _AVG_RE.search(body):
+                value = _num(m.group(1))
+                if value is None or _bad(value):
+                    problems.append(f"unreadable average bus bandwidth: {m.group(1)}")
+                else:
+                    facts["avg_busbw_gbs"] = value
+            elif m := _OOB_RE.search(body):
+                facts["oob_values"] = int(m.group(1))
+                facts["oob_failed"] = m.group(2).upper() == "FAILED"
+            elif (m := _NGPUS_RE.search(body)) and "nThread" in body:
+                facts["n_gpus_per_thread"] = int(m.group(1))
+            elif re.search(r"\bsize\b", body) and re.search(r"\bcount\b", body):
+                saw_columns = True
+                columns = body.split()
+                has_root = "root" in columns
+                wrong_column = (
+                    "#wrong" if "#wrong" in columns else ("error" if "error" in columns else None)
+                )
+            continue
+        if m := _RCCL_VERSION_RE.search(stripped):
+            facts["tests_version"] = m.group(1)
+            continue
+        row = _parse_row(stripped.split(), has_root) if saw_columns else None
+        if row is not None:
+            rows.append(row)
+            continue
+        if _WARN_RE.search(stripped):
+            warnings.append(stripped)
+        elif _INFO_RE.search(stripped):
+            continue
+        elif _FAILURE_RE.search(stripped):
+            failures.append(stripped)
+        elif stripped[0].isdigit() and saw_columns:
+            problems.append(f"unreadable row: {stripped}")
+
+    common = {
+        "ranks": tuple(ranks),
+        "failures": tuple(failures),
+        "warnings": tuple(warnings),
+        **facts,
+    }
+    if not rows:
+        tool_lines = failures + warnings
+        if tool_lines:
+            error = "\n".join(dict.fromkeys(tool_lines))
+        else:
+            what = "column header but no rows" if saw_columns else "no result table"
+            flat = " ".join((text or "").split())[:120] or "empty output"
+            error = f"unparseable output: {what} ({flat})"
+        return NcclResult(problems=tuple(problems), error=error, **common)  # type: ignore[arg-type]
+
+    top = max(rows, key=lambda r: r.size_bytes)
+    if _bad(top.oop_busbw_gbs) or _bad(top.oop_algbw_gbs):
+        return NcclResult(
+            rows=tuple(rows),
+            problems=tuple(problems),
+            error=f"unparseable output: busbw {top.oop_busbw_gbs} at {top.size_bytes} bytes",
+            **common,  # type: ignore[arg-type]
+        )
+    total_wrong: int | None = None
+    if wrong_column == "#wrong":
+        counted = [w for r in rows for w in (r.oop_wrong, r.ip_wrong) if w is not None]
+        total_wrong = int(sum(counted)) if counted else None
+    if "avg_busbw_gbs" not in facts:
+        problems.append("no '# Avg bus bandwidth' line (run cut short?)")
+    return NcclResult(
+        rows=tuple(rows),
+        busbw_at_max_size_gbs=top.oop_busbw_gbs,
+        max_size_bytes=top.size_bytes,
+        total_wrong=total_wrong,
+        wrong_column=wrong_column,
+        problems=tuple(problems),
+        **common,  # type: ignore[arg-type]
+    )

@@ -1,0 +1,492 @@
+"""perftest `ib_write_bw` / `ib_write_lat`: command builders, parsers, typed results.
+
+Units: perftest prints bandwidth in MB/sec (2^20 bytes/s) unless `--report_gbits`
+is given, then in Gb/sec (10^9 bits/s). Every bandwidth in a result is Gb/s
+(10^9 bits/s): MB/sec * 2^20 * 8 / 1e9. Latencies are microseconds.
+
+Server shape: `timeout -k 5 <server_timeout_s> ib_write_bw <options>`. The server
+serves exactly one client run and exits; the `timeout` wrapper bounds it when no
+client ever connects, and the SSH channel (or the process group) can always be
+killed earlier. The client carries its own, slightly longer bound.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from dataclasses import dataclass, field
+
+MB_PER_SEC_TO_GBPS = 2**20 * 8 / 1e9
+"""One perftest MB/sec (2^20 bytes/s) in Gb/s (10^9 bits/s)."""
+
+UNIT_MB = "MB/sec"
+UNIT_GB = "Gb/sec"
+
+
+# --------------------------------------------------------------------------- commands
+
+
+@dataclass(frozen=True)
+class PerftestOptions:
+    """Options shared by the server and client side of one perftest run."""
+
+    binary: str = "ib_write_bw"
+    device: str | None = None  # -d
+    gid_index: int | None = None  # -x
+    port: int | None = None  # -p (TCP port of the exchange / rdma_cm)
+    size: int | None = None  # -s
+    all_sizes: bool = False  # -a
+    qps: int | None = None  # -q
+    duration_s: int | None = None  # -D
+    iterations: int | None = None  # -n
+    ignore_cpu_freq: bool = True  # -F
+    rdma_cm: bool = False  # -R
+    report_gbits: bool = True  # --report_gbits (bandwidth tools only)
+    extra_args: tuple[str, ...] = ()
+    server_timeout_s: int = 120
+
+    def __post_init__(self) -> None:
+        if self.size is not None and self.all_sizes:
+            raise ValueError("perftest: give either size (-s) or all_sizes (-a), not both")
+        if self.duration_s is not None and self.all_sizes:
+            raise ValueError("perftest: duration (-D) cannot be combined with all_sizes (-a)")
+        if self.duration_s is not None and self.iterations is not None:
+            raise ValueError("perftest: duration (-D) cannot be combined with iterations (-n)")
+
+
+def _is_bandwidth_tool(binary: str) -> bool:
+    return binary.rsplit("/", 1)[-1].endswith("_bw")
+
+
+def _perftest_args(opts: PerftestOptions) -> list[str]:
+    args: list[str] = [shlex.quote(opts.binary)]
+    if opts.device:
+        args += ["-d", shlex.quote(opts.device)]
+    if opts.gid_index is not None:
+        args += ["-x", shlex.quote(str(int(opts.gid_index)))]
+    if opts.port is not None:
+        args += ["-p", shlex.quote(str(int(opts.port)))]
+    if opts.all_sizes:
+        args.append("-a")
+    elif opts.size is not None:
+        args += ["-s", shlex.quote(str(int(opts.size)))]
+    if opts.qps is not None:
+        args += ["-q", shlex.quote(str(int(opts.qps)))]
+    if opts.duration_s is not None:
+        args += ["-D", shlex.quote(str(int(opts.duration_s)))]
+    if opts.iterations is not None:
+        args += ["-n", shlex.quote(str(int(opts.iterations)))]
+    if opts.ignore_cpu_freq:
+        args.append("-F")
+    if opts.rdma_cm:
+        args.append("-R")
+    if opts.report_gbits and _is_bandwidth_tool(opts.binary):
+        args.append("--report_gbits")
+    args += [shlex.quote(str(a)) for a in opts.extra_args]
+    return args
+
+
+def server_command(opts: PerftestOptions) -> str:
+    """The server side: `timeout -k 5 N <tool> <options>` (exits after one client run)."""
+    bound = shlex.quote(str(int(opts.server_timeout_s)))
+    return " ".join(["timeout", "-k", "5", bound, *_perftest_args(opts)])
+
+
+def client_command(opts: PerftestOptions, target: str) -> str:
+    """The client side against `target` (the server's address), bounded a bit longer."""
+    if not target:
+        raise ValueError("perftest client needs a target address")
+    bound = shlex.quote(str(int(opts.server_timeout_s) + 10))
+    return " ".join(["timeout", "-k", "5", bound, *_perftest_args(opts), shlex.quote(target)])
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class PerftestHeader:
+    """Facts from perftest's header block (None where not printed)."""
+
+    test: str | None = None  # "RDMA_Write BW Test"
+    device: str | None = None
+    link_type: str | None = None  # "IB" / "Ethernet"
+    transport: str | None = None  # "Transport type"
+    connection: str | None = None  # "RC", "DC", ...
+    qps: int | None = None
+    mtu: int | None = None  # bytes
+    gid_index: int | None = None
+    rdma_cm: bool | None = None
+    data_exchange: str | None = None
+
+
+@dataclass(frozen=True)
+class BandwidthRow:
+    """One row of a bandwidth table, in Gb/s whatever the printed unit."""
+
+    msg_size: int
+    iterations: int
+    peak_gbps: float
+    avg_gbps: float
+    msg_rate_mpps: float | None = None
+    min_gbps: float | None = None
+
+
+@dataclass(frozen=True)
+class BandwidthResult:
+    """An `ib_*_bw` run. Headline = the largest-size row; `error` set when unusable."""
+
+    rows: tuple[BandwidthRow, ...] = ()
+    avg_gbps: float | None = None
+    peak_gbps: float | None = None  # None where not measured (duration mode prints 0.00)
+    msg_size: int | None = None
+    unit_printed: str | None = None  # "MB/sec" or "Gb/sec"
+    header: PerftestHeader = field(default_factory=PerftestHeader)
+    warnings: tuple[str, ...] = ()  # e.g. distinct "Conflicting CPU frequency" lines
+    problems: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.avg_gbps is not None
+
+
+@dataclass(frozen=True)
+class LatencyRow:
+    """One row of a latency table (microseconds); None where the layout lacks the column."""
+
+    msg_size: int
+    iterations: int
+    t_min_us: float | None = None
+    t_max_us: float | None = None
+    t_typical_us: float | None = None
+    t_avg_us: float | None = None
+    t_stdev_us: float | None = None
+    p99_us: float | None = None
+    p999_us: float | None = None
+
+
+@dataclass(frozen=True)
+class LatencyResult:
+    """An `ib_*_lat` run. Headline = the smallest-size row; `error` set when unusable."""
+
+    rows: tuple[LatencyRow, ...] = ()
+    t_avg_us: float | None = None  # t_avg, else t_typical on layouts without t_avg
+    t_typical_us: float | None = None
+    t_min_us: float | None = None
+    t_max_us: float | None = None
+    p99_us: float | None = None
+    p999_us: float | None = None
+    msg_size: int | None = None
+    header: PerftestHeader = field(default_factory=PerftestHeader)
+    warnings: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.t_avg_us is not None
+
+
+# --------------------------------------------------------------------------- parsing
+
+_HEADER_KEYS = {
+    "device": "device",
+    "link type": "link_type",
+    "transport type": "transport",
+    "connection type": "connection",
+    "number of qps": "qps",
+    "mtu": "mtu",
+    "gid index": "gid_index",
+    "rdma_cm qps": "rdma_cm",
+    "data ex. method": "data_exchange",
+}
+_PAIR_RE = re.compile(r"([A-Za-z][\w\-*. ]*?)\s*:\s*(\S+)")
+_TEST_RE = re.compile(r"^\s*(\S.*\b(?:BW|Latency) Test)\s*$")
+_WARNING_RE = re.compile(r"Conflicting CPU frequency|CPU Frequency is not max", re.I)
+_ERROR_RE = re.compile(
+    r"couldn'?t|could not|unable to|failed|failure|\berror\b|not found|no .*devices? found|"
+    r"did not detect|if device exists|cannot|can't|invalid|unsupported|not supported|"
+    r"timed out|refused|unrecognized option|usage:",
+    re.I,
+)
+_NUMBER_RE = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?(?:nan|inf)$", re.I)
+_BW_COL_RE = re.compile(r"#bytes|#iterations|BW peak|BW average|MsgRate|BW min")
+_LAT_COL_RE = re.compile(r"#bytes|#iterations|t_\w+?(?=\[)|99\.9% percentile|99% percentile")
+_GID_LINE_RE = re.compile(r"^\s*GID:")
+_RULE_RE = re.compile(r"^\s*[-*]{5,}\s*$|^\s*\*\s.*\*\s*$")
+
+
+def _clean_lines(text: str) -> list[str]:
+    return (text or "").replace("\r", "").expandtabs(8).splitlines()
+
+
+def _parse_header(lines: list[str]) -> PerftestHeader:
+    facts: dict[str, object] = {}
+    for line in lines:
+        if "#bytes" in line:
+            break
+        m = _TEST_RE.match(line)
+        if m and "test" not in facts:
+            facts["test"] = m.group(1).strip()
+            continue
+        if "address" in line or _GID_LINE_RE.match(line):
+            continue
+        for key, value in _PAIR_RE.findall(line):
+            name = _HEADER_KEYS.get(key.strip().lower())
+            if name is None or name in facts:
+                continue
+            if name in ("qps", "gid_index", "mtu"):
+                digits = re.match(r"\d+", value)
+                if digits:
+                    facts[name] = int(digits.group())
+            elif name == "rdma_cm":
+                facts[name] = value.upper() == "ON"
+            else:
+                facts[name] = value
+    return PerftestHeader(**facts)  # type: ignore[arg-type]
+
+
+def _float(token: str) -> float | None:
+    if not _NUMBER_RE.match(token):
+        return None
+    return float(token)
+
+
+def _classify_other(line: str, warnings: list[str], errors: list[str]) -> None:
+    stripped = line.strip()
+    if not stripped or _RULE_RE.match(line):
+        return
+    if _WARNING_RE.search(stripped):
+        warnings.append(stripped)
+    elif _ERROR_RE.search(stripped):
+        errors.append(stripped)
+
+
+def _summarize_warnings(lines: list[str]) -> tuple[str, ...]:
+    """Warning lines condensed: repeated CPU-frequency lines become one entry with a count."""
+    cpu = [ln for ln in lines if "CPU Frequency" in ln or "CPU frequency" in ln]
+    others = [ln for ln in dict.fromkeys(lines) if ln not in cpu]
+    summary = list(others)
+    if cpu:
+        summary.insert(0, f"CPU frequency not at max ({len(cpu)} warning lines), e.g.: {cpu[0]}")
+    return tuple(summary)
+
+
+def _bare_number(lines: list[str]) -> float | None:
+    """The value of an `--output=bandwidth|latency` run: one bare number, maybe warnings."""
+    meaningful = [ln.strip() for ln in lines if ln.strip() and not _WARNING_RE.search(ln)]
+    if len(meaningful) == 1 and _NUMBER_RE.match(meaningful[0]):
+        return float(meaningful[0])
+    return None
+
+
+def _unusable(value: float | None) -> bool:
+    return value is None or math.isnan(value) or math.isinf(value) or value < 0
+
+
+def _snippet(text: str) -> str:
+    flat = " ".join((text or "").split())
+    return flat[:120] + ("..." if len(flat) > 120 else "") if flat else "empty output"
+
+
+def parse_bandwidth(text: str, bare_unit: str = UNIT_MB) -> BandwidthResult:
+    """Parse `ib_write_bw` (any `ib_*_bw`) output of either side, any layout.
+
+    `bare_unit` is the unit of an `--output=bandwidth` bare number ("Gb/sec" when the
+    run had `--report_gbits`).
+    """
+    lines = _clean_lines(text)
+    header = _parse_header(lines)
+    warnings: list[str] = []
+    errors: list[str] = []
+    problems: list[str] = []
+
+    bare = _bare_number(lines)
+    if bare is not None:
+        factor = 1.0 if bare_unit == UNIT_GB else MB_PER_SEC_TO_GBPS
+        if _unusable(bare):
+            return BandwidthResult(error=f"unparseable output: bandwidth {bare!r}")
+        return BandwidthResult(avg_gbps=bare * factor, unit_printed=bare_unit, header=header)
+
+    rows: list[BandwidthRow] = []
+    columns: list[str] | None = None
+    unit: str | None = None
+    for line in lines:
+        if "#bytes" in line:
+            columns = _BW_COL_RE.findall(line)
+            unit = UNIT_GB if "Gb/sec" in line else UNIT_MB
+            continue
+        tokens = line.split()
+        if columns and tokens and tokens[0].isdigit() and len(tokens) == len(columns):
+            values = dict(zip(columns, tokens, strict=True))
+            numbers = {k: _float(v) for k, v in values.items()}
+            if any(v is None for v in numbers.values()):
+                problems.append(f"unreadable row: {line.strip()}")
+                continue
+            factor = 1.0 if unit == UNIT_GB else MB_PER_SEC_TO_GBPS
+            row = BandwidthRow(
+                msg_size=int(values["#bytes"]),
+                iterations=int(float(values.get("#iterations", "0"))),
+                peak_gbps=(numbers.get("BW peak") or 0.0) * factor,
+                avg_gbps=(numbers["BW average"] or 0.0) * factor
+                if "BW average" in numbers
+                else math.nan,
+                msg_rate_mpps=numbers.get("MsgRate"),
+                min_gbps=numbers["BW min"] * factor if numbers.get("BW min") is not None else None,
+            )
+            if row in rows:
+                problems.append(
+                    f"duplicate row for {row.msg_size} bytes dropped "
+                    "(server and client outputs interleaved)"
+                )
+                continue
+            rows.append(row)
+            continue
+        if tokens and tokens[0].isdigit() and columns:
+            problems.append(f"row with unexpected columns: {line.strip()}")
+            continue
+        _classify_other(line, warnings, errors)
+
+    error_text = "\n".join(errors) if errors else None
+    warn = _summarize_warnings(warnings)
+    if not rows:
+        if error_text:
+            return BandwidthResult(header=header, warnings=warn, error=error_text)
+        what = "header but no result rows" if columns else "no result table"
+        return BandwidthResult(
+            header=header,
+            warnings=warn,
+            problems=tuple(problems),
+            error=f"unparseable output: {what} ({_snippet(text)})",
+        )
+
+    top = max(rows, key=lambda r: r.msg_size)
+    if _unusable(top.avg_gbps) or _unusable(top.peak_gbps):
+        return BandwidthResult(
+            rows=tuple(rows),
+            msg_size=top.msg_size,
+            unit_printed=unit,
+            header=header,
+            warnings=warn,
+            problems=tuple(problems),
+            error=f"unparseable output: bandwidth avg={top.avg_gbps} peak={top.peak_gbps} "
+            f"at {top.msg_size} bytes",
+        )
+    peak: float | None = top.peak_gbps
+    if peak == 0.0 and top.avg_gbps > 0.0:
+        peak = None
+        problems.append("peak bandwidth printed as 0.00 (not measured in duration mode)")
+    if error_text:
+        problems.extend(f"tool message: {e}" for e in errors)
+    return BandwidthResult(
+        rows=tuple(rows),
+        avg_gbps=top.avg_gbps,
+        peak_gbps=peak,
+        msg_size=top.msg_size,
+        unit_printed=unit,
+        header=header,
+        warnings=warn,
+        problems=tuple(problems),
+    )
+
+
+_LAT_FIELDS = {
+    "t_min": "t_min_us",
+    "t_max": "t_max_us",
+    "t_typical": "t_typical_us",
+    "t_avg": "t_avg_us",
+    "t_stdev": "t_stdev_us",
+    "99% percentile": "p99_us",
+    "99.9% percentile": "p999_us",
+}
+
+
+def parse_latency(text: str) -> LatencyResult:
+    """Parse `ib_write_lat` (any `ib_*_lat`) output: tables of any layout, or a bare number.
+
+    The headline is the smallest message size (the latency figure of interest);
+    all rows are kept.
+    """
+    lines = _clean_lines(text)
+    header = _parse_header(lines)
+    warnings: list[str] = []
+    errors: list[str] = []
+    problems: list[str] = []
+
+    bare = _bare_number(lines)
+    if bare is not None:
+        if _unusable(bare) or bare == 0:
+            return LatencyResult(error=f"unparseable output: latency {bare!r}")
+        return LatencyResult(t_avg_us=bare, header=header)
+
+    rows: list[LatencyRow] = []
+    columns: list[str] | None = None
+    for line in lines:
+        if "#bytes" in line:
+            columns = _LAT_COL_RE.findall(line)
+            continue
+        tokens = line.split()
+        if columns and tokens and tokens[0].isdigit() and len(tokens) == len(columns):
+            values = dict(zip(columns, tokens, strict=True))
+            numbers = {k: _float(v) for k, v in values.items()}
+            if any(v is None for v in numbers.values()):
+                problems.append(f"unreadable row: {line.strip()}")
+                continue
+            fields = {_LAT_FIELDS[k]: v for k, v in numbers.items() if k in _LAT_FIELDS}
+            row = LatencyRow(
+                msg_size=int(values["#bytes"]),
+                iterations=int(float(values.get("#iterations", "0"))),
+                **fields,
+            )
+            if row in rows:
+                problems.append(f"duplicate row for {row.msg_size} bytes dropped")
+                continue
+            rows.append(row)
+            continue
+        if tokens and tokens[0].isdigit() and columns:
+            problems.append(f"row with unexpected columns: {line.strip()}")
+            continue
+        _classify_other(line, warnings, errors)
+
+    error_text = "\n".join(errors) if errors else None
+    warn = _summarize_warnings(warnings)
+    if not rows:
+        if error_text:
+            return LatencyResult(header=header, warnings=warn, error=error_text)
+        what = "header but no result rows" if columns else "no result table"
+        return LatencyResult(
+            header=header,
+            warnings=warn,
+            problems=tuple(problems),
+            error=f"unparseable output: {what} ({_snippet(text)})",
+        )
+
+    head = min(rows, key=lambda r: r.msg_size)
+    avg = head.t_avg_us if head.t_avg_us is not None else head.t_typical_us
+    if avg is not None and head.t_avg_us is None:
+        problems.append("layout without t_avg: t_typical used as the average")
+    if _unusable(avg) or avg == 0:
+        return LatencyResult(
+            rows=tuple(rows),
+            msg_size=head.msg_size,
+            header=header,
+            warnings=warn,
+            problems=tuple(problems),
+            error=f"unparseable output: latency {avg!r} at {head.msg_size} bytes",
+        )
+    if error_text:
+        problems.extend(f"tool message: {e}" for e in errors)
+    return LatencyResult(
+        rows=tuple(rows),
+        t_avg_us=avg,
+        t_typical_us=head.t_typical_us,
+        t_min_us=head.t_min_us,
+        t_max_us=head.t_max_us,
+        p99_us=head.p99_us,
+        p999_us=head.p999_us,
+        msg_size=head.msg_size,
+        header=header,
+        warnings=warn,
+        problems=tuple(problems),
+    )

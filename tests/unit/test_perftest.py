@@ -1,0 +1,204 @@
+"""Unit tests of the perftest (ib_write_bw / ib_write_lat) builders and parsers."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from pytest_hpcnet.probes.perftest import (
+    MB_PER_SEC_TO_GBPS,
+    PerftestOptions,
+    client_command,
+    parse_bandwidth,
+    parse_latency,
+    server_command,
+)
+
+AREA = "perftest"
+
+
+# ----------------------------------------------------------------- command builders
+
+
+def test_server_command_is_bounded_and_carries_options():
+    opts = PerftestOptions(
+        device="erdma_0", gid_index=1, port=18515, size=65536, qps=4, duration_s=10, rdma_cm=True
+    )
+    cmd = server_command(opts)
+    argv = shlex.split(cmd)
+    assert argv[:4] == ["timeout", "-k", "5", "120"]
+    assert argv[4] == "ib_write_bw"
+    for flag, value in (("-d", "erdma_0"), ("-x", "1"), ("-p", "18515"), ("-s", "65536")):
+        assert argv[argv.index(flag) + 1] == value
+    assert argv[argv.index("-q") + 1] == "4"
+    assert argv[argv.index("-D") + 1] == "10"
+    assert {"-F", "-R", "--report_gbits"} <= set(argv)
+
+
+def test_client_command_targets_server_last_and_quotes_everything():
+    opts = PerftestOptions(device="mlx5_0; rm -rf /", all_sizes=True, extra_args=("--tos", "a b"))
+    argv = shlex.split(client_command(opts, "10.0.0.2"))
+    assert argv[-1] == "10.0.0.2"
+    assert argv[argv.index("-d") + 1] == "mlx5_0; rm -rf /"
+    assert "-a" in argv and "-s" not in argv
+    assert argv[argv.index("--tos") + 1] == "a b"
+    assert int(argv[3]) > 120  # client bound longer than the server's
+
+
+def test_latency_tool_gets_no_report_gbits():
+    argv = shlex.split(server_command(PerftestOptions(binary="ib_write_lat", size=2)))
+    assert "--report_gbits" not in argv
+    assert argv[4] == "ib_write_lat"
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"size": 64, "all_sizes": True},
+        {"duration_s": 5, "all_sizes": True},
+        {"duration_s": 5, "iterations": 100},
+    ],
+)
+def test_conflicting_options_are_refused(kwargs):
+    with pytest.raises(ValueError):
+        PerftestOptions(**kwargs)
+
+
+def test_client_needs_target():
+    with pytest.raises(ValueError):
+        client_command(PerftestOptions(), "")
+
+
+# ----------------------------------------------------------------- bandwidth parser
+
+
+def test_gbits_single_size_with_header_facts(fixture_text):
+    r = parse_bandwidth(fixture_text(AREA, "bw-client-erdma-gbits-s65536.txt"))
+    assert r.ok and r.error is None
+    assert r.avg_gbps == pytest.approx(180.77)
+    assert r.peak_gbps == pytest.approx(181.20)
+    assert r.msg_size == 65536
+    assert r.unit_printed == "Gb/sec"
+    h = r.header
+    assert (h.device, h.link_type, h.qps, h.mtu, h.gid_index, h.rdma_cm) == (
+        "erdma_0",
+        "Ethernet",
+        4,
+        1024,
+        1,
+        False,
+    )
+    assert h.test == "RDMA_Write BW Test"
+    assert r.rows[0].msg_rate_mpps == pytest.approx(0.344786)
+
+
+def test_mbsec_old_layout_without_msgrate_is_converted(fixture_text):
+    r = parse_bandwidth(fixture_text(AREA, "bw-old-layout-no-msgrate-mbsec.txt"))
+    assert r.ok
+    assert r.avg_gbps == pytest.approx(3254.88 * 2**20 * 8 / 1e9)
+    assert r.rows[0].msg_rate_mpps is None
+    assert r.header.mtu == 2048 and r.header.link_type == "IB"
+
+
+def test_mb_conversion_constant():
+    assert pytest.approx(0.008388608) == MB_PER_SEC_TO_GBPS
+
+
+def test_all_sizes_keeps_rows_headline_is_largest_and_warnings_condensed(fixture_text):
+    r = parse_bandwidth(fixture_text(AREA, "bw-all-sizes-gbits-cpufreq.txt"))
+    assert [row.msg_size for row in r.rows] == [2, 1024, 1048576]
+    assert r.msg_size == 1048576 and r.avg_gbps == pytest.approx(184.10)
+    assert len(r.warnings) == 1 and "3 warning lines" in r.warnings[0]
+
+
+@pytest.mark.parametrize("name", ["bw-nan-average.txt", "bw-negative-average.txt"])
+def test_nonsense_bandwidth_is_unparseable(fixture_text, name):
+    r = parse_bandwidth(fixture_text(AREA, name))
+    assert not r.ok
+    assert r.error.startswith("unparseable output:")
+    assert r.avg_gbps is None
+
+
+def test_header_without_rows_is_unparseable(fixture_text):
+    r = parse_bandwidth(fixture_text(AREA, "bw-header-no-rows.txt"))
+    assert r.error.startswith("unparseable output: header but no result rows")
+    assert r.header.device == "erdma_0"
+
+
+@pytest.mark.parametrize(
+    ("name", "first_line"),
+    [
+        ("bw-device-not-found.txt", "IB device erdma_9 not found"),
+        ("bw-no-ib-devices.txt", "No IB devices found"),
+    ],
+)
+def test_device_errors_carry_tool_lines(fixture_text, name, first_line):
+    r = parse_bandwidth(fixture_text(AREA, name))
+    assert not r.ok
+    assert r.error.splitlines() == [first_line, "Unable to find the Infiniband/RoCE device"]
+
+
+def test_bare_output_number_uses_given_unit(fixture_text):
+    text = fixture_text(AREA, "bw-bare-output-bandwidth.txt")
+    assert parse_bandwidth(text, bare_unit="Gb/sec").avg_gbps == pytest.approx(181.22)
+    assert parse_bandwidth(text).avg_gbps == pytest.approx(181.22 * MB_PER_SEC_TO_GBPS)
+
+
+@pytest.mark.parametrize("text", ["", "   \n", "garbage\x00\x01 here", "#bytes\n 1 2 3"])
+def test_odd_text_never_raises(text):
+    r = parse_bandwidth(text)
+    assert r.error is not None and not r.ok
+    assert parse_latency(text).error is not None
+
+
+def test_duration_mode_peak_zero_is_not_reported_as_peak():
+    text = (
+        " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+        " 65536      4159603          0.00               363.47             0.693268\n"
+    )
+    r = parse_bandwidth(text)
+    assert r.ok and r.peak_gbps is None and r.avg_gbps == pytest.approx(363.47)
+    assert any("duration" in p for p in r.problems)
+
+
+def test_interleaved_identical_rows_are_deduplicated():
+    block = (
+        " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
+        " 8388608    20000            24056.74            24056.72\t\t   0.003007\n"
+    )
+    r = parse_bandwidth(block + "************************************\n" + block)
+    assert len(r.rows) == 1
+    assert any("interleaved" in p for p in r.problems)
+
+
+# ----------------------------------------------------------------- latency parser
+
+
+def test_old_latency_layout_uses_typical(fixture_text):
+    r = parse_latency(fixture_text(AREA, "lat-old-layout-typical-only.txt"))
+    assert r.ok
+    assert r.t_avg_us == pytest.approx(1.09) and r.t_typical_us == pytest.approx(1.09)
+    assert r.p99_us is None and r.t_min_us == pytest.approx(1.05)
+    assert len(r.rows) == 2 and r.msg_size == 2
+    assert any("t_typical used" in p for p in r.problems)
+
+
+def test_latency_without_percentiles(fixture_text):
+    r = parse_latency(fixture_text(AREA, "lat-avg-stdev-no-percentiles.txt"))
+    assert r.t_avg_us == pytest.approx(8.31)
+    assert r.rows[0].t_stdev_us == pytest.approx(0.42)
+    assert r.p99_us is None and r.p999_us is None
+    assert r.header.gid_index == 1 and r.header.rdma_cm is True
+
+
+def test_latency_error_lines(fixture_text):
+    r = parse_latency(fixture_text(AREA, "lat-client-couldnt-connect.txt"))
+    assert r.error.splitlines()[0] == "Couldn't connect to 172.16.1.12:18515"
+    assert r.t_avg_us is None
+
+
+def test_latency_bare_number_and_zero():
+    assert parse_latency("2.404708\n").t_avg_us == pytest.approx(2.404708)
+    assert parse_latency("0.000000\n").error.startswith("unparseable output")
+    assert parse_latency("-nan\n").error.startswith("unparseable output")
