@@ -1,0 +1,256 @@
+"""Read instances, instance types, security groups and network ACLs through the SDK.
+
+Uses the official `alibabacloud_ecs20140526` and `alibabacloud_vpc20160428` clients
+(imported lazily: the evaluators do not need them). Credentials come from the
+`alibabacloud_credentials` default chain unless a credential client is given. Calls
+are retried with tenacity on `Throttling*` error codes; a permission error becomes a
+one-line `CloudPermissionError` naming the RAM action to grant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from pytest_hpcnet.cloud.rules import (
+    NetworkAcl,
+    SecurityGroup,
+    network_acl_from_api,
+    security_group_from_api,
+)
+
+SG_PAGE_SIZE = 1000  # DescribeSecurityGroupAttribute MaxResults upper bound
+INSTANCE_PAGE_SIZE = 100  # DescribeInstances MaxResults upper bound
+INSTANCE_TYPE_BATCH = 10  # InstanceTypes.N accepts up to 10 types per call
+PERMISSION_CODES = ("Forbidden.RAM", "NoPermission", "Forbidden.NoPermission")
+
+T = TypeVar("T")
+
+
+class CloudReadError(RuntimeError):
+    """A control-plane read that failed (after retries for throttling)."""
+
+
+class CloudPermissionError(CloudReadError):
+    """The credentials lack a RAM permission; `ram_action` names it (`ecs:...`)."""
+
+    def __init__(self, ram_action: str, code: str, message: str) -> None:
+        super().__init__(
+            f"missing RAM permission {ram_action} ({code}): grant it to the audit's RAM user "
+            f"or role. {message}".replace("\n", " ").strip()
+        )
+        self.ram_action = ram_action
+        self.code = code
+
+
+def error_code(error: BaseException) -> str:
+    """The API error code of an SDK exception ('' when it has none)."""
+    code = getattr(error, "code", None)
+    if not code or code == "None":
+        data = getattr(error, "data", None) or {}
+        code = data.get("Code") or data.get("code") if isinstance(data, dict) else None
+    return str(code or "")
+
+
+def is_throttling(error: BaseException) -> bool:
+    """Whether `error` is a `Throttling*` API error."""
+    return error_code(error).startswith("Throttling")
+
+
+def is_permission_error(error: BaseException) -> bool:
+    """Whether `error` says the caller lacks a RAM permission."""
+    code = error_code(error)
+    return code in PERMISSION_CODES or code.startswith("Forbidden.RAM")
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    """What the audit needs of one ECS instance (from DescribeInstances)."""
+
+    instance_id: str
+    instance_type: str
+    vpc_id: str | None
+    vswitch_id: str | None
+    private_ips: tuple[str, ...]
+    security_group_ids: tuple[str, ...]
+    status: str | None = None
+
+
+def instance_from_api(item: dict[str, Any]) -> InstanceInfo:
+    """One `Instances.Instance[]` item of DescribeInstances as an InstanceInfo."""
+    vpc = item.get("VpcAttributes") or {}
+    ips = (vpc.get("PrivateIpAddress") or {}).get("IpAddress") or []
+    groups = (item.get("SecurityGroupIds") or {}).get("SecurityGroupId") or []
+    return InstanceInfo(
+        instance_id=item["InstanceId"],
+        instance_type=item.get("InstanceType", ""),
+        vpc_id=vpc.get("VpcId") or None,
+        vswitch_id=vpc.get("VSwitchId") or None,
+        private_ips=tuple(ips),
+        security_group_ids=tuple(groups),
+        status=item.get("Status"),
+    )
+
+
+class AliyunReader:
+    """Control-plane reads of one region.
+
+    `credential` is an `alibabacloud_credentials.client.Client` (default chain when
+    None); `ecs_endpoint`/`vpc_endpoint` and `protocol` override the SDK's endpoint
+    resolution (tests point them at a local server over http).
+    """
+
+    def __init__(
+        self,
+        region_id: str,
+        *,
+        credential: Any = None,
+        ecs_endpoint: str | None = None,
+        vpc_endpoint: str | None = None,
+        protocol: str = "https",
+        attempts: int = 5,
+        max_wait_seconds: float = 20.0,
+        wait_multiplier: float = 0.5,
+    ) -> None:
+        from alibabacloud_credentials.client import Client as CredentialClient
+        from alibabacloud_ecs20140526.client import Client as EcsClient
+        from alibabacloud_tea_openapi.utils_models import Config
+        from alibabacloud_vpc20160428.client import Client as VpcClient
+
+        self.region_id = region_id
+        self._attempts = attempts
+        self._wait = wait_exponential(multiplier=wait_multiplier, max=max_wait_seconds)
+        credential = credential if credential is not None else CredentialClient()
+
+        def config(endpoint: str | None, service: str) -> Any:
+            return Config(
+                credential=credential,
+                region_id=region_id,
+                endpoint=endpoint or f"{service}.{region_id}.aliyuncs.com",
+                protocol=protocol,
+            )
+
+        self._ecs = EcsClient(config(ecs_endpoint, "ecs"))
+        self._vpc = VpcClient(config(vpc_endpoint, "vpc"))
+
+    def _call(self, ram_action: str, call: Callable[[], T]) -> T:
+        retrying = Retrying(
+            retry=retry_if_exception(is_throttling),
+            stop=stop_after_attempt(self._attempts),
+            wait=self._wait,
+            reraise=True,
+        )
+        try:
+            return retrying(call)
+        except Exception as error:
+            if is_permission_error(error):
+                message = str(getattr(error, "message", "") or "").splitlines()[0:1]
+                raise CloudPermissionError(
+                    ram_action, error_code(error), " ".join(message)
+                ) from error
+            if type(error).__module__.startswith(("alibabacloud", "darabonba")):
+                code = error_code(error) or type(error).__name__
+                first_line = (str(error).splitlines() or [""])[0]
+                raise CloudReadError(f"{ram_action} failed: {code}: {first_line}") from error
+            raise
+
+    def _instance_pages(self, **filters: Any) -> Iterator[dict[str, Any]]:
+        from alibabacloud_ecs20140526 import models
+
+        token: str | None = None
+        while True:
+            request = models.DescribeInstancesRequest(
+                region_id=self.region_id,
+                max_results=INSTANCE_PAGE_SIZE,
+                next_token=token,
+                **filters,
+            )
+            body = self._call(
+                "ecs:DescribeInstances", lambda r=request: self._ecs.describe_instances(r)
+            ).body.to_map()
+            yield body
+            token = body.get("NextToken") or None
+            if not token:
+                return
+
+    def instances(
+        self, *, instance_ids: Iterable[str] | None = None, vpc_id: str | None = None
+    ) -> list[InstanceInfo]:
+        """Instances of the region, optionally only `instance_ids` or one VPC."""
+        filters: dict[str, Any] = {}
+        if instance_ids is not None:
+            import json
+
+            filters["instance_ids"] = json.dumps(list(instance_ids))
+        if vpc_id is not None:
+            filters["vpc_id"] = vpc_id
+        found = []
+        for body in self._instance_pages(**filters):
+            for item in (body.get("Instances") or {}).get("Instance") or []:
+                found.append(instance_from_api(item))
+        return found
+
+    def eri_quantity(self, instance_types: Iterable[str]) -> dict[str, int]:
+        """`EriQuantity` (elastic RDMA interfaces) of each instance type."""
+        from alibabacloud_ecs20140526 import models
+
+        wanted = sorted(set(instance_types))
+        quantities: dict[str, int] = {}
+        for start in range(0, len(wanted), INSTANCE_TYPE_BATCH):
+            batch = wanted[start : start + INSTANCE_TYPE_BATCH]
+            token: str | None = None
+            while True:
+                request = models.DescribeInstanceTypesRequest(
+                    instance_types=batch, next_token=token
+                )
+                body = self._call(
+                    "ecs:DescribeInstanceTypes",
+                    lambda r=request: self._ecs.describe_instance_types(r),
+                ).body.to_map()
+                for item in (body.get("InstanceTypes") or {}).get("InstanceType") or []:
+                    quantities[item["InstanceTypeId"]] = int(item.get("EriQuantity") or 0)
+                token = body.get("NextToken") or None
+                if not token:
+                    break
+        return quantities
+
+    def security_group(
+        self, security_group_id: str, *, group_type: str | None = None
+    ) -> SecurityGroup:
+        """A security group with all its rules (pages joined through NextToken)."""
+        from alibabacloud_ecs20140526 import models
+
+        pages: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            request = models.DescribeSecurityGroupAttributeRequest(
+                region_id=self.region_id,
+                security_group_id=security_group_id,
+                max_results=SG_PAGE_SIZE,
+                next_token=token,
+            )
+            body = self._call(
+                "ecs:DescribeSecurityGroupAttribute",
+                lambda r=request: self._ecs.describe_security_group_attribute(r),
+            ).body.to_map()
+            pages.append(body)
+            token = body.get("NextToken") or None
+            if not token:
+                break
+        return security_group_from_api(pages[0], group_type=group_type, extra_pages=pages[1:])
+
+    def network_acl(self, network_acl_id: str) -> NetworkAcl:
+        """A network ACL with its entries and bound vSwitches."""
+        from alibabacloud_vpc20160428 import models
+
+        request = models.DescribeNetworkAclAttributesRequest(
+            region_id=self.region_id, network_acl_id=network_acl_id
+        )
+        body = self._call(
+            "vpc:DescribeNetworkAclAttributes",
+            lambda: self._vpc.describe_network_acl_attributes(request),
+        ).body.to_map()
+        return network_acl_from_api(body)

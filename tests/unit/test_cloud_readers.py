@@ -1,0 +1,261 @@
+"""SDK readers against a local http.server on 127.0.0.1 answering documented-shape JSON."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict, deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+pytest.importorskip("alibabacloud_ecs20140526")
+pytest.importorskip("alibabacloud_vpc20160428")
+pytest.importorskip("alibabacloud_credentials")
+
+from alibabacloud_credentials.client import Client as CredentialClient
+from alibabacloud_credentials.models import Config as CredentialConfig
+
+from pytest_hpcnet.cloud.readers import (
+    AliyunReader,
+    CloudPermissionError,
+    CloudReadError,
+)
+from pytest_hpcnet.cloud.rules import Direction
+
+
+class FakeAliyun:
+    """Scripted answers per Action; every request's parameters are recorded."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, deque[tuple[int, dict]]] = defaultdict(deque)
+        self.requests: list[dict[str, str]] = []
+
+    def answer(self, action: str, body: dict, status: int = 200) -> None:
+        self.answers[action].append((status, body))
+
+    def handle(self, params: dict[str, str]) -> tuple[int, dict]:
+        self.requests.append(params)
+        queue = self.answers.get(params.get("Action", ""))
+        if not queue:
+            return 404, {"Code": "InvalidAction.NotFound", "Message": "no scripted answer"}
+        return queue.popleft()
+
+    def calls(self, action: str) -> list[dict[str, str]]:
+        return [request for request in self.requests if request.get("Action") == action]
+
+
+@pytest.fixture
+def fake():
+    state = FakeAliyun()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            params = {k: v[-1] for k, v in parse_qs(urlparse(self.path).query).items()}
+            if "x-acs-action" in self.headers:  # ACS3 signature: action in a header
+                params.setdefault("Action", self.headers["x-acs-action"])
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                form = parse_qs(self.rfile.read(length).decode())
+                params.update({k: v[-1] for k, v in form.items()})
+            status, body = state.handle(params)
+            payload = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json;charset=utf-8")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        do_GET = _serve
+        do_POST = _serve
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.endpoint = f"127.0.0.1:{server.server_address[1]}"
+    yield state
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+@pytest.fixture
+def reader(fake):
+    credential = CredentialClient(
+        CredentialConfig(type="access_key", access_key_id="ak-test", access_key_secret="sk-test")
+    )
+    return AliyunReader(
+        "cn-hangzhou",
+        credential=credential,
+        ecs_endpoint=fake.endpoint,
+        vpc_endpoint=fake.endpoint,
+        protocol="http",
+        attempts=3,
+        wait_multiplier=0,
+        max_wait_seconds=0,
+    )
+
+
+def sg_page(rules, token=""):
+    return {
+        "RequestId": "r",
+        "RegionId": "cn-hangzhou",
+        "SecurityGroupId": "sg-gpu",
+        "InnerAccessPolicy": "Drop",
+        "VpcId": "vpc-1",
+        "NextToken": token,
+        "Permissions": {"Permission": rules},
+    }
+
+
+def ssh_rule(priority):
+    return {
+        "Direction": "ingress",
+        "IpProtocol": "TCP",
+        "PortRange": "22/22",
+        "SourceCidrIp": "10.0.0.0/8",
+        "Policy": "Accept",
+        "Priority": str(priority),
+        "NicType": "intranet",
+    }
+
+
+def test_security_group_pages_are_followed(fake, reader):
+    fake.answer("DescribeSecurityGroupAttribute", sg_page([ssh_rule(1), ssh_rule(2)], "tok-2"))
+    fake.answer("DescribeSecurityGroupAttribute", sg_page([ssh_rule(3)]))
+    group = reader.security_group("sg-gpu")
+    assert [rule.priority for rule in group.rules] == [1, 2, 3]
+    assert group.rules_in(Direction.INGRESS) == group.rules
+    first, second = fake.calls("DescribeSecurityGroupAttribute")
+    assert first["MaxResults"] == "1000"
+    assert first["SecurityGroupId"] == "sg-gpu"
+    assert "NextToken" not in first
+    assert second["NextToken"] == "tok-2"
+
+
+def test_throttling_is_retried(fake, reader):
+    throttled = {"Code": "Throttling.User", "Message": "Request was denied due to user flow"}
+    fake.answer("DescribeSecurityGroupAttribute", throttled, status=400)
+    fake.answer("DescribeSecurityGroupAttribute", throttled, status=503)
+    fake.answer("DescribeSecurityGroupAttribute", sg_page([ssh_rule(1)]))
+    group = reader.security_group("sg-gpu")
+    assert len(group.rules) == 1
+    assert len(fake.calls("DescribeSecurityGroupAttribute")) == 3
+
+
+def test_throttling_gives_up_after_the_attempts(fake, reader):
+    for _ in range(3):
+        fake.answer("DescribeSecurityGroupAttribute", {"Code": "Throttling"}, status=400)
+    with pytest.raises(CloudReadError, match="Throttling"):
+        reader.security_group("sg-gpu")
+    assert len(fake.calls("DescribeSecurityGroupAttribute")) == 3
+
+
+@pytest.mark.parametrize("code", ["Forbidden.RAM", "NoPermission"])
+def test_permission_error_names_the_ram_action(fake, reader, code):
+    fake.answer(
+        "DescribeNetworkAclAttributes",
+        {"Code": code, "Message": "User not authorized to operate on the specified resource."},
+        status=403,
+    )
+    with pytest.raises(CloudPermissionError) as caught:
+        reader.network_acl("nacl-gpu")
+    message = str(caught.value)
+    assert "vpc:DescribeNetworkAclAttributes" in message
+    assert code in message
+    assert "\n" not in message
+    assert caught.value.ram_action == "vpc:DescribeNetworkAclAttributes"
+    assert len(fake.calls("DescribeNetworkAclAttributes")) == 1  # not retried
+
+
+def test_other_errors_are_not_retried(fake, reader):
+    fake.answer(
+        "DescribeSecurityGroupAttribute",
+        {"Code": "InvalidSecurityGroupId.NotFound", "Message": "not found"},
+        status=404,
+    )
+    with pytest.raises(CloudReadError, match=r"InvalidSecurityGroupId\.NotFound"):
+        reader.security_group("sg-nope")
+    assert len(fake.calls("DescribeSecurityGroupAttribute")) == 1
+
+
+def test_network_acl_is_parsed(fake, reader, fixture_text):
+    fake.answer(
+        "DescribeNetworkAclAttributes",
+        json.loads(fixture_text("cloud", "describe_network_acl_attributes.json")),
+    )
+    acl = reader.network_acl("nacl-gpu")
+    assert acl.network_acl_id == "nacl-gpu"
+    assert acl.vswitch_ids == ("vsw-gpu-a", "vsw-gpu-b")
+    assert [entry.label for entry in acl.ingress_entries] == ["deny-bad", "ssh", "replies"]
+    (call,) = fake.calls("DescribeNetworkAclAttributes")
+    assert call["NetworkAclId"] == "nacl-gpu"
+
+
+def instance(instance_id, instance_type, vswitch, ip, groups):
+    return {
+        "InstanceId": instance_id,
+        "InstanceType": instance_type,
+        "Status": "Running",
+        "VpcAttributes": {
+            "VpcId": "vpc-1",
+            "VSwitchId": vswitch,
+            "PrivateIpAddress": {"IpAddress": [ip]},
+        },
+        "SecurityGroupIds": {"SecurityGroupId": groups},
+    }
+
+
+def test_instances_are_paged_and_read(fake, reader):
+    fake.answer(
+        "DescribeInstances",
+        {
+            "NextToken": "p2",
+            "Instances": {
+                "Instance": [instance("i-1", "ecs.ebmgn8v.48xlarge", "vsw-a", "10.0.1.1", ["sg-a"])]
+            },
+        },
+    )
+    fake.answer(
+        "DescribeInstances",
+        {
+            "NextToken": "",
+            "Instances": {
+                "Instance": [
+                    instance("i-2", "ecs.gn8is.8xlarge", "vsw-b", "10.0.2.1", ["sg-a", "sg-b"])
+                ]
+            },
+        },
+    )
+    found = reader.instances(vpc_id="vpc-1")
+    assert [info.instance_id for info in found] == ["i-1", "i-2"]
+    assert found[1].security_group_ids == ("sg-a", "sg-b")
+    assert found[0].vswitch_id == "vsw-a"
+    assert found[0].private_ips == ("10.0.1.1",)
+    first, second = fake.calls("DescribeInstances")
+    assert first["VpcId"] == "vpc-1"
+    assert first["MaxResults"] == "100"
+    assert second["NextToken"] == "p2"
+
+
+def test_eri_quantity_of_instance_types(fake, reader):
+    fake.answer(
+        "DescribeInstanceTypes",
+        {
+            "NextToken": "",
+            "InstanceTypes": {
+                "InstanceType": [
+                    {"InstanceTypeId": "ecs.ebmgn8v.48xlarge", "EriQuantity": 8},
+                    {"InstanceTypeId": "ecs.g8i.large", "EriQuantity": 0},
+                ]
+            },
+        },
+    )
+    quantities = reader.eri_quantity(["ecs.g8i.large", "ecs.ebmgn8v.48xlarge", "ecs.g8i.large"])
+    assert quantities == {"ecs.ebmgn8v.48xlarge": 8, "ecs.g8i.large": 0}
+    (call,) = fake.calls("DescribeInstanceTypes")
+    assert "ecs.ebmgn8v.48xlarge" in json.dumps(call)
