@@ -9,7 +9,8 @@ import pytest
 
 from pytest_hpcnet.facts import SectionOutput, facts_command, split_sections
 from pytest_hpcnet.inventory import Inventory, Node
-from pytest_hpcnet.transport import CommandResult, Transport
+from pytest_hpcnet.recording import Check
+from pytest_hpcnet.transport import CommandResult, NodeUnreachable, Transport
 
 
 @dataclass(frozen=True)
@@ -42,23 +43,31 @@ class Cluster:
         self.expect = inventory.expect
         self._facts: dict[str, NodeFacts] = {}
         self._facts_lock = threading.Lock()
+        self.current_check: Check | None = None
 
     @property
     def nodes(self) -> list[Node]:
         return self.inventory.nodes
 
+    def _record(self, result: CommandResult) -> None:
+        if self.current_check is not None:
+            self.current_check.command(result)
+        if result.unreachable:
+            raise NodeUnreachable(result.node, result.unreachable)
+
     def require_reachable(self, node: Node) -> None:
-        """Fail the current test at once, with the recorded reason, if `node` is unreachable."""
+        """End the current test at once, with the recorded reason, if `node` is unreachable."""
         reason = self.transport.unreachable().get(node.name)
         if reason:
-            pytest.fail(f"{node.name} unreachable: {reason}", pytrace=False)
+            if self.current_check is not None:
+                self.current_check.unreachable[node.name] = reason
+            raise NodeUnreachable(node.name, reason)
 
     def run(self, node: Node, command: str, timeout_s: float | None = None) -> CommandResult:
-        """Run a command on a node; an unreachable node fails the test with its reason."""
+        """Run a command on a node, recorded for the current check; unreachable ends the test."""
         self.require_reachable(node)
         result = self.transport.run(node.name, command, timeout_s)
-        if result.unreachable:
-            pytest.fail(result.failure, pytrace=False)
+        self._record(result)
         return result
 
     def gather_facts(self) -> dict[str, NodeFacts]:
@@ -75,6 +84,5 @@ class Cluster:
     def facts(self, node: Node) -> NodeFacts:
         """One node's facts (gathered for all nodes on first use); unreachable fails fast."""
         facts = self.gather_facts()[node.name]
-        if facts.result.unreachable:
-            pytest.fail(facts.result.failure, pytrace=False)
+        self._record(facts.result)
         return facts

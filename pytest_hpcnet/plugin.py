@@ -1,4 +1,4 @@
-"""The pytest plugin: options, markers, the `cluster`/`node`/`node_pair` fixtures, summary.
+"""The pytest plugin: options, markers, fixtures, evidence recording, certificate, summary.
 
 Installed through the `pytest11` entry point. Without `--inventory` nothing changes for
 a project that merely has it installed: only tests asking for its fixtures are skipped.
@@ -6,50 +6,161 @@ a project that merely has it installed: only tests asking for its fixtures are s
 
 from __future__ import annotations
 
-import secrets
-import time
+import getpass
+import socket
 from collections import Counter
+from datetime import date
 from pathlib import Path
 
 import pytest
 
 from pytest_hpcnet.cluster import Cluster
+from pytest_hpcnet.evidence import EvidenceBundle, new_run_id
 from pytest_hpcnet.inventory import Inventory, InventoryError, Node, load_inventory
-from pytest_hpcnet.transport import Transport
+from pytest_hpcnet.recording import (
+    Check,
+    attach,
+    classify,
+    detach,
+    find_waiver,
+    subject_of,
+    waiver_applies,
+)
+from pytest_hpcnet.schedule import ring_pairs
+from pytest_hpcnet.transport import NodeUnreachable, Transport
 
 NO_INVENTORY = (
     "no cluster inventory: run with --inventory PATH (or set hpcnet_inventory in pytest.ini)"
 )
 STATE = pytest.StashKey["HpcnetState"]()
+CHECK = pytest.StashKey[Check]()
+REQUIREMENTS = (("reachability", "Nodes reachable over SSH"),)
 
 
 class HpcnetState:
-    """What the plugin keeps for one pytest session."""
+    """What the plugin keeps for one pytest session (registered as a plugin object)."""
 
-    def __init__(self, inventory: Inventory | None, reports_dir: Path, concurrency: int | None):
+    def __init__(self, config: pytest.Config, inventory: Inventory | None, run_dir: Path):
+        self.config = config
         self.inventory = inventory
-        self.run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
-        self.run_dir = reports_dir / self.run_id
-        self.concurrency = concurrency
+        self.run_dir = run_dir
+        self.is_worker = hasattr(config, "workerinput")
+        self.bundle: EvidenceBundle | None = None
         self.cluster: Cluster | None = None
         self.outcomes: Counter[str] = Counter()
+        self.unreachable: dict[str, str] = {}
+        self.contacted = False
+        self.interrupted = False
+        self.verdict: str | None = None
+        self.certificate: Path | None = None
 
     def open_cluster(self) -> Cluster:
         if self.cluster is None:
             assert self.inventory is not None
-            self.cluster = Cluster(self.inventory, Transport(self.inventory, self.concurrency))
+            concurrency = self.config.getoption("hpcnet_concurrency")
+            self.cluster = Cluster(self.inventory, Transport(self.inventory, concurrency))
         return self.cluster
 
-    def close(self) -> None:
+    # -- recording ------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        marker = item.get_closest_marker("check")
+        if marker is None or self.inventory is None:
+            return
+        check_id = marker.args[0]
+        requirement = marker.args[1] if len(marker.args) > 1 else check_id
+        subject, kind = subject_of(item)
+        check = Check(check_id, requirement, subject, kind, item.nodeid, self.bundle)
+        item.stash[CHECK] = check
         if self.cluster is not None:
-            self.cluster.transport.close()
+            self.cluster.current_check = check
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        outcome = yield
+        report: pytest.TestReport = outcome.get_result()
+        if call.excinfo is not None and call.excinfo.errisinstance(NodeUnreachable):
+            report.longrepr = str(call.excinfo.value)  # one line, no traceback
+        check = item.stash.get(CHECK, None)
+        decisive = report.when == "call" or (report.when == "setup" and not report.passed)
+        if check is None or not decisive or self.inventory is None:
+            return
+        verdict, message = classify(report, call.excinfo)
+        waiver = find_waiver(self.inventory.waivers, check.check_id, check.subject)
+        if verdict == "fail" and waiver_applies(waiver, date.today()):
+            report.outcome = "skipped"
+            report.wasxfail = f"waived until {waiver.expires}: {waiver.reason}"
+        attach(report, check.record(verdict, message, waiver), check.unreachable)
+        if self.cluster is not None:
+            self.cluster.current_check = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Count check outcomes for the summary (setup failures count as errors)."""
+        """Count outcomes; the controller appends each check's record to the evidence."""
         if report.when == "call":
-            self.outcomes[report.outcome] += 1
+            self.outcomes["waived" if hasattr(report, "wasxfail") else report.outcome] += 1
         elif report.when == "setup" and not report.passed:
             self.outcomes["error" if report.failed else "skipped"] += 1
+        carried = detach(report)
+        if carried is None or self.bundle is None:
+            return
+        record, unreachable = carried
+        self.contacted = self.contacted or bool(record["commands"])
+        self.unreachable.update(unreachable)
+        self.bundle.append(record)
+
+    # -- end of session -------------------------------------------------------------------
+
+    def pytest_keyboard_interrupt(self) -> None:
+        self.interrupted = True
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.cluster is not None:
+            self.unreachable.update(self.cluster.transport.unreachable())
+            self.cluster.transport.close()
+        if self.bundle is None or self.inventory is None:
+            return
+        inv = self.inventory
+        summary = self.bundle.close(
+            {
+                "cluster": inv.cluster.name,
+                "inventory_sha256": inv.sha256,
+                "expectations_sha256": inv.expect_sha256,
+                "unreachable_nodes": sorted(self.unreachable),
+                "interrupted": self.interrupted or session.shouldstop is not False,
+            }
+        )
+        self.verdict = summary.verdict
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self) -> None:
+        """Render (and sign) the certificate after every other report is written."""
+        if self.bundle is None or self.inventory is None or self.verdict is None:
+            return
+        from pytest_hpcnet.certificate import CertificateContext, RequirementSpec, render_certificate
+        from pytest_hpcnet.certificate import DEFAULT_REQUIREMENTS as CATALOG
+
+        inv = self.inventory
+        context = CertificateContext(
+            cluster=inv.cluster.name,
+            region=inv.cluster.region,
+            nodes=[{"name": n.name} for n in inv.nodes],
+            operator=f"{getpass.getuser()}@{socket.gethostname()}",
+            contacts=[{"name": c.name, "role": c.role or ""} for c in inv.cluster.contacts],
+            inventory_sha256=inv.sha256,
+            expectations_sha256=inv.expect_sha256,
+            unreachable_nodes=sorted(self.unreachable),
+            requirements=[
+                RequirementSpec(check_id=c, requirement=r) for c, r in (*REQUIREMENTS, *CATALOG)
+            ],
+        )
+        self.certificate = render_certificate(self.run_dir, context)
+        key = self.config.getoption("hpcnet_sign_key")
+        if key:
+            from pytest_hpcnet.signing import sign
+
+            sign(self.run_dir, key)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -70,15 +181,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="reports",
         help="where each run's reports go (default reports/)",
     )
+    group.addoption(
+        "--hpcnet-sign-key",
+        metavar="PEM",
+        help="Ed25519 private key: sign the certificate's evidence digest",
+    )
     parser.addini("hpcnet_inventory", "cluster inventory YAML (like --inventory)", default="")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "static: quick acceptance checks (seconds; the nightly gate)"
-    )
+    config.addinivalue_line("markers", "static: quick acceptance checks (seconds; nightly gate)")
     config.addinivalue_line("markers", "benchmark: minutes-long measurements (perftest, NCCL, fio)")
+    config.addinivalue_line("markers", "check(id, requirement): the requirement a test proves")
     path = config.getoption("hpcnet_inventory") or config.getini("hpcnet_inventory")
     concurrency = config.getoption("hpcnet_concurrency")
     if concurrency is not None and concurrency < 1:
@@ -89,19 +204,30 @@ def pytest_configure(config: pytest.Config) -> None:
             inventory = load_inventory(path)
         except InventoryError as exc:
             raise pytest.UsageError(str(exc)) from None
-    state = HpcnetState(inventory, Path(config.getoption("hpcnet_reports_dir")), concurrency)
+    workerinput = getattr(config, "workerinput", None)
+    run_id = workerinput.get("hpcnet_run_id") if workerinput else None
+    reports = Path(config.getoption("hpcnet_reports_dir"))
+    state = HpcnetState(config, inventory, reports / (run_id or new_run_id()))
     config.stash[STATE] = state
     config.pluginmanager.register(state, "hpcnet-state")
-    if inventory is not None and not hasattr(config, "workerinput"):
-        _default_reports(config, state)
+    if inventory is not None:
+        _open_run_dir(config, state)
 
 
-def _default_reports(config: pytest.Config, state: HpcnetState) -> None:
-    """Point pytest-html and JUnit XML into the run's folder unless the user chose paths."""
+def _open_run_dir(config: pytest.Config, state: HpcnetState) -> None:
+    """Create the run folder (a clear error before any test if it cannot be written)."""
     try:
         state.run_dir.mkdir(parents=True, exist_ok=True)
+        probe = state.run_dir / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
     except OSError as exc:
-        raise pytest.UsageError(f"reports directory {state.run_dir}: {exc.strerror}") from None
+        raise pytest.UsageError(
+            f"reports directory {state.run_dir} is not writable: {exc.strerror or exc}"
+        ) from None
+    state.bundle = EvidenceBundle(state.run_dir, state.run_dir.name)
+    if state.is_worker:
+        return
     if hasattr(config.option, "htmlpath") and not config.option.htmlpath:
         config.option.htmlpath = str(state.run_dir / "report.html")
         config.option.self_contained_html = True
@@ -113,23 +239,15 @@ def _state(config: pytest.Config) -> HpcnetState:
     return config.stash[STATE]
 
 
-def ring_pairs(nodes: list[Node]) -> list[tuple[Node, Node]]:
-    """Each node to the next, around the ring (a single node has no pair)."""
-    if len(nodes) < 2:
-        return []
-    if len(nodes) == 2:
-        return [(nodes[0], nodes[1])]
-    return [(nodes[i], nodes[(i + 1) % len(nodes)]) for i in range(len(nodes))]
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     inventory = _state(metafunc.config).inventory
     if inventory is None:
         return
+    nodes = {n.name: n for n in inventory.nodes}
     if "node" in metafunc.fixturenames:
-        metafunc.parametrize("node", inventory.nodes, ids=[n.name for n in inventory.nodes])
+        metafunc.parametrize("node", inventory.nodes, ids=list(nodes))
     if "node_pair" in metafunc.fixturenames:
-        pairs = ring_pairs(inventory.nodes)
+        pairs = [(nodes[p.a], nodes[p.b]) for p in ring_pairs(list(nodes))]
         metafunc.parametrize("node_pair", pairs, ids=[f"{a.name}->{b.name}" for a, b in pairs])
 
 
@@ -143,6 +261,16 @@ def cluster(request: pytest.FixtureRequest) -> Cluster:
 
 
 @pytest.fixture
+def check(request: pytest.FixtureRequest, cluster: Cluster) -> Check:
+    """The evidence of the current test (its `check` marker names the requirement)."""
+    found = request.node.stash.get(CHECK, None)
+    if found is None:
+        found = Check(request.node.name, request.node.name, "cluster", "cluster", "", None)
+    cluster.current_check = found
+    return found
+
+
+@pytest.fixture
 def node(cluster: Cluster) -> Node:  # replaced by direct parametrization with an inventory
     pytest.skip(NO_INVENTORY)
 
@@ -152,30 +280,30 @@ def node_pair(cluster: Cluster) -> tuple[Node, Node]:  # likewise
     pytest.skip(NO_INVENTORY)
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    state = session.config.stash.get(STATE, None)
-    if state is not None:
-        state.close()
-
-
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
-    if state is None or state.inventory is None or hasattr(config, "workerinput"):
+    if state is None or state.inventory is None or state.is_worker:
         return
     inv = state.inventory
     tr = terminalreporter
     tr.section("hpcnet", sep="-")
-    down = state.cluster.transport.unreachable() if state.cluster else {}
     total = len(inv.nodes)
     tr.write_line(f"cluster {inv.cluster.name} ({inv.cluster.region}): {total} nodes")
-    tried = state.cluster is not None
-    reached = f"{total - len(down)}/{total}" if tried else "not contacted"
+    down = state.unreachable
+    contacted = state.cluster is not None or state.contacted
+    reached = f"{total - len(down)}/{total}" if contacted else "not contacted"
     tr.write_line(f"nodes reached: {reached}; unreachable: {len(down)}")
     for name, reason in sorted(down.items()):
         tr.write_line(f"  {name}: {reason}", red=True)
     o = state.outcomes
     tr.write_line(
         f"checks: {o['passed']} passed, {o['failed']} failed, {o['error']} errors, "
-        f"{o['skipped']} skipped"
+        f"{o['waived']} waived, {o['skipped']} skipped"
     )
-    tr.write_line(f"reports: {state.run_dir}/")
+    verdict = state.verdict or "INCOMPLETE"
+    tr.write_line(f"verdict: {verdict}", green=verdict == "ACCEPTED", red=verdict != "ACCEPTED")
+    tr.write_line(f"reports: {state.run_dir}/ (certificate.html, evidence.jsonl)")
+
+
+def pytest_configure_node(node) -> None:  # pytest-xdist: workers share the controller's run
+    node.workerinput["hpcnet_run_id"] = _state(node.config).run_dir.name

@@ -2,12 +2,14 @@
 
 import pytest
 
-pytestmark = pytest.mark.static
+pytestmark = [pytest.mark.static, pytest.mark.check("reachability", "Nodes reachable over SSH")]
 
 
-def test_node_answers_over_ssh(cluster, node):
+def test_node_answers_over_ssh(cluster, node, check):
     facts = cluster.facts(node)
     hostname = facts.text("hostname").strip()
     kernel = facts.text("kernel").strip()
+    check.measure("hostname", hostname)
+    check.measure("kernel", kernel)
     assert hostname, f"{node.name}: answered over SSH but reported no hostname"
     assert kernel, f"{node.name}: answered over SSH but reported no kernel release"

@@ -53,8 +53,9 @@ def test_runs_and_summarises_without_contacting_nodes(pytester: pytest.Pytester)
         [
             "*cluster unit-cluster (cn-test): 3 nodes",
             "nodes reached: not contacted; unreachable: 0",
-            "checks: 3 passed, 0 failed, 0 errors, 0 skipped",
-            "reports: out/*/",
+            "checks: 3 passed, 0 failed, 0 errors, 0 waived, 0 skipped",
+            "verdict: INCOMPLETE",
+            "reports: out/*/ (certificate.html, evidence.jsonl)",
         ]
     )
 

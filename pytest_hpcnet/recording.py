@@ -1,0 +1,171 @@
+"""What a check records while it runs: measurements, commands, suspects, then its verdict.
+
+A suite test is marked `@pytest.mark.check("mtu", "Jumbo MTU")`; the `check` fixture hands
+it a `Check`. When the test's report is made, the record travels in the report's
+`user_properties` (so pytest-xdist workers ship it to the controller), and only the
+controller appends it to the evidence bundle.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timezone
+from typing import Any
+
+import pytest
+
+from pytest_hpcnet.evidence import EvidenceBundle
+from pytest_hpcnet.inventory import Waiver
+from pytest_hpcnet.transport import CommandResult, NodeUnreachable
+
+RECORD_ATTR = "hpcnet_record"
+
+
+class Check:
+    """The evidence one test gathers about one subject (node, pair or cluster)."""
+
+    def __init__(
+        self,
+        check_id: str,
+        requirement: str,
+        subject: str,
+        kind: str,
+        nodeid: str,
+        bundle: EvidenceBundle | None,
+    ):
+        self.check_id = check_id
+        self.requirement = requirement
+        self.subject = subject
+        self.kind = kind
+        self.nodeid = nodeid
+        self.bundle = bundle
+        self.measured: list[dict[str, Any]] = []
+        self.commands: list[dict[str, Any]] = []
+        self.suspects: list[str] = []
+        self.tool_versions: dict[str, str] = {}
+        self.unreachable: dict[str, str] = {}
+        self.started_at = datetime.now(timezone.utc)
+
+    def measure(
+        self,
+        name: str,
+        value: float | str | None,
+        unit: str = "",
+        threshold: float | str | list | None = None,
+        comparison: str | None = None,
+        source: str = "",
+    ) -> None:
+        """Record a measured value and the threshold (and its source) it is judged against."""
+        self.measured.append(
+            {
+                "name": name,
+                "value": value,
+                "unit": unit,
+                "threshold": threshold,
+                "comparison": comparison,
+                "threshold_source": source,
+            }
+        )
+
+    def command(self, result: CommandResult) -> None:
+        """Record a command run for this check; its output is stored by digest."""
+        digest = None
+        if self.bundle is not None:
+            text = result.stdout
+            if result.stderr:
+                text += ("\n" if text else "") + "--- stderr ---\n" + result.stderr
+            digest = self.bundle.store_output(text)
+        if result.unreachable:
+            self.unreachable[result.node] = result.unreachable
+        self.commands.append(
+            {
+                "node": result.node,
+                "command": result.command,
+                "exit_status": result.exit_status,
+                "duration_s": round(result.duration_s, 3),
+                "started_at": datetime.fromtimestamp(result.started_at, timezone.utc),
+                "output_digest": digest,
+            }
+        )
+
+    def suspect(self, *nodes: str) -> None:
+        """Name nodes this check's evidence points at."""
+        self.suspects.extend(n for n in nodes if n not in self.suspects)
+
+    def record(self, verdict: str, message: str, waiver: Waiver | None) -> dict[str, Any]:
+        """The JSON-able evidence record of this check with its verdict."""
+        return {
+            "check_id": self.check_id,
+            "requirement": self.requirement,
+            "nodeid": self.nodeid,
+            "subject": self.subject,
+            "kind": self.kind,
+            "measured": self.measured,
+            "verdict": verdict,
+            "message": message,
+            "commands": self.commands,
+            "started_at": self.started_at,
+            "ended_at": datetime.now(timezone.utc),
+            "tool_versions": self.tool_versions,
+            "suspect_nodes": self.suspects,
+            "waiver": (
+                {"reason": waiver.reason, "by": waiver.by or "", "expires": waiver.expires}
+                if waiver
+                else None
+            ),
+        }
+
+
+def subject_of(item: pytest.Item) -> tuple[str, str]:
+    """(subject, kind) of a test from its `node` / `node_pair` parameter."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if "node_pair" in params:
+        a, b = params["node_pair"]
+        return f"{a.name}->{b.name}", "pair"
+    if "node" in params:
+        return params["node"].name, "node"
+    return "cluster", "cluster"
+
+
+def find_waiver(waivers: list[Waiver], check_id: str, subject: str) -> Waiver | None:
+    """The waiver naming `check_id` or `check_id[subject]`, if any (expired ones included)."""
+    for waiver in waivers:
+        if waiver.check in (check_id, f"{check_id}[{subject}]"):
+            return waiver
+    return None
+
+
+def classify(report: pytest.TestReport, excinfo: pytest.ExceptionInfo | None) -> tuple[str, str]:
+    """(verdict, one-line message) of a test report."""
+    if report.passed:
+        return "pass", ""
+    if report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
+        return "skipped", str(reason).removeprefix("Skipped: ")
+    if excinfo is None:
+        return "error", "failed without an exception"
+    exc = excinfo.value
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, NodeUnreachable):
+        return "error", str(exc)
+    if isinstance(exc, (AssertionError, pytest.fail.Exception)) and report.when == "call":
+        return "fail", first
+    return "error", f"{type(exc).__name__}: {first}"
+
+
+def waiver_applies(waiver: Waiver | None, today: date) -> bool:
+    return waiver is not None and waiver.active(today)
+
+
+def attach(report: pytest.TestReport, record: dict[str, Any], unreachable: dict[str, str]) -> None:
+    """Put the record on the report as JSON text (pytest-xdist serializes report attributes)."""
+    setattr(report, RECORD_ATTR, json.dumps({"record": record, "unreachable": unreachable}, default=str))
+
+
+def detach(report: pytest.TestReport) -> tuple[dict[str, Any], dict[str, str]] | None:
+    """(record, unreachable nodes) carried by a report, if any."""
+    text = getattr(report, RECORD_ATTR, None)
+    if not text:
+        return None
+    data = json.loads(text)
+    return data["record"], data["unreachable"]
