@@ -9,7 +9,10 @@ import pytest
 
 from pytest_hpcnet.facts import SectionOutput, facts_command, split_sections
 from pytest_hpcnet.inventory import Inventory, Node
+from pytest_hpcnet.pairs import FlowFacts, PairFacts, gather_pair_facts
+from pytest_hpcnet.probes.links import parse_interfaces
 from pytest_hpcnet.recording import Check
+from pytest_hpcnet.schedule import ring_pairs
 from pytest_hpcnet.transport import CommandResult, NodeUnreachable, Transport
 
 
@@ -44,6 +47,8 @@ class Cluster:
         self._facts: dict[str, NodeFacts] = {}
         self._facts_lock = threading.Lock()
         self.current_check: Check | None = None
+        self._pairs: dict[tuple[str, str], PairFacts] | None = None
+        self._flows: dict[str, FlowFacts] = {}
 
     @property
     def nodes(self) -> list[Node]:
@@ -85,4 +90,52 @@ class Cluster:
         """One node's facts (gathered for all nodes on first use); unreachable fails fast."""
         facts = self.gather_facts()[node.name]
         self._record(facts.result)
+        return facts
+
+    def data_address(self, name: str) -> str | None:
+        """The node's IPv4 address on its data-plane interface (from its facts)."""
+        facts = self.gather_facts()[name]
+        out = facts.sections.get("addr")
+        iface = parse_interfaces(out.text).get(self.inventory.node(name).interface) if out else None
+        addresses = iface.ipv4() if iface else ()
+        return addresses[0] if addresses else None
+
+    def ring(self) -> list[tuple[str, str]]:
+        """The pairs every pair check covers: each node to the next around the ring."""
+        return [(p.a, p.b) for p in ring_pairs([n.name for n in self.nodes])]
+
+    def _gather_pairs(self) -> None:
+        with self._facts_lock:
+            if self._pairs is not None:
+                return
+        self.gather_facts()
+        addresses = {n.name: a for n in self.nodes if (a := self.data_address(n.name))}
+        pairs, flows = gather_pair_facts(
+            self.transport, {n.name: n for n in self.nodes}, addresses, self.ring(), self.expect
+        )
+        with self._facts_lock:
+            self._pairs, self._flows = pairs, flows
+
+    def pair_facts(self, source: Node, target: Node) -> PairFacts:
+        """What `source` saw of `target` (gathered for all pairs on first use)."""
+        self.require_reachable(source)
+        self.require_reachable(target)
+        self._gather_pairs()
+        facts = self._pairs.get((source.name, target.name)) if self._pairs else None
+        if facts is None:
+            reason = "no data-plane address" if not self.data_address(target.name) else "not probed"
+            pytest.fail(
+                f"{source.name}->{target.name}: pair not measured ({reason})", pytrace=False
+            )
+        for result in facts.commands:
+            self._record(result)
+        return facts
+
+    def flow_facts(self, flow_id: str) -> FlowFacts | None:
+        """The outcome of one inventory ACL flow, or None when it could not be tried."""
+        self._gather_pairs()
+        facts = self._flows.get(flow_id)
+        if facts is not None:
+            for result in facts.commands:
+                self._record(result)
         return facts

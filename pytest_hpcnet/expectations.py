@@ -11,7 +11,7 @@ from importlib import resources
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
@@ -81,7 +81,7 @@ class PlacementExpect(Strict):
 
 class SysctlValue(Strict):
     value: str | int
-    mode: Literal["min", "equal"] = "equal"
+    mode: Literal["min", "equal", "one_of"] = "equal"
 
 
 class LatencyPing(Strict):
@@ -122,6 +122,17 @@ class CpfsExpect(Strict):
     min_fairness: Annotated[float, Field(gt=0, le=1)] = 0.5
 
 
+DEFAULT_SYSCTL: dict[str, dict] = {
+    "net.core.rmem_max": {"value": 16777216, "mode": "min"},
+    "net.core.wmem_max": {"value": 16777216, "mode": "min"},
+    "net.ipv4.tcp_rmem": {"value": "4096 87380 16777216", "mode": "min"},
+    "net.ipv4.tcp_wmem": {"value": "4096 65536 16777216", "mode": "min"},
+    "net.ipv4.tcp_window_scaling": {"value": 1, "mode": "equal"},
+    "net.ipv4.tcp_congestion_control": {"value": "cubic,bbr", "mode": "one_of"},
+}
+"""Host tuning checked by default; an inventory may change a key or drop it with `null`."""
+
+
 class Expectations(Strict):
     """Everything a check may compare against; merged from defaults, profile and inventory."""
 
@@ -132,7 +143,9 @@ class Expectations(Strict):
     ports: PortSpec = Field(default_factory=PortSpec)
     flows: FlowsExpect = Field(default_factory=FlowsExpect)
     placement: PlacementExpect = Field(default_factory=PlacementExpect)
-    sysctl: dict[str, SysctlValue] = Field(default_factory=dict)
+    sysctl: dict[str, SysctlValue] = Field(
+        default_factory=lambda: {k: SysctlValue(**v) for k, v in DEFAULT_SYSCTL.items()}
+    )
     nic_max_errors: Annotated[int, Field(ge=0)] = 0
     ping: LatencyPing = Field(default_factory=LatencyPing)
     ib_write_bw: BandwidthExpect = Field(default_factory=BandwidthExpect)
@@ -140,6 +153,13 @@ class Expectations(Strict):
     nccl: NcclExpect = Field(default_factory=NcclExpect)
     cpfs: CpfsExpect = Field(default_factory=CpfsExpect)
     regression_tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.10
+
+    @field_validator("sysctl", mode="before")
+    @classmethod
+    def _drop_nulls(cls, value: object) -> object:
+        if isinstance(value, dict):
+            return {k: v for k, v in value.items() if v is not None}
+        return value
 
     @model_validator(mode="after")
     def _bandwidth_has_one_source(self) -> Expectations:

@@ -13,6 +13,15 @@ from dataclasses import dataclass
 
 from pytest_hpcnet.expectations import Expectations
 from pytest_hpcnet.inventory import Node
+from pytest_hpcnet.probes.links import ip_addr_command, ip_link_command
+from pytest_hpcnet.probes.metadata import metadata_command
+from pytest_hpcnet.probes.rdma import (
+    compat_mode_command,
+    erdma_module_command,
+    ibv_devinfo_command,
+    rdma_link_command,
+)
+from pytest_hpcnet.probes.sysctl import sysctl_command
 
 MARK = "@@hpcnet"
 _SECTION = re.compile(rf"^{MARK} begin (\S+)$")
@@ -35,27 +44,60 @@ class SectionOutput:
     status: int | None
 
 
+def _module_command(expect: Expectations) -> str:
+    module = expect.rdma.kernel_module
+    return erdma_module_command(module) if module else "echo 'not expected'"
+
+
+def _compat_command(expect: Expectations) -> str:
+    module = expect.rdma.kernel_module or "erdma"
+    return compat_mode_command(module) if expect.rdma.compat_mode else "echo 'not expected'"
+
+
 SECTIONS: list[FactSection] = [
     FactSection("hostname", lambda node, expect: "hostname"),
     FactSection("kernel", lambda node, expect: "uname -r"),
+    FactSection("ibv_devinfo", lambda node, expect: ibv_devinfo_command()),
+    FactSection("rdma_link", lambda node, expect: rdma_link_command()),
+    FactSection("erdma_module", lambda node, expect: _module_command(expect)),
+    FactSection("compat_mode", lambda node, expect: _compat_command(expect)),
+    FactSection("links", lambda node, expect: ip_link_command(stats=True)),
+    FactSection("addr", lambda node, expect: ip_addr_command(node.interface)),
+    FactSection("sysctl", lambda node, expect: sysctl_command(sorted(expect.sysctl))),
+    FactSection(
+        "metadata", lambda node, expect: metadata_command(base=expect.placement.metadata_url)
+    ),
 ]
 
 
-def register(section: FactSection) -> None:
-    """Add a probe's section (once; a later registration of the same name replaces it)."""
-    SECTIONS[:] = [s for s in SECTIONS if s.name != section.name] + [section]
+def sections_script(commands: dict[str, str], parallel: bool = False) -> str:
+    """One script running each named command, its output framed by marker lines.
+
+    With `parallel`, the commands run at once (each into its own temp file) and their
+    outputs are printed in order once all have finished.
+    """
+    if not parallel:
+        return "\n".join(
+            f"echo '{MARK} begin {name}'; ( {cmd} ) </dev/null 2>&1; "
+            f'echo; echo "{MARK} end {name} $?"'
+            for name, cmd in commands.items()
+        )
+    lines = ["d=$(mktemp -d /tmp/hpcnet-sections.XXXXXX) || exit 1"]
+    for i, cmd in enumerate(commands.values()):
+        lines.append(f'( ( {cmd} ) </dev/null >"$d/{i}" 2>&1; echo $? >"$d/{i}.rc" ) &')
+    lines.append("wait")
+    for i, name in enumerate(commands):
+        lines.append(
+            f"echo '{MARK} begin {name}'; cat \"$d/{i}\"; "
+            f'echo; echo "{MARK} end {name} $(cat "$d/{i}.rc")"'
+        )
+    lines.append('rm -rf "$d"')
+    return "\n".join(lines)
 
 
 def facts_command(node: Node, expect: Expectations) -> str:
-    """The one script that gathers every registered section on `node`."""
-    parts = []
-    for section in SECTIONS:
-        parts.append(
-            f"echo '{MARK} begin {section.name}'; "
-            f"( {section.build(node, expect)} ) </dev/null 2>&1; "
-            f'echo; echo "{MARK} end {section.name} $?"'
-        )
-    return "\n".join(parts)
+    """The one script that gathers every section on `node`."""
+    return sections_script({s.name: s.build(node, expect) for s in SECTIONS})
 
 
 def split_sections(output: str) -> dict[str, SectionOutput]:

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from pytest_hpcnet.expectations import (
+    DEFAULT_SYSCTL,
     Expectations,
     Strict,
     load_profile,
@@ -156,6 +157,14 @@ class Inventory(BaseModel):
             if node.name in seen:
                 raise ValueError(f"duplicate node name {node.name!r}")
             seen.add(node.name)
+        for kind in ("allow", "deny"):
+            for i, flow in enumerate(getattr(self.expect.flows, kind)):
+                for end in ("source", "target"):
+                    if getattr(flow, end) not in seen:
+                        raise ValueError(
+                            f"expect.flows.{kind}[{i}].{end}: {getattr(flow, end)!r} "
+                            "is not a node of the inventory"
+                        )
         return self
 
     def node(self, name: str) -> Node:
@@ -317,7 +326,7 @@ def _first_error(exc: ValidationError, root: type[BaseModel], prefix: str = "") 
 
 
 def _merged_expectations(raw: dict[str, Any]) -> tuple[Expectations, str]:
-    data: dict[str, Any] = {}
+    data: dict[str, Any] = {"sysctl": dict(DEFAULT_SYSCTL)}
     profile = raw.get("profile")
     if profile is not None:
         names = profile_names()
@@ -327,7 +336,7 @@ def _merged_expectations(raw: dict[str, Any]) -> tuple[Expectations, str]:
             raise InventoryError(
                 f"expect.profile: unknown profile {profile!r} ({hint}shipped: {', '.join(names)})"
             )
-        data = load_profile(profile)
+        data = merge(data, load_profile(profile))
     if "ib_write_bw" in raw:  # a bound of the inventory replaces the profile's reference
         data.pop("ib_write_bw", None)
     data = merge(data, raw)

@@ -14,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_hpcnet.certificate import DEFAULT_REQUIREMENTS as CATALOG
+from pytest_hpcnet.certificate import CertificateContext, RequirementSpec, render_certificate
 from pytest_hpcnet.cluster import Cluster
 from pytest_hpcnet.evidence import EvidenceBundle, new_run_id
 from pytest_hpcnet.inventory import Inventory, InventoryError, Node, load_inventory
+from pytest_hpcnet.pairs import flow_id
 from pytest_hpcnet.recording import (
     Check,
     attach,
@@ -27,6 +30,7 @@ from pytest_hpcnet.recording import (
     waiver_applies,
 )
 from pytest_hpcnet.schedule import ring_pairs
+from pytest_hpcnet.signing import sign
 from pytest_hpcnet.transport import NodeUnreachable, Transport
 
 NO_INVENTORY = (
@@ -87,6 +91,8 @@ class HpcnetState:
         if check is None or not decisive or self.inventory is None:
             return
         verdict, message = classify(report, call.excinfo)
+        if verdict == "fail" and item.config.option.tbstyle == "auto":
+            report.longrepr = f"{_failing_line(item, call)}: {message}"  # the criterion, one line
         waiver = find_waiver(self.inventory.waivers, check.check_id, check.subject)
         if verdict == "fail" and waiver_applies(waiver, date.today()):
             report.outcome = "skipped"
@@ -138,9 +144,6 @@ class HpcnetState:
         """Render (and sign) the certificate after every other report is written."""
         if self.bundle is None or self.inventory is None or self.verdict is None:
             return
-        from pytest_hpcnet.certificate import CertificateContext, RequirementSpec, render_certificate
-        from pytest_hpcnet.certificate import DEFAULT_REQUIREMENTS as CATALOG
-
         inv = self.inventory
         context = CertificateContext(
             cluster=inv.cluster.name,
@@ -158,9 +161,17 @@ class HpcnetState:
         self.certificate = render_certificate(self.run_dir, context)
         key = self.config.getoption("hpcnet_sign_key")
         if key:
-            from pytest_hpcnet.signing import sign
-
             sign(self.run_dir, key)
+
+
+def _failing_line(item: pytest.Item, call: pytest.CallInfo) -> str:
+    """`path:line` of the failing assert in the test's own file."""
+    path, line, _ = item.location
+    if call.excinfo is not None:
+        own = [e for e in call.excinfo.traceback if e.path == item.path]
+        if own:
+            line = own[-1].lineno
+    return f"{path}:{(line or 0) + 1}"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -246,6 +257,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     nodes = {n.name: n for n in inventory.nodes}
     if "node" in metafunc.fixturenames:
         metafunc.parametrize("node", inventory.nodes, ids=list(nodes))
+    if "acl_flow" in metafunc.fixturenames:
+        flows = [("allow", f) for f in inventory.expect.flows.allow]
+        flows += [("deny", f) for f in inventory.expect.flows.deny]
+        metafunc.parametrize("acl_flow", flows, ids=[flow_id(k, f) for k, f in flows])
     if "node_pair" in metafunc.fixturenames:
         pairs = [(nodes[p.a], nodes[p.b]) for p in ring_pairs(list(nodes))]
         metafunc.parametrize("node_pair", pairs, ids=[f"{a.name}->{b.name}" for a, b in pairs])
@@ -278,6 +293,11 @@ def node(cluster: Cluster) -> Node:  # replaced by direct parametrization with a
 @pytest.fixture
 def node_pair(cluster: Cluster) -> tuple[Node, Node]:  # likewise
     pytest.skip(NO_INVENTORY)
+
+
+@pytest.fixture
+def acl_flow(cluster: Cluster):  # parametrized from expect.flows; none listed -> skipped
+    pytest.skip("no ACL flows in the inventory (expect.flows.allow / expect.flows.deny)")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

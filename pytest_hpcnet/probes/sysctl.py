@@ -19,12 +19,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-Mode = Literal["min", "equal"]
+Mode = Literal["min", "equal", "one_of"]
 
 
 @dataclass(frozen=True)
 class ExpectedSysctl:
-    """One expectation: `key` must be at least (`min`) or equal (`equal`) to `value`."""
+    """One expectation: `key` at least (`min`), equal to (`equal`) or one of (`one_of`,
+    comma-separated) `value`."""
 
     key: str
     value: str
@@ -152,6 +153,11 @@ def check_sysctl(found: str | None, expectation: ExpectedSysctl) -> SysctlDeviat
         if norm_found == norm_exp:
             return None
         return deviation(f"{exp.key} is {norm_found!r}, expected {norm_exp!r}")
+    if exp.mode == "one_of":
+        allowed = [" ".join(v.split()) for v in exp.value.split(",")]
+        if norm_found in allowed:
+            return None
+        return deviation(f"{exp.key} is {norm_found!r}, expected one of {', '.join(allowed)}")
     have, want = _ints(norm_found), _ints(norm_exp)
     if have is None or want is None:
         return deviation(f"{exp.key}: cannot compare {norm_found!r} with {norm_exp!r} as numbers")

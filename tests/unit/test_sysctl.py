@@ -121,3 +121,12 @@ def test_proc_fallback_when_sysctl_missing(tmp_path):
     values = sysctl.parse_sysctl(out)
     assert values.get("net.core.rmem_max") is not None
     assert [k for k, _ in values.missing] == ["net.hpcnet.no_such_key"]
+
+
+def test_one_of_mode_accepts_any_listed_value():
+    from pytest_hpcnet.probes.sysctl import ExpectedSysctl, check_sysctl
+
+    exp = ExpectedSysctl("net.ipv4.tcp_congestion_control", "cubic, bbr", "one_of")
+    assert check_sysctl("bbr", exp) is None
+    dev = check_sysctl("reno", exp)
+    assert dev is not None and dev.reason.endswith("expected one of cubic, bbr")

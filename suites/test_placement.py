@@ -1,0 +1,34 @@
+"""Placement: all nodes share one vSwitch, VPC and zone (or the ones the inventory names)."""
+
+import pytest
+
+from pytest_hpcnet.probes.metadata import group_by_value, parse_metadata
+
+pytestmark = [pytest.mark.static, pytest.mark.check("placement", "Placement")]
+
+KEYS = [("vswitch-id", "vswitch_id"), ("vpc-id", "vpc_id"), ("zone-id", "zone_id")]
+
+
+@pytest.mark.parametrize(("key", "field"), KEYS, ids=[k for k, _ in KEYS])
+def test_nodes_share_placement(cluster, key, field, check):
+    facts = {
+        node.name: parse_metadata(cluster.facts(node).text("metadata"))
+        for node in cluster.nodes
+        if node.name not in cluster.transport.unreachable()
+    }
+    expected = getattr(cluster.expect.placement, field)
+    grouping = group_by_value(facts, key, expected)
+    for group in grouping.groups:
+        check.measure(
+            key,
+            group.value,
+            "",
+            expected,
+            "==",
+            f"expect.placement.{field}" if expected else "all nodes agree",
+        )
+    check.suspect(*grouping.odd, *(name for name, _ in grouping.undetermined))
+    sizes = sorted((len(g.nodes) for g in grouping.groups), reverse=True)
+    if not expected and len(sizes) > 1 and sizes[0] > sizes[1]:  # a clear majority, no named id
+        check.suspect(*(n for g in grouping.groups[1:] for n in g.nodes))
+    assert grouping.consistent, "; ".join(grouping.findings)

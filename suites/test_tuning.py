@@ -1,0 +1,63 @@
+"""Host tuning and NIC health: sysctls as expected, no NIC errors, low ICMP latency."""
+
+import pytest
+
+from pytest_hpcnet.probes.links import counters_verdict, parse_interfaces
+from pytest_hpcnet.probes.sysctl import ExpectedSysctl, compare_sysctl, parse_sysctl
+
+pytestmark = [pytest.mark.static, pytest.mark.check("tuning", "Host tuning")]
+
+
+def test_sysctl_tuned(cluster, node, check):
+    expected = [
+        ExpectedSysctl(key, str(value.value), value.mode)
+        for key, value in cluster.expect.sysctl.items()
+    ]
+    if not expected:
+        pytest.skip("no sysctl expectations (expect.sysctl is empty)")
+    values = parse_sysctl(cluster.facts(node).text("sysctl"))
+    deviations = compare_sysctl(values, expected)
+    for exp in expected:
+        check.measure(
+            exp.key,
+            values.get(exp.key),
+            "",
+            exp.value,
+            {"equal": "==", "min": ">=", "one_of": "in"}[exp.mode],
+            f"expect.sysctl.{exp.key}",
+        )
+    assert not deviations, f"{node.name}: " + "; ".join(d.reason for d in deviations)
+
+
+def test_nic_error_counters(cluster, node, check):
+    limit = cluster.expect.nic_max_errors
+    iface = parse_interfaces(cluster.facts(node).text("links")).get(node.interface)
+    assert iface is not None, f"{node.name}: interface {node.interface!r} not found"
+    assert iface.stats is not None, f"{node.name}: no counters for {node.interface} (ip -s)"
+    stats = iface.stats
+    errors = (stats.rx_errors or 0) + (stats.tx_errors or 0)
+    dropped = (stats.rx_dropped or 0) + (stats.tx_dropped or 0)
+    check.measure("errors", errors, "packets", limit, "<=", "expect.nic_max_errors")
+    check.measure("dropped", dropped, "packets", limit, "<=", "expect.nic_max_errors")
+    verdict = counters_verdict(iface, max_errors=limit, max_dropped=limit)
+    assert verdict.ok, f"{node.name}: {verdict.reason}"
+
+
+def test_icmp_latency(cluster, node_pair, check):
+    source, target = node_pair
+    ping = cluster.pair_facts(source, target).latency
+    bounds = cluster.expect.ping
+    assert ping.received, (
+        f"{source.name}->{target.name}: no ICMP reply ({ping.error or 'all lost'})"
+    )
+    check.measure(
+        "rtt_avg", ping.rtt_avg_ms, "ms", bounds.max_avg_ms, "<=", "expect.ping.max_avg_ms"
+    )
+    check.measure("rtt_max", ping.rtt_max_ms, "ms", bounds.max_ms, "<=", "expect.ping.max_ms")
+    pair = f"{source.name}->{target.name}"
+    assert ping.rtt_avg_ms <= bounds.max_avg_ms, (
+        f"{pair}: average RTT {ping.rtt_avg_ms:.3f} ms > {bounds.max_avg_ms} ms"
+    )
+    assert ping.rtt_max_ms <= bounds.max_ms, (
+        f"{pair}: max RTT {ping.rtt_max_ms:.3f} ms > {bounds.max_ms} ms"
+    )
