@@ -10,9 +10,19 @@ import pytest
 from pytest_hpcnet.facts import SectionOutput, facts_command, split_sections
 from pytest_hpcnet.inventory import Inventory, Node
 from pytest_hpcnet.pairs import FlowFacts, PairFacts, gather_pair_facts
+from pytest_hpcnet.perftest_rounds import (
+    PerftestCampaign,
+    bandwidth_ok,
+    judge,
+    latency_ok,
+    options_for,
+    planned_rounds,
+    run_round,
+)
 from pytest_hpcnet.probes.links import parse_interfaces
+from pytest_hpcnet.probes.rdma import match_devices, parse_ibv_devinfo
 from pytest_hpcnet.recording import Check
-from pytest_hpcnet.schedule import ring_pairs
+from pytest_hpcnet.schedule import confirm_pairs, ring_pairs
 from pytest_hpcnet.transport import CommandResult, NodeUnreachable, Transport
 
 
@@ -49,6 +59,7 @@ class Cluster:
         self.current_check: Check | None = None
         self._pairs: dict[tuple[str, str], PairFacts] | None = None
         self._flows: dict[str, FlowFacts] = {}
+        self._campaigns: dict[str, PerftestCampaign] = {}
 
     @property
     def nodes(self) -> list[Node]:
@@ -139,3 +150,58 @@ class Cluster:
             for result in facts.commands:
                 self._record(result)
         return facts
+
+    def rdma_device(self, name: str) -> str | None:
+        """The node's first RDMA device matching its expected glob (perftest's `-d`)."""
+        node = self.inventory.node(name)
+        out = self.gather_facts()[name].sections.get("ibv_devinfo")
+        if out is None:
+            return None
+        glob = node.rdma.device_glob or self.expect.rdma.device_glob
+        matching = match_devices(parse_ibv_devinfo(out.text), glob)
+        return matching[0].name if matching else None
+
+    def pair_passes(self, tool: str):
+        """The pass criterion of one perftest tool, from the expectations."""
+        if tool.endswith("_lat"):
+            lat = self.expect.ib_write_lat
+            return lambda run: latency_ok(run, lat.max_avg_us, lat.max_p99_us)
+        bound = self.expect.ib_write_bw.bound_gbps
+        return lambda run: bandwidth_ok(run, bound)
+
+    def perftest(self, tool: str) -> PerftestCampaign:
+        """Every scheduled pair measured with `tool`, localized (run once per session)."""
+        with self._facts_lock:
+            if tool in self._campaigns:
+                return self._campaigns[tool]
+        settings = self.inventory.benchmarks.perftest
+        names = [n.name for n in self.nodes]
+        reachable = [n for n in names if n not in self.transport.unreachable()]
+        addresses = {n: a for n in reachable if (a := self.data_address(n))}
+        devices = {n: self.rdma_device(n) for n in addresses}
+
+        def side(name: str, port: int):
+            gid = self.inventory.node(name).rdma.gid_index
+            return options_for(settings, tool, port, devices.get(name), gid)
+
+        campaign = PerftestCampaign(tool)
+        rounds, campaign.schedule = planned_rounds(names, settings)
+        for index, pairs in enumerate(rounds, 1):
+            runnable = [p for p in pairs if p.a in addresses and p.b in addresses]
+            campaign.runs.update(
+                run_round(self.transport, runnable, index, tool, settings, addresses, side)
+            )
+        passes = self.pair_passes(tool)
+        campaign.localization = judge(campaign.runs, passes, names)
+        doubtful = [*campaign.localization.suspects, *campaign.localization.unknown]
+        if settings.confirm_suspects and doubtful:
+            good = [n for n in campaign.localization.good if n in addresses]
+            for index, pairs in enumerate(confirm_pairs(doubtful, good), len(rounds) + 1):
+                runnable = [p for p in pairs if p.a in addresses and p.b in addresses]
+                campaign.confirm_runs.update(
+                    run_round(self.transport, runnable, index, tool, settings, addresses, side)
+                )
+            campaign.localization = judge({**campaign.runs, **campaign.confirm_runs}, passes, names)
+        with self._facts_lock:
+            self._campaigns[tool] = campaign
+        return campaign

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from pytest_hpcnet.bench_settings import BenchmarkSettings
 from pytest_hpcnet.expectations import (
     DEFAULT_SYSCTL,
     Expectations,
@@ -123,6 +124,7 @@ class InventoryFile(Strict):
     ssh: SshSettings = Field(default_factory=SshSettings)
     nodes: list[NodeSpec] = Field(min_length=1)
     expect: dict[str, Any] = Field(default_factory=dict)
+    benchmarks: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
     waivers: list[Waiver] = Field(default_factory=list)
 
     @field_validator("nodes")
@@ -148,6 +150,7 @@ class Inventory(BaseModel):
     nodes: list[Node]
     expect: Expectations
     expect_sha256: str
+    benchmarks: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
     waivers: list[Waiver]
 
     @model_validator(mode="after")
@@ -398,6 +401,7 @@ def _load(path: Path, raw_bytes: bytes) -> Inventory:
             nodes=nodes,
             expect=expect,
             expect_sha256=expect_digest,
+            benchmarks=parsed.benchmarks,
             waivers=parsed.waivers,
         )
     except ValidationError as exc:

@@ -20,6 +20,7 @@ from pytest_hpcnet.cluster import Cluster
 from pytest_hpcnet.evidence import EvidenceBundle, new_run_id
 from pytest_hpcnet.inventory import Inventory, InventoryError, Node, load_inventory
 from pytest_hpcnet.pairs import flow_id
+from pytest_hpcnet.perftest_rounds import planned_rounds
 from pytest_hpcnet.recording import (
     Check,
     attach,
@@ -221,7 +222,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state = HpcnetState(config, inventory, reports / (run_id or new_run_id()))
     config.stash[STATE] = state
     config.pluginmanager.register(state, "hpcnet-state")
-    if inventory is not None:
+    if inventory is not None and not config.option.collectonly:
         _open_run_dir(config, state)
 
 
@@ -261,6 +262,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         flows = [("allow", f) for f in inventory.expect.flows.allow]
         flows += [("deny", f) for f in inventory.expect.flows.deny]
         metafunc.parametrize("acl_flow", flows, ids=[flow_id(k, f) for k, f in flows])
+    if "perftest_pair" in metafunc.fixturenames:
+        rounds, _ = planned_rounds(list(nodes), inventory.benchmarks.perftest)
+        pairs = [pair for round_pairs in rounds for pair in round_pairs]
+        ids = [f"r{i}:{p.a}->{p.b}" for i, rp in enumerate(rounds, 1) for p in rp]
+        metafunc.parametrize("perftest_pair", pairs, ids=ids)
     if "node_pair" in metafunc.fixturenames:
         pairs = [(nodes[p.a], nodes[p.b]) for p in ring_pairs(list(nodes))]
         metafunc.parametrize("node_pair", pairs, ids=[f"{a.name}->{b.name}" for a, b in pairs])
@@ -293,6 +299,11 @@ def node(cluster: Cluster) -> Node:  # replaced by direct parametrization with a
 @pytest.fixture
 def node_pair(cluster: Cluster) -> tuple[Node, Node]:  # likewise
     pytest.skip(NO_INVENTORY)
+
+
+@pytest.fixture
+def perftest_pair(cluster: Cluster):  # parametrized from the benchmark schedule
+    pytest.skip("fewer than two nodes: no pair to measure")
 
 
 @pytest.fixture

@@ -122,6 +122,9 @@ def subject_of(item: pytest.Item) -> tuple[str, str]:
     if "node_pair" in params:
         a, b = params["node_pair"]
         return f"{a.name}->{b.name}", "pair"
+    if "perftest_pair" in params:
+        pair = params["perftest_pair"]
+        return f"{pair.a}->{pair.b}", "pair"
     if "node" in params:
         return params["node"].name, "node"
     return "cluster", "cluster"
@@ -159,7 +162,8 @@ def waiver_applies(waiver: Waiver | None, today: date) -> bool:
 
 def attach(report: pytest.TestReport, record: dict[str, Any], unreachable: dict[str, str]) -> None:
     """Put the record on the report as JSON text (pytest-xdist serializes report attributes)."""
-    setattr(report, RECORD_ATTR, json.dumps({"record": record, "unreachable": unreachable}, default=str))
+    carried = {"record": record, "unreachable": unreachable}
+    setattr(report, RECORD_ATTR, json.dumps(carried, default=str))
 
 
 def detach(report: pytest.TestReport) -> tuple[dict[str, Any], dict[str, str]] | None:

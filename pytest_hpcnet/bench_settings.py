@@ -1,0 +1,89 @@
+"""How the benchmark checks run (the inventory's `benchmarks:` block); thresholds stay in `expect:`.
+
+Defaults follow the tools' and Alibaba's published guidance: perftest in duration mode
+with `--report_gbits`; nccl-tests all_reduce_perf `-b 8 -e 8G -f 2 -g 1 -c 1`; fio
+sequential read/write with `-direct=1 -ioengine=libaio -bs=1m` (Alibaba's CPFS fio guidance).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from pytest_hpcnet.expectations import Port, Strict
+
+ScheduleKind = str
+
+
+class PerftestSettings(Strict):
+    """ib_write_bw / ib_write_lat runs between scheduled pairs."""
+
+    schedule: ScheduleKind = "matchings"
+    rounds: Annotated[int, Field(ge=1, le=64)] = 2
+    time_budget_s: Annotated[float, Field(gt=0)] | None = None
+    confirm_suspects: bool = True
+    port_base: Port = 18515
+    size: Annotated[int, Field(ge=1)] | None = 65536
+    all_sizes: bool = False
+    qps: Annotated[int, Field(ge=1, le=1024)] | None = None
+    duration_s: Annotated[int, Field(ge=1, le=3600)] | None = 5
+    latency_iterations: Annotated[int, Field(ge=1)] | None = 1000
+    rdma_cm: bool = False
+    extra_args: list[str] = Field(default_factory=list)
+    timeout_s: Annotated[int, Field(ge=5, le=7200)] = 120
+
+    @field_validator("schedule")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        kinds = ("matchings", "ring", "full-mesh")
+        if value in kinds or (value.startswith("random:") and value[7:].isdigit()):
+            return value
+        raise ValueError(f"schedule must be one of {', '.join(kinds)} or random:K (got {value!r})")
+
+
+class NcclArgs(Strict):
+    """nccl-tests arguments -b -e -f -g -c -n -w."""
+
+    b: str = "8"
+    e: str = "8G"
+    f: Annotated[int, Field(ge=2)] | None = 2
+    g: Annotated[int, Field(ge=1)] | None = 1
+    c: Annotated[int, Field(ge=0, le=1)] | None = 1
+    n: Annotated[int, Field(ge=1)] | None = 20
+    w: Annotated[int, Field(ge=0)] | None = 5
+
+
+class NcclSettings(Strict):
+    """How all_reduce_perf is launched across the inventory's nodes."""
+
+    launcher: Literal["mpirun", "srun", "template"] = "mpirun"
+    template: str | None = None
+    binary: str = "all_reduce_perf"
+    gpus_per_node: Annotated[int, Field(ge=1, le=64)] = 8
+    args: NcclArgs = Field(default_factory=NcclArgs)
+    env: dict[str, str] = Field(default_factory=dict)
+    mpirun_args: list[str] = Field(default_factory=list)
+    plm_rsh_args: str | None = None
+    allow_run_as_root: bool = True
+    hostfile: str = "/tmp/hpcnet-hostfile"
+    timeout_s: Annotated[int, Field(ge=10, le=14400)] = 1800
+
+
+class FioSettings(Strict):
+    """fio sequential jobs run on every node at once against its own directory."""
+
+    bs: str = "1m"
+    numjobs: Annotated[int, Field(ge=1, le=256)] = 4
+    size: str = "1g"
+    runtime_s: Annotated[int, Field(ge=1, le=3600)] = 30
+    iodepth: Annotated[int, Field(ge=1, le=1024)] = 16
+    ioengine: str = "libaio"
+    direct: bool = True
+    timeout_s: Annotated[int, Field(ge=10, le=7200)] = 600
+
+
+class BenchmarkSettings(Strict):
+    perftest: PerftestSettings = Field(default_factory=PerftestSettings)
+    nccl: NcclSettings = Field(default_factory=NcclSettings)
+    fio: FioSettings = Field(default_factory=FioSettings)

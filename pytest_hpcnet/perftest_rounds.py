@@ -1,0 +1,251 @@
+"""perftest between scheduled pairs: rounds of disjoint pairs, every pair of a round at once.
+
+Per round, three fan-outs: start each pair's server in the background on its own port
+and wait until it listens; run every client; stop every server (also on timeout or
+interrupt) and collect its output. No perftest is left running on any node.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pytest_hpcnet.bench_settings import PerftestSettings
+from pytest_hpcnet.probes.perftest import (
+    BandwidthResult,
+    LatencyResult,
+    PerftestOptions,
+    client_command,
+    parse_bandwidth,
+    parse_latency,
+    server_command,
+)
+from pytest_hpcnet.schedule import (
+    Localization,
+    Pair,
+    localize,
+    pick_schedule_for_budget,
+    schedule_rounds,
+)
+from pytest_hpcnet.transport import CommandResult, Transport
+
+LISTEN_WAIT_TENTHS = 100
+
+
+@dataclass(frozen=True)
+class PairRun:
+    """One perftest run: client on `pair.a`, server on `pair.b`."""
+
+    pair: Pair
+    round: int
+    bandwidth: BandwidthResult | None = None
+    latency: LatencyResult | None = None
+    server_output: str = ""
+    error: str | None = None
+    commands: tuple[CommandResult, ...] = ()
+
+    @property
+    def value(self) -> float | None:
+        """Bandwidth in Gbit/s or latency t_avg in usec; None when nothing was measured."""
+        if self.error:
+            return None
+        if self.bandwidth is not None:
+            return self.bandwidth.avg_gbps if self.bandwidth.ok else None
+        if self.latency is not None:
+            return self.latency.t_avg_us if self.latency.ok else None
+        return None
+
+
+@dataclass
+class PerftestCampaign:
+    """All runs of one tool, the localization that follows and the confirmation runs."""
+
+    tool: str
+    runs: dict[Pair, PairRun] = field(default_factory=dict)
+    confirm_runs: dict[Pair, PairRun] = field(default_factory=dict)
+    localization: Localization | None = None
+    schedule: str = ""
+
+
+def options_for(
+    settings: PerftestSettings, tool: str, port: int, device: str | None, gid: int | None
+) -> PerftestOptions:
+    """The perftest options of one side of one pair."""
+    latency = tool.endswith("_lat")
+    return PerftestOptions(
+        binary=tool,
+        device=device,
+        gid_index=gid,
+        port=port,
+        size=None if settings.all_sizes else (2 if latency else settings.size),
+        all_sizes=settings.all_sizes,
+        qps=None if latency else settings.qps,
+        duration_s=None if latency or settings.all_sizes else settings.duration_s,
+        iterations=settings.latency_iterations if latency and not settings.all_sizes else None,
+        rdma_cm=settings.rdma_cm,
+        extra_args=tuple(settings.extra_args),
+        server_timeout_s=settings.timeout_s,
+    )
+
+
+def start_server_command(server: str, port: int, wait_for_listen: bool) -> str:
+    """Start the server in the background; wait (bounded) until its TCP port listens."""
+    wait = (
+        f"i=0; while [ $i -lt {LISTEN_WAIT_TENTHS} ] && "
+        f"! ss -Hltn 'sport = :{int(port)}' 2>/dev/null | grep -q .; "
+        "do sleep 0.1; i=$((i+1)); done"
+        if wait_for_listen
+        else "sleep 1"
+    )
+    return (
+        "f=$(mktemp /tmp/hpcnet-perftest.XXXXXX) || exit 1; "
+        f'( {server} ) >"$f" 2>&1 </dev/null & '
+        'echo "PID $!"; echo "FILE $f"; '
+        f"{wait}"
+    )
+
+
+def stop_server_command(pid: int, path: str) -> str:
+    """Stop one server (after its client finished or failed) and print its output."""
+    quoted = shlex.quote(path)
+    return (
+        f"i=0; while [ $i -lt 20 ] && kill -0 {int(pid)} 2>/dev/null; "
+        "do sleep 0.1; i=$((i+1)); done; "
+        f"pkill -TERM -P {int(pid)} 2>/dev/null; kill {int(pid)} 2>/dev/null; "
+        f"cat {quoted}; rm -f {quoted}"
+    )
+
+
+def _handle(text: str) -> tuple[int, str] | None:
+    pid = re.search(r"^PID (\d+)$", text, re.M)
+    path = re.search(r"^FILE (/tmp/hpcnet-perftest\.\w+)$", text, re.M)
+    return (int(pid.group(1)), path.group(1)) if pid and path else None
+
+
+def run_round(
+    transport: Transport,
+    pairs: list[Pair],
+    index: int,
+    tool: str,
+    settings: PerftestSettings,
+    addresses: dict[str, str],
+    side_options: Callable[[str, int], PerftestOptions],
+) -> dict[Pair, PairRun]:
+    """One round: every pair's server, then every client, then stop every server."""
+    port = {p: settings.port_base + i for i, p in enumerate(pairs)}
+    server_of = {p.b: p for p in pairs}
+    client_of = {p.a: p for p in pairs}
+    timeout = settings.timeout_s + 30
+    started = transport.run_on_all(
+        lambda node: start_server_command(
+            server_command(side_options(node.name, port[server_of[node.name]])),
+            port[server_of[node.name]],
+            not settings.rdma_cm,
+        ),
+        nodes=list(server_of),
+    )
+    handles = {n: _handle(r.stdout) for n, r in started.items() if r.ok}
+    clients = {p.a for p in pairs if handles.get(p.b)}
+    try:
+        ran = transport.run_on_all(
+            lambda node: client_command(
+                side_options(node.name, port[client_of[node.name]]),
+                addresses[client_of[node.name].b],
+            ),
+            nodes=sorted(clients),
+            timeout_s=timeout,
+        )
+    finally:
+        stopped = transport.run_on_all(
+            lambda node: stop_server_command(*handles[node.name]),
+            nodes=[n for n, h in handles.items() if h],
+        )
+    out: dict[Pair, PairRun] = {}
+    for pair in pairs:
+        commands = tuple(
+            r for r in (started.get(pair.b), ran.get(pair.a), stopped.get(pair.b)) if r
+        )
+        out[pair] = _pair_run(
+            pair, index, tool, started.get(pair.b), ran.get(pair.a), stopped.get(pair.b), commands
+        )
+    return out
+
+
+def _pair_run(
+    pair: Pair,
+    index: int,
+    tool: str,
+    started: CommandResult | None,
+    client: CommandResult | None,
+    stopped: CommandResult | None,
+    commands: tuple[CommandResult, ...],
+) -> PairRun:
+    server_output = stopped.stdout if stopped is not None else ""
+    if started is None or not started.ok:
+        why = started.failure if started is not None else "not started"
+        return PairRun(
+            pair,
+            index,
+            error=f"server on {pair.b} did not start: {why}",
+            server_output=server_output,
+            commands=commands,
+        )
+    if client is None:
+        return PairRun(
+            pair,
+            index,
+            error=f"client on {pair.a} did not run",
+            server_output=server_output,
+            commands=commands,
+        )
+    if client.unreachable or client.timed_out:
+        return PairRun(
+            pair, index, error=client.failure, server_output=server_output, commands=commands
+        )
+    text = client.stdout + ("\n" + client.stderr if client.stderr else "")
+    if tool.endswith("_lat"):
+        lat = parse_latency(text)
+        error = lat.error or (None if lat.ok else f"unparseable output: {'; '.join(lat.problems)}")
+        return PairRun(
+            pair, index, latency=lat, error=error, server_output=server_output, commands=commands
+        )
+    bw = parse_bandwidth(text)
+    error = bw.error or (None if bw.ok else f"unparseable output: {'; '.join(bw.problems)}")
+    return PairRun(
+        pair, index, bandwidth=bw, error=error, server_output=server_output, commands=commands
+    )
+
+
+def judge(runs: dict[Pair, PairRun], passes: Callable[[PairRun], bool], nodes: list[str]):
+    """Localization of failing pairs to suspect nodes (see `schedule.localize`)."""
+    return localize({pair: passes(run) for pair, run in runs.items()}, nodes=nodes)
+
+
+def planned_rounds(nodes: list[str], settings: PerftestSettings) -> tuple[list[list[Pair]], str]:
+    """The schedule of pair rounds for these settings, and a line saying which was chosen."""
+    if settings.time_budget_s is not None:
+        per_round = (settings.duration_s or 5) * 2 + 5  # bandwidth and latency, plus set-up
+        choice = pick_schedule_for_budget(nodes, per_round, settings.time_budget_s)
+        return choice.rounds, f"{choice.kind}: {choice.reason}"
+    kind, rounds = settings.schedule, settings.rounds
+    if kind.startswith("random:"):
+        kind, rounds = "random", int(kind[7:])
+    chosen = schedule_rounds(nodes, kind if kind != "random" else f"random:{rounds}", rounds)
+    return chosen, f"{settings.schedule}: {len(chosen)} rounds"
+
+
+def bandwidth_ok(run: PairRun, bound_gbps: float | None) -> bool:
+    """The pair measured a bandwidth at or above the bound (no bound: any clean measurement)."""
+    value = run.value
+    return value is not None and (bound_gbps is None or value >= bound_gbps)
+
+
+def latency_ok(run: PairRun, max_avg_us: float, max_p99_us: float) -> bool:
+    """The pair's t_avg and 99th percentile are within their bounds."""
+    lat = run.latency
+    if run.error or lat is None or lat.t_avg_us is None:
+        return False
+    p99 = lat.p99_us if lat.p99_us is not None else lat.t_avg_us
+    return lat.t_avg_us <= max_avg_us and p99 <= max_p99_us

@@ -1,0 +1,81 @@
+"""RDMA write bandwidth and latency between node pairs (perftest), with bad-node localization."""
+
+import pytest
+
+pytestmark = pytest.mark.benchmark
+
+
+def blame(campaign, pair):
+    """The part of a failure message that says which node the schedule points at."""
+    loc = campaign.localization
+    suspects = [n for n in (pair.a, pair.b) if n in loc.suspects]
+    if suspects:
+        return f"suspect node: {', '.join(suspects)}"
+    if any(p == pair or (p.a, p.b) == (pair.b, pair.a) for p in loc.link_problems):
+        return "both nodes pass with other partners: a link/pair problem"
+    return "not yet attributed to a node"
+
+
+def record_run(check, campaign, run):
+    for result in run.commands:
+        check.command(result)
+    check.suspect(*[n for n in (run.pair.a, run.pair.b) if n in campaign.localization.suspects])
+
+
+@pytest.mark.check("ib_write_bw", "RDMA write bandwidth (ib_write_bw)")
+def test_rdma_write_bandwidth(cluster, perftest_pair, check):
+    campaign = cluster.perftest("ib_write_bw")
+    run = campaign.runs.get(perftest_pair)
+    assert run is not None, f"{perftest_pair.a}->{perftest_pair.b}: not measured (node unreachable)"
+    record_run(check, campaign, run)
+    bound = cluster.expect.ib_write_bw.bound_gbps
+    pair = f"{run.pair.a}->{run.pair.b}"
+    check.measure("bw_avg", run.value, "Gbit/s", bound, ">=", "expect.ib_write_bw")
+    assert run.error is None, (
+        f"{pair}: ib_write_bw failed: {run.error} ({blame(campaign, run.pair)})"
+    )
+    assert bound is None or run.value >= bound, (
+        f"{pair}: BW average {run.value:.2f} Gbit/s < {bound:.2f} Gbit/s "
+        f"({blame(campaign, run.pair)})"
+    )
+
+
+@pytest.mark.check("ib_write_lat", "RDMA write latency (ib_write_lat)")
+def test_rdma_write_latency(cluster, perftest_pair, check):
+    campaign = cluster.perftest("ib_write_lat")
+    run = campaign.runs.get(perftest_pair)
+    assert run is not None, f"{perftest_pair.a}->{perftest_pair.b}: not measured (node unreachable)"
+    record_run(check, campaign, run)
+    bounds = cluster.expect.ib_write_lat
+    pair = f"{run.pair.a}->{run.pair.b}"
+    lat = run.latency
+    assert run.error is None, (
+        f"{pair}: ib_write_lat failed: {run.error} ({blame(campaign, run.pair)})"
+    )
+    check.measure("t_avg", lat.t_avg_us, "usec", bounds.max_avg_us, "<=", "expect.ib_write_lat")
+    check.measure("t_p99", lat.p99_us, "usec", bounds.max_p99_us, "<=", "expect.ib_write_lat")
+    assert lat.t_avg_us <= bounds.max_avg_us, (
+        f"{pair}: t_avg {lat.t_avg_us:.2f} usec > {bounds.max_avg_us} usec "
+        f"({blame(campaign, run.pair)})"
+    )
+    if lat.p99_us is not None:
+        assert lat.p99_us <= bounds.max_p99_us, (
+            f"{pair}: 99% {lat.p99_us:.2f} usec > {bounds.max_p99_us} usec "
+            f"({blame(campaign, run.pair)})"
+        )
+
+
+@pytest.mark.parametrize("tool", ["ib_write_bw", "ib_write_lat"])
+@pytest.mark.check("perftest_localization", "No suspect node in the pair schedule")
+def test_no_suspect_nodes(cluster, tool, check):
+    campaign = cluster.perftest(tool)
+    loc = campaign.localization
+    check.suspect(*loc.suspects)
+    for run in campaign.confirm_runs.values():
+        check.measure(
+            f"confirm {run.pair.a}->{run.pair.b}", run.value, "", None, None, "confirm pass"
+        )
+    lines = [f"schedule {campaign.schedule}"]
+    lines += [f"{n}: {loc.verdicts[n].reason}" for n in loc.suspects]
+    lines += [f"link {p.a}-{p.b}: fails while both nodes pass elsewhere" for p in loc.link_problems]
+    assert not loc.suspects and not loc.link_problems, f"{tool}: " + "; ".join(lines)
