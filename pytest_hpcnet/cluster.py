@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from pytest_hpcnet.collective import launch_command
 from pytest_hpcnet.facts import SectionOutput, facts_command, split_sections
 from pytest_hpcnet.inventory import Inventory, Node
 from pytest_hpcnet.pairs import FlowFacts, PairFacts, gather_pair_facts
@@ -20,9 +21,11 @@ from pytest_hpcnet.perftest_rounds import (
     run_round,
 )
 from pytest_hpcnet.probes.links import parse_interfaces
+from pytest_hpcnet.probes.nccl import NcclResult, parse_nccl
 from pytest_hpcnet.probes.rdma import match_devices, parse_ibv_devinfo
 from pytest_hpcnet.recording import Check
 from pytest_hpcnet.schedule import confirm_pairs, ring_pairs
+from pytest_hpcnet.storage import FioRun, run_fio
 from pytest_hpcnet.transport import CommandResult, NodeUnreachable, Transport
 
 
@@ -60,6 +63,8 @@ class Cluster:
         self._pairs: dict[tuple[str, str], PairFacts] | None = None
         self._flows: dict[str, FlowFacts] = {}
         self._campaigns: dict[str, PerftestCampaign] = {}
+        self._nccl: tuple[NcclResult, CommandResult] | None = None
+        self._fio: dict[str, FioRun] | None = None
 
     @property
     def nodes(self) -> list[Node]:
@@ -205,3 +210,29 @@ class Cluster:
         with self._facts_lock:
             self._campaigns[tool] = campaign
         return campaign
+
+    def reachable_nodes(self) -> list[Node]:
+        """Nodes whose facts came back (after gathering them)."""
+        facts = self.gather_facts()
+        return [n for n in self.nodes if not facts[n.name].result.unreachable]
+
+    def nccl(self) -> tuple[NcclResult, CommandResult]:
+        """all_reduce_perf across every reachable node, launched from the first (once)."""
+        if self._nccl is None:
+            settings = self.inventory.benchmarks.nccl
+            nodes = self.reachable_nodes()
+            if not nodes:
+                raise NodeUnreachable("cluster", "no node reachable to launch NCCL from")
+            command = launch_command(settings, [n.host for n in nodes], [n.name for n in nodes])
+            result = self.transport.run(nodes[0].name, command, settings.timeout_s)
+            self._nccl = (parse_nccl(result.stdout + "\n" + result.stderr), result)
+        self._record(self._nccl[1])
+        return self._nccl
+
+    def fio(self) -> dict[str, FioRun]:
+        """fio write+read on every reachable node at once under the CPFS mount (once)."""
+        if self._fio is None:
+            names = [n.name for n in self.reachable_nodes()]
+            settings = self.inventory.benchmarks.fio
+            self._fio = run_fio(self.transport, names, self.expect.cpfs.mount, settings)
+        return self._fio

@@ -120,6 +120,8 @@ class CpfsExpect(Strict):
     min_read_mbs_per_node: PositiveFloat | None = None
     min_write_mbs_per_node: PositiveFloat | None = None
     min_fairness: Annotated[float, Field(gt=0, le=1)] = 0.5
+    capacity_tib: PositiveFloat | None = None
+    aggregate_lower: Annotated[float, Field(ge=-1, le=0)] = -0.5
 
 
 DEFAULT_SYSCTL: dict[str, dict] = {

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from pytest_hpcnet.expectations import Expectations
 from pytest_hpcnet.inventory import Node
+from pytest_hpcnet.probes.fio import mount_check_command
 from pytest_hpcnet.probes.links import ip_addr_command, ip_link_command
 from pytest_hpcnet.probes.metadata import metadata_command
 from pytest_hpcnet.probes.rdma import (
@@ -67,6 +68,7 @@ SECTIONS: list[FactSection] = [
     FactSection(
         "metadata", lambda node, expect: metadata_command(base=expect.placement.metadata_url)
     ),
+    FactSection("cpfs_mount", lambda node, expect: mount_check_command(expect.cpfs.mount)),
 ]
 
 

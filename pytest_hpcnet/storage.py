@@ -1,0 +1,99 @@
+"""CPFS throughput: fio on every node at once against its own directory, files always removed."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from pytest_hpcnet.bench_settings import FioSettings
+from pytest_hpcnet.probes.fio import (
+    FioJobSpec,
+    FioResult,
+    fio_cleanup_command,
+    fio_command,
+    parse_fio_json,
+)
+from pytest_hpcnet.transport import CommandResult, Transport
+
+PER_CLIENT_MAX_MBS = 25_000
+READ_MBS_PER_TIB, READ_MAX_MBS = 400, 400_000
+WRITE_MBS_PER_TIB, WRITE_MAX_MBS = 200, 200_000
+
+
+@dataclass(frozen=True)
+class FioRun:
+    """One node's sequential write and read results."""
+
+    node: str
+    write: FioResult | None
+    read: FioResult | None
+    error: str | None
+    commands: tuple[CommandResult, ...]
+
+
+def job(directory: str, rw: str, settings: FioSettings) -> FioJobSpec:
+    return FioJobSpec(
+        directory=directory,
+        rw=rw,
+        bs=settings.bs,
+        numjobs=settings.numjobs,
+        size=settings.size,
+        runtime_s=settings.runtime_s,
+        iodepth=settings.iodepth,
+        ioengine=settings.ioengine,
+        direct=settings.direct,
+    )
+
+
+def node_directory(mount: str, node: str) -> str:
+    return f"{mount.rstrip('/')}/hpcnet-fio-{node}"
+
+
+def rated_aggregate_mbs(rw: str, capacity_tib: float, clients: int) -> float:
+    """Published CPFS (Lingjun) throughput: read min(400 MB/s per TiB, 400 GB/s), write
+    min(200 MB/s per TiB, 200 GB/s), and at most 25 GB/s per client."""
+    per_tib, ceiling = (
+        (READ_MBS_PER_TIB, READ_MAX_MBS) if rw == "read" else (WRITE_MBS_PER_TIB, WRITE_MAX_MBS)
+    )
+    return min(per_tib * capacity_tib, ceiling, PER_CLIENT_MAX_MBS * clients)
+
+
+def run_fio(
+    transport: Transport, nodes: list[str], mount: str, settings: FioSettings
+) -> dict[str, FioRun]:
+    """Write then read on every node at once; the job files are removed even on failure."""
+    dirs = {n: node_directory(mount, n) for n in nodes}
+
+    def phase(rw: str):
+        return transport.run_on_all(
+            lambda node: (
+                f"mkdir -p {shlex.quote(dirs[node.name])} && "
+                + fio_command(job(dirs[node.name], rw, settings))
+            ),
+            nodes=nodes,
+            timeout_s=settings.timeout_s,
+        )
+
+    try:
+        written = phase("write")
+        read = phase("read")
+    finally:
+        cleaned = transport.run_on_all(
+            lambda node: (
+                fio_cleanup_command(job(dirs[node.name], "write", settings))
+                + f"; rmdir {shlex.quote(dirs[node.name])} 2>/dev/null; true"
+            ),
+            nodes=nodes,
+        )
+    runs = {}
+    for n in nodes:
+        w, r = written.get(n), read.get(n)
+        failures = [x.failure for x in (w, r) if x is not None and x.failure]
+        runs[n] = FioRun(
+            node=n,
+            write=parse_fio_json(w.stdout) if w is not None and not w.unreachable else None,
+            read=parse_fio_json(r.stdout) if r is not None and not r.unreachable else None,
+            error=failures[0] if failures else None,
+            commands=tuple(x for x in (w, r, cleaned.get(n)) if x is not None),
+        )
+    return runs

@@ -1,0 +1,57 @@
+"""NCCL all-reduce bus bandwidth across all nodes (nccl-tests all_reduce_perf)."""
+
+import pytest
+
+pytestmark = [pytest.mark.benchmark, pytest.mark.check("nccl_busbw", "NCCL bus bandwidth")]
+
+
+def allreduce(cluster):
+    result, command = cluster.nccl()
+    assert result.error is None, f"all_reduce_perf failed: {result.error}"
+    assert result.rows, f"all_reduce_perf printed no results table ({command.failure or 'no rows'})"
+    return result
+
+
+def test_average_bus_bandwidth(cluster, check):
+    result = allreduce(cluster)
+    bound = cluster.expect.nccl.min_avg_busbw_gbs
+    check.measure(
+        "avg_busbw", result.avg_busbw_gbs, "GB/s", bound, ">=", "expect.nccl.min_avg_busbw_gbs"
+    )
+    if bound is None:
+        pytest.skip(
+            f"no bound set (expect.nccl.min_avg_busbw_gbs); measured {result.avg_busbw_gbs}"
+        )
+    assert result.avg_busbw_gbs is not None and result.avg_busbw_gbs >= bound, (
+        f"average bus bandwidth {result.avg_busbw_gbs} GB/s < {bound} GB/s "
+        f"over {len(result.hosts) or len(cluster.nodes)} nodes"
+    )
+
+
+def test_bus_bandwidth_at_largest_size(cluster, check):
+    result = allreduce(cluster)
+    bound = cluster.expect.nccl.min_busbw_largest_gbs
+    check.measure(
+        "busbw_largest",
+        result.busbw_at_max_size_gbs,
+        "GB/s",
+        bound,
+        ">=",
+        "expect.nccl.min_busbw_largest_gbs",
+    )
+    if bound is None:
+        pytest.skip("no bound set (expect.nccl.min_busbw_largest_gbs)")
+    assert result.busbw_at_max_size_gbs is not None and result.busbw_at_max_size_gbs >= bound, (
+        f"bus bandwidth at {result.max_size_bytes} bytes is {result.busbw_at_max_size_gbs} GB/s "
+        f"< {bound} GB/s"
+    )
+
+
+def test_no_wrong_results(cluster, check):
+    result = allreduce(cluster)
+    check.measure("wrong", result.total_wrong, "values", 0, "==", "nccl-tests validation (-c 1)")
+    assert not result.oob_failed and not result.total_wrong, (
+        f"all_reduce_perf reported {result.total_wrong} wrong values"
+        f"{' (Out of bounds values FAILED)' if result.oob_failed else ''}"
+        f"{': ' + '; '.join(result.failures) if result.failures else ''}"
+    )
