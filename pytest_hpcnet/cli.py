@@ -1,4 +1,4 @@
-"""The `hpcnet` command: `hpcnet lab up|status|down`."""
+"""The `hpcnet` command: `hpcnet lab up|status|down|fault|heal`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_hpcnet.lab import cluster
+from pytest_hpcnet.lab import cluster, faults
 from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR
 from pytest_hpcnet.lab.system import LabError
 
@@ -26,6 +26,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     lab_sub.add_parser("status", parents=[state], help="show the lab's nodes")
     lab_sub.add_parser("down", parents=[state], help="remove the lab (idempotent)")
+    kinds = "\n".join(f"  {k.usage:<26} {k.summary}" for k in faults.KINDS.values())
+    fault = lab_sub.add_parser(
+        "fault",
+        parents=[state],
+        help="inject a fault into one node, for real",
+        description=f"kinds:\n{kinds}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    fault.add_argument("kind", help="fault kind (see the kinds above)")
+    fault.add_argument("node", help="node name, e.g. node01")
+    fault.add_argument("arg", nargs="*", help="kind argument (MTU, PROTO/PORT, ID, KEY=VALUE)")
+    heal = lab_sub.add_parser("heal", parents=[state], help="undo the faults of a node or all")
+    heal.add_argument("node", help="node name or `all`")
     return parser
 
 
@@ -40,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         elif args.action == "down":
             removed = cluster.down(args.state_dir)
             print(f"lab down: removed {len(removed)} node namespaces")
+        elif args.action == "fault":
+            arg = " ".join(args.arg) or None
+            print(f"lab fault: {faults.inject(args.kind, args.node, arg, args.state_dir)}")
+        elif args.action == "heal":
+            healed = faults.heal(args.node, args.state_dir)
+            print(f"lab heal: {', '.join(healed) if healed else 'nothing to heal'}")
     except LabError as exc:
         print(f"hpcnet: {exc}", file=sys.stderr)
         return 2

@@ -1,4 +1,9 @@
-"""Bringing the lab up and down: namespaces, bridge, veths, sshd per node, lab inventory."""
+"""Bringing the lab up and down: namespaces, bridge, veths, sshd per node, lab inventory.
+
+Per node, `up` also tunes the per-namespace sysctls, writes the emulated eRDMA state,
+starts the metadata service on 100.100.100.200 and gives sshd a private mount namespace
+in which the emulated `ibv_devinfo` and `rdma` are bind-mounted over /usr/local/sbin.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,10 @@ from pathlib import Path
 
 import yaml
 
+from pytest_hpcnet.lab import tuning
+from pytest_hpcnet.lab.emulation import NODE_BIN, install_tools, write_rdma_state
+from pytest_hpcnet.lab.links import create_node_link
+from pytest_hpcnet.lab.metadata import add_metadata_address, start_metadata
 from pytest_hpcnet.lab.state import (
     BRIDGE,
     BRIDGE_ADDRESS,
@@ -23,6 +32,7 @@ from pytest_hpcnet.lab.state import (
     LabNode,
     LabState,
     node_address,
+    node_mac,
     node_names,
 )
 from pytest_hpcnet.lab.system import LabError, in_ns, require_root_linux, sh
@@ -127,28 +137,10 @@ def _setup_network(nodes: list[LabNode]) -> None:
     sh("ip", "addr", "add", f"{BRIDGE_ADDRESS}/24", "dev", BRIDGE)
     sh("ip", "link", "set", BRIDGE, "up")
     for node in nodes:
-        ns, veth = node.namespace, node.host_veth
-        sh("ip", "netns", "add", ns)
-        sh(
-            "ip",
-            "link",
-            "add",
-            veth,
-            "mtu",
-            str(BRIDGE_MTU),
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "eth0",
-            "netns",
-            ns,
-        )
-        sh("ip", "link", "set", veth, "master", BRIDGE, "up")
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "-n", ns, "link", "set", "eth0", "mtu", str(node.mtu))
-        sh("ip", "-n", ns, "addr", "add", f"{node.address}/24", "dev", "eth0")
-        sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        sh("ip", "netns", "add", node.namespace)
+        sh("ip", "-n", node.namespace, "link", "set", "lo", "up")
+        add_metadata_address(node)
+        create_node_link(node, node.mtu)
 
 
 def _start_sshd(state: LabState, node: LabNode) -> None:
@@ -162,7 +154,10 @@ def _start_sshd(state: LabState, node: LabNode) -> None:
         SSHD_CONFIG.format(name=node.name, address=node.address, dir=folder, state=state.root)
     )
     (folder / "sshd.pid").unlink(missing_ok=True)
-    start = f"hostname {node.name} && exec {SSHD} -f {config} -E {folder / 'sshd.log'}"
+    start = (
+        f"hostname {node.name} && mount --bind {state.bin_dir} {NODE_BIN} && "
+        f"exec {SSHD} -f {config} -E {folder / 'sshd.log'}"
+    )
     in_ns(
         node.namespace, "unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c", start
     )
@@ -226,7 +221,11 @@ def lab_inventory(state: LabState) -> dict:
             "concurrency": 64,
         },
         "nodes": [{"name": n.name, "host": n.address, "interface": "eth0"} for n in state.nodes],
-        "expect": {"profile": "lab", "mtu": state.nodes[0].mtu if state.nodes else 8500},
+        "expect": {
+            "profile": "lab",
+            "mtu": state.nodes[0].mtu if state.nodes else 8500,
+            "sysctl": tuning.sysctl_expectations(state.sysctl),
+        },
     }
 
 
@@ -255,17 +254,27 @@ def up(
     down(state_dir)
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     nodes = [
-        LabNode(name=name, address=node_address(i), mtu=mtu, instance_id=f"i-lab{i + 1:05d}")
+        LabNode(
+            name=name,
+            address=node_address(i),
+            mtu=mtu,
+            instance_id=f"i-lab{i + 1:05d}",
+            mac=node_mac(i),
+        )
         for i, name in enumerate(node_names(count))
     ]
     state = LabState(
-        state_dir=str(Path(state_dir).resolve()), inventory=str(inventory.resolve()), nodes=nodes
+        state_dir=str(Path(state_dir).resolve()),
+        inventory=str(inventory.resolve()),
+        nodes=nodes,
+        sysctl=tuning.tuned_sysctls(),
     )
     try:
         _write_keys(state)
+        install_tools(state)
         _setup_network(nodes)
         with ThreadPoolExecutor(SETUP_WORKERS) as pool:
-            list(pool.map(lambda n: _start_sshd(state, n), nodes))
+            list(pool.map(lambda n: _start_node(state, n), nodes))
         state.save()
         _wait_for_ssh(nodes)
         _write_known_hosts(state)
@@ -275,6 +284,26 @@ def up(
         down(state_dir)
         raise
     return state
+
+
+def _start_node(state: LabState, node: LabNode) -> None:
+    """Everything inside one node: sysctls, eRDMA state, sshd, metadata service."""
+    tuning.apply_sysctls(node.namespace, state.sysctl)
+    write_rdma_state(state, node)
+    _start_sshd(state, node)
+    start_metadata(state, node)
+
+
+def ensure_sshd(state: LabState, node: LabNode) -> None:
+    """Restart the node's sshd unless it is alive and accepts connections (caller saves)."""
+    alive = bool(node.sshd_pid) and Path(f"/proc/{node.sshd_pid}").exists()
+    if alive:
+        with contextlib.suppress(OSError), socket.create_connection((node.address, 22), 2):
+            return
+    if node.sshd_pid:
+        _kill(node.sshd_pid)
+    _start_sshd(state, node)
+    _wait_for_ssh([node])
 
 
 def start_node_sshd(state: LabState, name: str) -> None:
@@ -288,7 +317,7 @@ def start_node_sshd(state: LabState, name: str) -> None:
 
 
 def status(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
-    """One line per node: name, address, MTU, sshd alive, faults; or why there is no lab."""
+    """One line per node: name, address, MTU, sshd and metadata alive, faults; or no lab."""
     state = LabState.load(state_dir)
     if state is None:
         return [f"no lab at {state_dir} (hpcnet lab up --nodes 4)"]
@@ -297,9 +326,12 @@ def status(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
     for node in state.nodes:
         alive = bool(node.sshd_pid) and Path(f"/proc/{node.sshd_pid}").exists()
         ns = "up" if node.namespace in present else "MISSING"
-        faults = ", ".join(f"{k}={v}" for k, v in node.faults.items()) or "-"
+        faults = ", ".join(f"{k}={v}" if v else k for k, v in node.faults.items()) or "-"
+        imds = node.pids.get("metadata")
+        imds_alive = bool(imds) and Path(f"/proc/{imds}").exists()
         lines.append(
             f"  {node.name:<8} {node.address:<14} mtu {node.mtu:<5} netns {ns:<7} "
-            f"sshd {'running' if alive else 'STOPPED'}  faults {faults}"
+            f"sshd {'running' if alive else 'STOPPED'}  "
+            f"metadata {'running' if imds_alive else 'STOPPED'}  faults {faults}"
         )
     return lines

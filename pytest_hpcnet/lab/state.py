@@ -6,11 +6,17 @@ emulated tools on the nodes, so everything the lab did can be undone exactly.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import ipaddress
 import json
 import os
-from dataclasses import asdict, dataclass, field
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+
+from pytest_hpcnet.lab.system import LabError
 
 DEFAULT_STATE_DIR = Path(os.environ.get("HPCNET_LAB_STATE", "/run/hpcnet-lab"))
 SUBNET = ipaddress.ip_network("198.18.0.0/24")
@@ -20,6 +26,10 @@ FIRST_NODE_HOST = 11
 MAX_NODES = 240
 NS_PREFIX = "hx-"
 BRIDGE_MTU = 9000
+METADATA_ADDRESS = "100.100.100.200"
+"""The ECS metadata address; each node serves it on its own `lo`, never the host."""
+INSTANCE_TYPE = "ecs.ebmgn8is.32xlarge"
+LOCK_WAIT_S = 60.0
 
 
 @dataclass
@@ -32,9 +42,18 @@ class LabNode:
     vswitch_id: str = "vsw-lab0001"
     zone_id: str = "cn-lab-a"
     instance_id: str = ""
+    instance_type: str = INSTANCE_TYPE
+    mac: str = ""
+    """The MAC of the node's eth0, fixed so it (and the eRDMA GUID) survives a re-created veth."""
+    metadata_token_required: bool = False
+    """The metadata service refuses GETs without a token (hardened mode only)."""
     sshd_pid: int | None = None
     pids: dict[str, int] = field(default_factory=dict)
+    """Other lab processes of the node by role, e.g. `metadata`."""
     faults: dict[str, str] = field(default_factory=dict)
+    """Injected faults by id (`mtu`, `block:tcp/18515`, ...) -> what was injected."""
+    undo: dict[str, str] = field(default_factory=dict)
+    """Fault id -> what `heal` restores (the value before the fault)."""
 
     @property
     def namespace(self) -> str:
@@ -54,6 +73,8 @@ class LabState:
     nodes: list[LabNode] = field(default_factory=list)
     region_id: str = "cn-lab"
     vpc_id: str = "vpc-lab0001"
+    sysctl: dict[str, str] = field(default_factory=dict)
+    """The per-namespace sysctls `lab up` set on every node (and the inventory expects)."""
 
     @property
     def root(self) -> Path:
@@ -69,6 +90,15 @@ class LabState:
     @property
     def known_hosts(self) -> Path:
         return self.root / "known_hosts"
+
+    @property
+    def bin_dir(self) -> Path:
+        """The emulated tools; bind-mounted over `/usr/local/sbin` for each node's sshd."""
+        return self.root / "bin"
+
+    def rdma_file(self, name: str) -> Path:
+        """The node's eRDMA devices as the emulated `ibv_devinfo` and `rdma` read them."""
+        return self.node_dir(name) / "rdma.json"
 
     def node(self, name: str) -> LabNode:
         for node in self.nodes:
@@ -89,8 +119,11 @@ class LabState:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
-        nodes = [LabNode(**n) for n in data.pop("nodes", [])]
-        return cls(nodes=nodes, **data)
+        known = {f.name for f in fields(LabNode)}
+        raw_nodes = data.pop("nodes", [])
+        nodes = [LabNode(**{k: v for k, v in n.items() if k in known}) for n in raw_nodes]
+        top = {f.name for f in fields(cls)}
+        return cls(nodes=nodes, **{k: v for k, v in data.items() if k in top})
 
 
 def node_names(count: int) -> list[str]:
@@ -102,3 +135,30 @@ def node_names(count: int) -> list[str]:
 def node_address(index: int) -> str:
     """The lab address of the index-th node (0-based), inside 198.18.0.0/24."""
     return str(SUBNET.network_address + FIRST_NODE_HOST + index)
+
+
+def node_mac(index: int) -> str:
+    """A fixed MAC for the index-th node's eth0, in Alibaba's 00:16:3e OUI."""
+    host = FIRST_NODE_HOST + index
+    return f"00:16:3e:18:00:{host:02x}"
+
+
+@contextlib.contextmanager
+def locked(state_dir: Path) -> Iterator[None]:
+    """Hold the lab's lock (`<state>/lab.lock`) while reading, changing and saving lab.json."""
+    root = Path(state_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "lab.lock", "a") as handle:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LabError(f"lab lock held for over {LOCK_WAIT_S:.0f} s") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,96 @@
+"""The emulated eRDMA tools of the lab nodes: their install and each node's device state.
+
+`install_tools` copies `tools/ibv_devinfo.py` and `tools/rdma.py` (with the shared module)
+into `<state>/bin` as executables; each node's sshd bind-mounts that folder over
+`/usr/local/sbin` in its private mount namespace, so `ibv_devinfo` and `rdma` resolve to
+the emulations in SSH sessions on lab nodes only. `write_rdma_state` writes what they print.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from pytest_hpcnet.lab.state import LabNode, LabState
+
+TOOLS_DIR = Path(__file__).with_name("tools")
+NODE_BIN = "/usr/local/sbin"
+"""Where the tools appear on a node: on root's PATH before /usr/bin, empty on the host."""
+TOOLS = {"ibv_devinfo": "ibv_devinfo.py", "rdma": "rdma.py"}
+SHARED = "hpcnet_lab_rdma.py"
+STATE_POINTER = ".hpcnet-lab-state"
+VENDOR_ID = "0x1ded"
+VENDOR_PART_ID = 4223
+IB_MAX_MTU = 4096
+
+
+def node_python() -> str:
+    """The interpreter of the node tools and services: the system python3 when present."""
+    return "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+
+
+def install_tools(state: LabState) -> Path:
+    """Write the emulated tools into `<state>/bin`; returns the folder."""
+    folder = state.bin_dir
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    shebang = f"#!{node_python()} -sE\n"
+    for command, source in TOOLS.items():
+        target = folder / command
+        target.write_text(shebang + (TOOLS_DIR / source).read_text())
+        os.chmod(target, 0o755)
+    shutil.copyfile(TOOLS_DIR / SHARED, folder / SHARED)
+    (folder / STATE_POINTER).write_text(f"{state.root}\n")
+    return folder
+
+
+def node_guid(mac: str) -> str:
+    """The EUI-64 GUID of a MAC as erdma derives it: 00:16:3e:.. -> 0216:3eff:fe..:...."""
+    octets = [int(x, 16) for x in mac.split(":")]
+    octets[0] ^= 0x02
+    eui = [*octets[:3], 0xFF, 0xFE, *octets[3:]]
+    return ":".join(f"{eui[i]:02x}{eui[i + 1]:02x}" for i in range(0, 8, 2))
+
+
+def rdma_devices(node: LabNode) -> list[dict]:
+    """The node's eRDMA devices as its faults leave them (`no-rdma`, `port-down`)."""
+    if "no-rdma" in node.faults:
+        return []
+    down = "port-down" in node.faults
+    guid = node_guid(node.mac or "00:16:3e:00:00:00")
+    port = {
+        "port": 1,
+        "state": "DOWN" if down else "ACTIVE",
+        "physical_state": "DISABLED" if down else "LINK_UP",
+        "max_mtu": IB_MAX_MTU,
+        "active_mtu": IB_MAX_MTU,
+        "link_layer": "Ethernet",
+        "netdev": "eth0",
+    }
+    return [
+        {
+            "name": "erdma_0",
+            "transport": "eRDMA (0)",
+            "fw_ver": "0.2.0",
+            "node_guid": guid,
+            "sys_image_guid": guid,
+            "vendor_id": VENDOR_ID,
+            "vendor_part_id": VENDOR_PART_ID,
+            "hw_ver": "0x0",
+            "ports": [port],
+        }
+    ]
+
+
+def write_rdma_state(state: LabState, node: LabNode) -> Path:
+    """Write `<state>/nodes/<node>/rdma.json`, read by the tools on every call."""
+    path = state.rdma_file(node.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"node": node.name, "devices": rdma_devices(node)}, indent=2))
+    tmp.replace(path)
+    return path

@@ -1,0 +1,262 @@
+"""Faults injected into lab nodes for real, and healed exactly: `hpcnet lab fault|heal`.
+
+Each fault is recorded in the node's `faults` (id -> what was injected) with what healing
+restores in `undo`, so `heal` puts back exactly the value before the fault and `status`
+lists what is active. Healing goes in reverse order of injection.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_hpcnet.lab import firewall, links, tuning
+from pytest_hpcnet.lab.emulation import write_rdma_state
+from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR, LabNode, LabState, locked
+from pytest_hpcnet.lab.system import LabError
+
+DEFAULT_MTU = 1500
+DEFAULT_VSWITCH = "vsw-lab-odd1"
+DEFAULT_ZONE = "cn-lab-b"
+DEFAULT_SYSCTL = "net.ipv4.tcp_rmem=4096 131072 6291456"
+_SYSCTL_RE = re.compile(r"^([a-z0-9_]+(?:\.[a-zA-Z0-9_-]+)+)=(.+)$")
+
+Injector = Callable[[LabState, LabNode, str | None], tuple[str, str, str]]
+"""(state, node, argument) -> (fault id, what was injected, what heal restores)."""
+Healer = Callable[[LabState, LabNode, str, str], None]
+"""(state, node, fault id, undo) -> None."""
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    """One kind of fault: how to inject it and how to heal it."""
+
+    name: str
+    usage: str
+    summary: str
+    inject: Injector
+    heal: Healer
+    needs_arg: bool = False
+
+
+# --- eth0 -------------------------------------------------------------------
+
+
+def _inject_mtu(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+    if arg is not None and not arg.isdigit():
+        raise LabError(f"MTU must be a number, got {arg!r}")
+    mtu = int(arg) if arg else DEFAULT_MTU
+    was = node.undo.get("mtu") or str(links.link_mtu(node))
+    links.set_mtu(node, mtu)
+    return "mtu", str(mtu), was
+
+
+def _heal_mtu(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+    links.set_mtu(node, int(undo or node.mtu))
+
+
+def _inject_nic_errors(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+    dropped = links.inject_rx_drops(node)
+    return "nic-errors", f"rx_dropped={dropped}", ""
+
+
+def _heal_nic_errors(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+    from pytest_hpcnet.lab.cluster import ensure_sshd  # cluster imports this module's users
+
+    links.recreate_node_link(node)
+    ensure_sshd(state, node)
+
+
+# --- firewall ---------------------------------------------------------------
+
+
+def _firewall(action: str) -> tuple[Injector, Healer]:
+    def inject(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+        proto, port = firewall.parse_target(arg)
+        firewall.add_rule(node.namespace, action, proto, port)
+        return f"{action}:{proto}/{port}", "", ""
+
+    def heal(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+        proto, port = firewall.parse_target(fault_id.partition(":")[2])
+        firewall.remove_rule(node.namespace, action, proto, port)
+
+    return inject, heal
+
+
+# --- eRDMA devices ----------------------------------------------------------
+
+
+def _rdma(kind: str) -> tuple[Injector, Healer]:
+    def inject(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+        node.faults[kind] = ""
+        write_rdma_state(state, node)
+        return kind, "", ""
+
+    def heal(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+        node.faults.pop(kind, None)
+        write_rdma_state(state, node)
+
+    return inject, heal
+
+
+# --- metadata ---------------------------------------------------------------
+
+
+def _metadata(attr: str, default: str) -> tuple[Injector, Healer]:
+    fault_id = attr.removesuffix("_id")
+
+    def inject(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+        value = arg or default
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", value):
+            raise LabError(f"not a usable {fault_id} id: {value!r}")
+        was = node.undo.get(fault_id) or getattr(node, attr)
+        setattr(node, attr, value)
+        return fault_id, value, was
+
+    def heal(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+        setattr(node, attr, undo)
+
+    return inject, heal
+
+
+def _inject_imds_token(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+    was = node.undo.get("imds-token") or ("1" if node.metadata_token_required else "0")
+    node.metadata_token_required = True
+    return "imds-token", "required", was
+
+
+def _heal_imds_token(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+    node.metadata_token_required = undo == "1"
+
+
+# --- sysctl -----------------------------------------------------------------
+
+
+def _inject_sysctl(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+    m = _SYSCTL_RE.match((arg or DEFAULT_SYSCTL).strip())
+    if not m:
+        raise LabError(f"expected KEY=VALUE such as {DEFAULT_SYSCTL!r}, got {arg!r}")
+    key, value = m.group(1), " ".join(m.group(2).split())
+    fault_id = f"sysctl:{key}"
+    was = node.undo.get(fault_id) or tuning.read_sysctl(node.namespace, key)
+    tuning.apply_sysctls(node.namespace, {key: value})
+    return fault_id, value, was
+
+
+def _heal_sysctl(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+    tuning.apply_sysctls(node.namespace, {fault_id.partition(":")[2]: undo})
+
+
+KINDS: dict[str, FaultKind] = {
+    k.name: k
+    for k in (
+        FaultKind("mtu", "mtu NODE [MTU]", "set eth0's MTU (default 1500)", _inject_mtu, _heal_mtu),
+        FaultKind(
+            "block",
+            "block NODE PROTO/PORT",
+            "iptables DROP of that destination port",
+            *_firewall("block"),
+            needs_arg=True,
+        ),
+        FaultKind(
+            "reject",
+            "reject NODE PROTO/PORT",
+            "iptables REJECT (tcp-reset / icmp-port-unreachable)",
+            *_firewall("reject"),
+            needs_arg=True,
+        ),
+        FaultKind("no-rdma", "no-rdma NODE", "no eRDMA device", *_rdma("no-rdma")),
+        FaultKind("port-down", "port-down NODE", "eRDMA port PORT_DOWN", *_rdma("port-down")),
+        FaultKind(
+            "vswitch",
+            "vswitch NODE [ID]",
+            f"metadata vswitch-id (default {DEFAULT_VSWITCH})",
+            *_metadata("vswitch_id", DEFAULT_VSWITCH),
+        ),
+        FaultKind(
+            "zone",
+            "zone NODE [ID]",
+            f"metadata zone-id (default {DEFAULT_ZONE})",
+            *_metadata("zone_id", DEFAULT_ZONE),
+        ),
+        FaultKind(
+            "imds-token",
+            "imds-token NODE",
+            "metadata GETs need a token (403 without)",
+            _inject_imds_token,
+            _heal_imds_token,
+        ),
+        FaultKind(
+            "sysctl",
+            "sysctl NODE [KEY=VALUE]",
+            f"set a sysctl in the node (default {DEFAULT_SYSCTL})",
+            _inject_sysctl,
+            _heal_sysctl,
+        ),
+        FaultKind(
+            "nic-errors",
+            "nic-errors NODE",
+            "eth0 RX dropped > 0 (oversized frames from the bridge)",
+            _inject_nic_errors,
+            _heal_nic_errors,
+        ),
+    )
+}
+
+
+def _kind_of(fault_id: str) -> FaultKind:
+    return KINDS[fault_id.partition(":")[0]]
+
+
+def _load(state_dir: Path) -> LabState:
+    state = LabState.load(state_dir)
+    if state is None:
+        raise LabError(f"no lab at {state_dir} (hpcnet lab up --nodes 4)")
+    return state
+
+
+def _node(state: LabState, name: str) -> LabNode:
+    try:
+        return state.node(name)
+    except KeyError:
+        names = ", ".join(n.name for n in state.nodes)
+        raise LabError(f"unknown node {name!r} (the lab has {names})") from None
+
+
+def inject(
+    kind: str, node_name: str, arg: str | None = None, state_dir: Path = DEFAULT_STATE_DIR
+) -> str:
+    """Inject one fault for real and record it; returns a one-line description."""
+    fault = KINDS.get(kind)
+    if fault is None:
+        raise LabError(f"unknown fault kind {kind!r} (kinds: {', '.join(KINDS)})")
+    if fault.needs_arg and not arg:
+        raise LabError(f"fault {kind} needs an argument: hpcnet lab fault {fault.usage}")
+    with locked(state_dir):
+        state = _load(state_dir)
+        node = _node(state, node_name)
+        fault_id, shown, undo = fault.inject(state, node, arg)
+        node.faults[fault_id] = shown
+        node.undo.setdefault(fault_id, undo)
+        state.save()
+    return f"{node.name}: {fault_id}{'=' + shown if shown else ''}"
+
+
+def heal(target: str, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
+    """Heal every fault of one node (or `all`), newest first; returns what was healed."""
+    healed: list[str] = []
+    with locked(state_dir):
+        state = _load(state_dir)
+        nodes = state.nodes if target == "all" else [_node(state, target)]
+        try:
+            for node in nodes:
+                for fault_id in reversed(list(node.faults)):
+                    _kind_of(fault_id).heal(state, node, fault_id, node.undo.get(fault_id, ""))
+                    node.faults.pop(fault_id, None)
+                    node.undo.pop(fault_id, None)
+                    healed.append(f"{node.name}: {fault_id}")
+        finally:
+            state.save()
+    return healed

@@ -1,0 +1,58 @@
+"""iptables rules of lab faults, in a dedicated chain of the node's own INPUT.
+
+Every rule lives in the chain `HPCNET-LAB` (jumped to first from INPUT) with the comment
+`hpcnet-lab fault`, so healing removes exactly the rule it added and, once the chain is
+empty, the chain and its jump. Nothing is ever written in the host namespace.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pytest_hpcnet.lab.system import LabError, in_ns
+
+CHAIN = "HPCNET-LAB"
+COMMENT = "hpcnet-lab fault"
+REJECT_WITH = {"tcp": "tcp-reset", "udp": "icmp-port-unreachable"}
+
+
+def parse_target(spec: str | None) -> tuple[str, int]:
+    """`tcp/18515` -> ("tcp", 18515); LabError on anything else."""
+    m = re.fullmatch(r"(tcp|udp)/(\d{1,5})", (spec or "").strip().lower())
+    if not m or not 1 <= int(m.group(2)) <= 65535:
+        raise LabError(f"expected PROTO/PORT such as tcp/18515 or udp/4791, got {spec!r}")
+    return m.group(1), int(m.group(2))
+
+
+def _rule(action: str, proto: str, port: int) -> list[str]:
+    spec = ["-p", proto, "--dport", str(port), "-m", "comment", "--comment", COMMENT]
+    if action == "block":
+        return [*spec, "-j", "DROP"]
+    return [*spec, "-j", "REJECT", "--reject-with", REJECT_WITH[proto]]
+
+
+def _iptables(namespace: str, *args: str, check: bool = True) -> bool:
+    return in_ns(namespace, "iptables", "-w", "5", *args, check=check).returncode == 0
+
+
+def add_rule(namespace: str, action: str, proto: str, port: int) -> None:
+    """Drop (`block`) or reject (`reject`) inbound traffic to proto/port in the namespace."""
+    if not _iptables(namespace, "-n", "-L", CHAIN, check=False):
+        _iptables(namespace, "-N", CHAIN)
+    if not _iptables(namespace, "-C", "INPUT", "-j", CHAIN, check=False):
+        _iptables(namespace, "-I", "INPUT", "1", "-j", CHAIN)
+    rule = _rule(action, proto, port)
+    if not _iptables(namespace, "-C", CHAIN, *rule, check=False):
+        _iptables(namespace, "-A", CHAIN, *rule)
+
+
+def remove_rule(namespace: str, action: str, proto: str, port: int) -> None:
+    """Remove the rule `add_rule` added; drop the chain once it holds no rule."""
+    rule = _rule(action, proto, port)
+    if _iptables(namespace, "-C", CHAIN, *rule, check=False):
+        _iptables(namespace, "-D", CHAIN, *rule)
+    listing = in_ns(namespace, "iptables", "-w", "5", "-S", CHAIN, check=False).stdout
+    if [line for line in listing.splitlines() if line.startswith("-A ")]:
+        return
+    _iptables(namespace, "-D", "INPUT", "-j", CHAIN, check=False)
+    _iptables(namespace, "-X", CHAIN, check=False)

@@ -1,0 +1,63 @@
+"""The kernel tuning `lab up` applies inside each node namespace, and what the inventory expects.
+
+Only keys that are per network namespace are set: on this kernel (6.18) `net.core.rmem_max`
+and `net.core.wmem_max` are visible inside a namespace but read-only (mode 0444, writes fail
+with EINVAL): they mirror the host's global value, so the lab neither sets nor expects them.
+The congestion control is the first of `cubic`, `bbr` that a namespace may select: outside
+the host namespace only algorithms in `net.ipv4.tcp_allowed_congestion_control` are allowed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_hpcnet.lab.system import LabError, in_ns
+
+BUFFERS = {
+    "net.ipv4.tcp_rmem": "4096 87380 16777216",
+    "net.ipv4.tcp_wmem": "4096 65536 16777216",
+}
+FLAGS = {"net.ipv4.tcp_window_scaling": "1"}
+CONGESTION_KEY = "net.ipv4.tcp_congestion_control"
+CONGESTION_PREFERENCE = ("cubic", "bbr", "reno")
+ALLOWED_CONGESTION = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+GLOBAL_ONLY = ("net.core.rmem_max", "net.core.wmem_max")
+"""Read-only inside a namespace here: not set, not expected."""
+
+
+def congestion_control() -> str:
+    """The congestion control every node gets: the preferred one a namespace may use."""
+    try:
+        allowed = ALLOWED_CONGESTION.read_text().split()
+    except OSError:
+        allowed = []
+    return next((c for c in CONGESTION_PREFERENCE if c in allowed), "reno")
+
+
+def tuned_sysctls() -> dict[str, str]:
+    """Key -> value `lab up` sets in every node namespace."""
+    return {**BUFFERS, **FLAGS, CONGESTION_KEY: congestion_control()}
+
+
+def apply_sysctls(namespace: str, values: dict[str, str]) -> None:
+    """Set `values` inside the namespace (one `sysctl` run)."""
+    in_ns(namespace, "sysctl", "-q", "-w", *(f"{k}={v}" for k, v in values.items()))
+
+
+def read_sysctl(namespace: str, key: str) -> str:
+    """The value of `key` inside the namespace, whitespace normalised; LabError if unknown."""
+    proc = in_ns(namespace, "sysctl", "-n", key, check=False)
+    if proc.returncode != 0:
+        raise LabError(f"sysctl {key} is not readable in {namespace}")
+    return " ".join(proc.stdout.split())
+
+
+def sysctl_expectations(values: dict[str, str]) -> dict[str, dict[str, str] | None]:
+    """The inventory's `expect.sysctl`: what the lab set (buffers `min`, the rest `equal`).
+
+    The global-only keys map to None, which drops the plugin's default expectation of them.
+    """
+    expect: dict[str, dict[str, str] | None] = dict.fromkeys(GLOBAL_ONLY)
+    for key, value in values.items():
+        expect[key] = {"value": value, "mode": "min" if key in BUFFERS else "equal"}
+    return expect
