@@ -1,10 +1,13 @@
 """A 4-node lab for the tests that cross a real network (root and Linux only).
 
-Only one lab exists on a host at a time: these tests replace a running demo lab.
+Only one lab exists on a host at a time: these tests replace a running demo lab, and
+hold the host-wide lock `/run/hpcnet-lab.lock` for the whole session so that two test
+sessions (or a benchmark) on one machine take turns instead of tearing each other down.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import sys
@@ -25,6 +28,9 @@ def _lab_unavailable() -> str | None:
     return None
 
 
+LOCK = "/run/hpcnet-lab.lock"
+
+
 @pytest.fixture(scope="session")
 def lab4(tmp_path_factory) -> LabState:
     """A healthy 4-node lab for the whole test session; removed at the end."""
@@ -32,9 +38,13 @@ def lab4(tmp_path_factory) -> LabState:
     if reason:
         pytest.skip(reason)
     root = tmp_path_factory.mktemp("lab")
-    state = lab.up(4, 8500, root / "state", root / "lab.yaml")
-    yield state
-    lab.down(root / "state")
+    with open(LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        state = lab.up(4, 8500, root / "state", root / "lab.yaml")
+        try:
+            yield state
+        finally:
+            lab.down(root / "state")
 
 
 @pytest.fixture
