@@ -1,0 +1,110 @@
+"""The static suite against the 4-node lab: clean when healthy, and each injected fault fails
+exactly the checks that concern the faulty node, each naming it, and nothing else."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_hpcnet.lab import faults
+
+pytestmark = pytest.mark.lab
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE = "node02"
+
+
+def run_static(inventory: str, reports: Path) -> tuple[int, list[dict]]:
+    """Run `pytest suites -m static` as a user would; return exit code and evidence records."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(ROOT / "suites"),
+            "-m",
+            "static",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--inventory",
+            inventory,
+            "--reports-dir",
+            str(reports),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    runs = sorted(reports.iterdir())
+    evidence = runs[-1] / "evidence.jsonl"
+    records = [json.loads(line) for line in evidence.read_text().splitlines() if line.strip()]
+    return proc.returncode, records
+
+
+def concerns(record: dict, node: str) -> bool:
+    subject = record["subject"]
+    return subject == node or node in subject.split("->") or node in record["message"]
+
+
+def failing(records: list[dict]) -> list[dict]:
+    return [r for r in records if r["verdict"] in ("fail", "error")]
+
+
+def test_healthy_lab_passes_the_static_suite(lab4, tmp_path):
+    code, records = run_static(lab4.inventory, tmp_path)
+    assert not failing(records), [r["message"] for r in failing(records)]
+    assert code == 0
+    checks = {r["check_id"] for r in records if r["verdict"] == "pass"}
+    assert {
+        "reachability",
+        "erdma",
+        "mtu",
+        "path_mtu",
+        "security_group",
+        "acl",
+        "placement",
+        "tuning",
+    } <= checks
+
+
+FAULTS = {
+    "mtu": (None, {"mtu", "path_mtu"}),
+    "block": ("tcp/29500", {"security_group"}),
+    "reject": ("udp/4791", {"security_group"}),
+    "no-rdma": (None, {"erdma"}),
+    "port-down": (None, {"erdma"}),
+    "vswitch": (None, {"placement"}),
+    "zone": (None, {"placement"}),
+    "sysctl": (None, {"tuning"}),
+    "nic-errors": (None, {"tuning"}),
+    "imds-token": (None, set()),  # the probe uses token mode: nothing may fail
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FAULTS))
+def test_fault_fails_exactly_the_checks_of_that_node(lab4, tmp_path, kind):
+    arg, expected_checks = FAULTS[kind]
+    faults.inject(kind, NODE, arg, Path(lab4.state_dir))
+    try:
+        code, records = run_static(lab4.inventory, tmp_path)
+    finally:
+        faults.heal(NODE, Path(lab4.state_dir))
+    bad = failing(records)
+    assert code == (1 if expected_checks else 0)
+    assert {r["check_id"] for r in bad} == expected_checks, [r["message"] for r in bad]
+    for record in bad:
+        assert concerns(record, NODE), (
+            f"{record['check_id']} {record['subject']}: {record['message']}"
+        )
+        assert NODE in record["message"], record["message"]
+
+
+def test_heal_restores_a_clean_pass(lab4, tmp_path):
+    code, records = run_static(lab4.inventory, tmp_path)
+    assert code == 0, [r["message"] for r in failing(records)]
