@@ -14,11 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from pytest_hpcnet.baseline import Baseline, compare_to_baseline, load_baseline
 from pytest_hpcnet.certificate import DEFAULT_REQUIREMENTS as CATALOG
 from pytest_hpcnet.certificate import CertificateContext, RequirementSpec, render_certificate
 from pytest_hpcnet.cluster import Cluster
-from pytest_hpcnet.evidence import EvidenceBundle, new_run_id
+from pytest_hpcnet.evidence import CheckRecord, EvidenceBundle, new_run_id, read_records
+from pytest_hpcnet.html_report import add_environment, environment_rows, html_extras
 from pytest_hpcnet.inventory import Inventory, InventoryError, Node, load_inventory
+from pytest_hpcnet.metrics import write_prometheus_textfile
 from pytest_hpcnet.pairs import flow_id
 from pytest_hpcnet.perftest_rounds import planned_rounds
 from pytest_hpcnet.recording import (
@@ -58,6 +61,7 @@ class HpcnetState:
         self.interrupted = False
         self.verdict: str | None = None
         self.certificate: Path | None = None
+        self.baseline: Baseline | None = None
 
     def open_cluster(self) -> Cluster:
         if self.cluster is None:
@@ -92,15 +96,33 @@ class HpcnetState:
         if check is None or not decisive or self.inventory is None:
             return
         verdict, message = classify(report, call.excinfo)
+        waiver = find_waiver(self.inventory.waivers, check.check_id, check.subject)
+        record = check.record(verdict, message, waiver)
+        if self.baseline is not None and verdict == "pass":
+            regressions = self._regressions(record)
+            if regressions:
+                verdict, message = "fail", "; ".join(r.describe() for r in regressions)
+                record.update(verdict=verdict, message=message)
+                report.outcome = "failed"
         if verdict == "fail" and item.config.option.tbstyle == "auto":
             report.longrepr = f"{_failing_line(item, call)}: {message}"  # the criterion, one line
-        waiver = find_waiver(self.inventory.waivers, check.check_id, check.subject)
         if verdict == "fail" and waiver_applies(waiver, date.today()):
             report.outcome = "skipped"
             report.wasxfail = f"waived until {waiver.expires}: {waiver.reason}"
-        attach(report, check.record(verdict, message, waiver), check.unreachable)
+        attach(report, record, check.unreachable)
+        html_extras(report, record)
         if self.cluster is not None:
             self.cluster.current_check = None
+
+    def _regressions(self, record: dict) -> list:
+        """Compare one record's numbers with the baseline; the deltas land in the record."""
+        checked = CheckRecord.model_validate(record)
+        expect = self.inventory.expect
+        found = compare_to_baseline(
+            [checked], self.baseline, expect.regression_tolerance, expect.regression_tolerances
+        )
+        record["measured"] = [m.model_dump(mode="json") for m in checked.measured]
+        return found
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Count outcomes; the controller appends each check's record to the evidence."""
@@ -159,6 +181,10 @@ class HpcnetState:
                 RequirementSpec(check_id=c, requirement=r) for c, r in (*REQUIREMENTS, *CATALOG)
             ],
         )
+        metrics = self.config.getoption("hpcnet_metrics")
+        if metrics:
+            labels = {"cluster": inv.cluster.name}
+            write_prometheus_textfile(metrics, read_records(self.run_dir), labels)
         self.certificate = render_certificate(self.run_dir, context)
         key = self.config.getoption("hpcnet_sign_key")
         if key:
@@ -198,6 +224,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PEM",
         help="Ed25519 private key: sign the certificate's evidence digest",
     )
+    group.addoption(
+        "--hpcnet-baseline",
+        metavar="RUN",
+        help="previous run folder (or its evidence.jsonl/summary.json): fail regressions",
+    )
+    group.addoption(
+        "--hpcnet-metrics",
+        metavar="PATH",
+        help="write a Prometheus textfile (node_exporter textfile collector) here",
+    )
     parser.addini("hpcnet_inventory", "cluster inventory YAML (like --inventory)", default="")
 
 
@@ -220,6 +256,12 @@ def pytest_configure(config: pytest.Config) -> None:
     run_id = workerinput.get("hpcnet_run_id") if workerinput else None
     reports = Path(config.getoption("hpcnet_reports_dir"))
     state = HpcnetState(config, inventory, reports / (run_id or new_run_id()))
+    baseline = config.getoption("hpcnet_baseline")
+    if baseline and inventory is not None:
+        try:
+            state.baseline = load_baseline(baseline)
+        except (OSError, ValueError) as exc:
+            raise pytest.UsageError(f"--hpcnet-baseline {baseline}: {exc}") from None
     config.stash[STATE] = state
     config.pluginmanager.register(state, "hpcnet-state")
     if inventory is not None and not config.option.collectonly:
@@ -240,6 +282,7 @@ def _open_run_dir(config: pytest.Config, state: HpcnetState) -> None:
     state.bundle = EvidenceBundle(state.run_dir, state.run_dir.name)
     if state.is_worker:
         return
+    add_environment(config, state.inventory)
     if hasattr(config.option, "htmlpath") and not config.option.htmlpath:
         config.option.htmlpath = str(state.run_dir / "report.html")
         config.option.self_contained_html = True
@@ -338,3 +381,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 def pytest_configure_node(node) -> None:  # pytest-xdist: workers share the controller's run
     node.workerinput["hpcnet_run_id"] = _state(node.config).run_dir.name
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_metadata(metadata: dict, config: pytest.Config) -> None:  # pytest-html environment
+    state = config.stash.get(STATE, None)
+    if state is not None and state.inventory is not None:
+        metadata.update(environment_rows(state.inventory))
