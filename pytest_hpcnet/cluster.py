@@ -21,6 +21,7 @@ from pytest_hpcnet.perftest_rounds import (
     run_round,
 )
 from pytest_hpcnet.probes.links import parse_interfaces
+from pytest_hpcnet.probes.metadata import MetadataFacts, parse_metadata
 from pytest_hpcnet.probes.nccl import NcclResult, parse_nccl
 from pytest_hpcnet.probes.rdma import match_devices, parse_ibv_devinfo
 from pytest_hpcnet.recording import Check
@@ -236,3 +237,12 @@ class Cluster:
             settings = self.inventory.benchmarks.fio
             self._fio = run_fio(self.transport, names, self.expect.cpfs.mount, settings)
         return self._fio
+
+    def placement(self) -> dict[str, MetadataFacts]:
+        """Each reached node's instance metadata, if facts were gathered this session."""
+        out = {}
+        for name, facts in self._facts.items():
+            section = facts.sections.get("metadata")
+            if section is not None and not facts.result.unreachable:
+                out[name] = parse_metadata(section.text)
+        return out

@@ -168,10 +168,28 @@ class HpcnetState:
         if self.bundle is None or self.inventory is None or self.verdict is None:
             return
         inv = self.inventory
+        placement = self.cluster.placement() if self.cluster is not None else {}
+        first = next(iter(placement.values()), None)
+
+        def shared(field: str) -> str:
+            values = {getattr(m, field) for m in placement.values() if getattr(m, field)}
+            return ", ".join(sorted(values))
+
         context = CertificateContext(
             cluster=inv.cluster.name,
             region=inv.cluster.region,
-            nodes=[{"name": n.name} for n in inv.nodes],
+            vpc_id=shared("vpc_id") if first else "",
+            vswitch_id=shared("vswitch_id") if first else "",
+            zone=shared("zone_id") if first else "",
+            nodes=[
+                {
+                    "name": n.name,
+                    "instance_type": (
+                        placement[n.name].instance_type or "" if n.name in placement else ""
+                    ),
+                }
+                for n in inv.nodes
+            ],
             operator=f"{getpass.getuser()}@{socket.gethostname()}",
             contacts=[{"name": c.name, "role": c.role or ""} for c in inv.cluster.contacts],
             inventory_sha256=inv.sha256,
