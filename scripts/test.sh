@@ -2,7 +2,7 @@
 # The project's own tests: install, lint, then unit, conformance and lab tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh
+HPCNET_EXTRA_APT="chromium ${HPCNET_EXTRA_APT:-}" bash scripts/install.sh   # chromium: certificate test
 if [ -z "${HPCNET_SAMPLES:-}" ] && [ -d ../shared/samples ]; then
   export HPCNET_SAMPLES="$(cd ../shared/samples && pwd)"
 fi
