@@ -32,6 +32,7 @@ from tenacity import (
 
 from pytest_hpcnet.inventory import Inventory, Node
 from pytest_hpcnet.redact import redact
+from pytest_hpcnet.remote_shell import RemoteShell, ShellBroken
 
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 KILL_GRACE_S = 2.0
@@ -89,6 +90,7 @@ class NodeSession:
     unreachable: str | None = None
     connects: int = 0
     retries: int = 0
+    shell: RemoteShell | None = None
 
 
 class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
@@ -303,14 +305,19 @@ class Transport:
         t0 = time.monotonic()
         try:
             conn = self.connect(name)
-            channel = conn.client.get_transport().open_session(timeout=self.ssh.connect_timeout_s)
-            try:
-                channel.exec_command(remote_command(command, timeout_s))
-                deadline = t0 + timeout_s + KILL_GRACE_S + 1.0
-                out, err, timed_out, truncated = _read_channel(channel, deadline, MAX_OUTPUT_BYTES)
-                status = None if timed_out else channel.recv_exit_status()
-            finally:
-                channel.close()
+            wrapped = remote_command(command, timeout_s)
+            deadline = t0 + timeout_s + KILL_GRACE_S + 1.0
+            shell = self._shell(name, conn)
+            if shell is not None and shell.lock.acquire(blocking=False):
+                try:
+                    out, err, status, truncated = shell.run(wrapped, deadline, MAX_OUTPUT_BYTES)
+                    timed_out = False
+                except TimeoutError:
+                    out, err, status, truncated, timed_out = b"", b"", None, False, True
+                finally:
+                    shell.lock.release()
+            else:
+                out, err, status, timed_out, truncated = self._exec(conn, wrapped, deadline)
             if status == 124 or status == 137:  # killed by the node's `timeout`
                 timed_out = True
             result = CommandResult(
@@ -326,13 +333,39 @@ class Transport:
             )
         except NodeUnreachable as exc:
             result = self._failed(name, command, started, t0, exc.reason)
-        except (paramiko.SSHException, OSError, EOFError) as exc:
+        except (paramiko.SSHException, OSError, EOFError, ShellBroken) as exc:
             reason = f"connection lost: {exc or type(exc).__name__}"
             self.sessions[name].connection = None
+            self.sessions[name].shell = None
             result = self._failed(name, command, started, t0, reason)
         for listener in self.listeners:
             listener(result)
         return result
+
+    def _shell(self, name: str, conn: Connection) -> RemoteShell | None:
+        """The node's long-lived shell, opened on first use (None when it cannot be)."""
+        session = self.sessions[name]
+        with session.lock:
+            if session.shell is not None and not session.shell.broken:
+                return session.shell
+            try:
+                session.shell = RemoteShell(conn.client.get_transport(), self.ssh.connect_timeout_s)
+            except (paramiko.SSHException, OSError):
+                session.shell = None
+            return session.shell
+
+    def _exec(
+        self, conn: Connection, wrapped: str, deadline: float
+    ) -> tuple[bytes, bytes, int | None, bool, bool]:
+        """One command on its own exec channel (when the node's shell is busy)."""
+        channel = conn.client.get_transport().open_session(timeout=self.ssh.connect_timeout_s)
+        try:
+            channel.exec_command(wrapped)
+            out, err, timed_out, truncated = _read_channel(channel, deadline, MAX_OUTPUT_BYTES)
+            status = None if timed_out else channel.recv_exit_status()
+        finally:
+            channel.close()
+        return out, err, status, timed_out, truncated
 
     @staticmethod
     def _failed(name: str, command: str, started: float, t0: float, reason: str) -> CommandResult:
@@ -368,6 +401,9 @@ class Transport:
         self._pool.shutdown(wait=False, cancel_futures=True)
         for session in self.sessions.values():
             with session.lock:
+                if session.shell is not None:
+                    session.shell.close()
+                    session.shell = None
                 if session.connection is not None:
                     session.connection.close()
                     session.connection = None
