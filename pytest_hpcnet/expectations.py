@@ -149,6 +149,8 @@ class Expectations(Strict):
         default_factory=lambda: {k: SysctlValue(**v) for k, v in DEFAULT_SYSCTL.items()}
     )
     nic_max_errors: Annotated[int, Field(ge=0)] = 0
+    nic_max_dropped: Annotated[int, Field(ge=0)] = 10
+    """Linux counts frames of protocols nobody handles as rx_dropped: a few are normal."""
     ping: LatencyPing = Field(default_factory=LatencyPing)
     ib_write_bw: BandwidthExpect = Field(default_factory=BandwidthExpect)
     ib_write_lat: LatencyExpect = Field(default_factory=LatencyExpect)
