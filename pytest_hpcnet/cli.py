@@ -1,4 +1,4 @@
-"""The `hpcnet` command: `hpcnet lab up|status|down|fault|heal`."""
+"""The `hpcnet` command: `hpcnet lab up|status|down|fault|heal`, `hpcnet verify|keygen`."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from pytest_hpcnet import bundle_cli
 from pytest_hpcnet.lab import cluster, faults
 from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR
 from pytest_hpcnet.lab.system import LabError
@@ -39,11 +40,14 @@ def _parser() -> argparse.ArgumentParser:
     fault.add_argument("arg", nargs="*", help="kind argument (MTU, PROTO/PORT, ID, KEY=VALUE)")
     heal = lab_sub.add_parser("heal", parents=[state], help="undo the faults of a node or all")
     heal.add_argument("node", help="node name or `all`")
+    bundle_cli.add_commands(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.area in ("verify", "keygen"):
+        return bundle_cli.run(args)
     try:
         if args.action == "up":
             state = cluster.up(args.nodes, args.mtu, args.state_dir, args.inventory)

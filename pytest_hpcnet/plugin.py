@@ -374,7 +374,7 @@ def acl_flow(cluster: Cluster):  # parametrized from expect.flows; none listed -
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
-    if state is None or state.inventory is None or state.is_worker:
+    if state is None or state.inventory is None or state.is_worker or config.option.collectonly:
         return
     inv = state.inventory
     tr = terminalreporter

@@ -162,3 +162,23 @@ def test_slow(check):
     assert summary["interrupted"] is True and summary["verdict"] == "INCOMPLETE"
     assert "INCOMPLETE" in (run / "certificate.html").read_text()
     assert "verdict: INCOMPLETE" in out
+
+
+def test_signed_run_verifies_and_a_changed_byte_fails(pytester: pytest.Pytester, monkeypatch):
+    from pytest_hpcnet.cli import main
+
+    pytester.makefile(".yaml", inv=INVENTORY)
+    pytester.makepyfile(test_suite=MEASURING_SUITE)
+    monkeypatch.setenv("HX_BW", "90")
+    key, pub = pytester.path / "k.pem", pytester.path / "k.pub"
+    assert main(["keygen", str(key), str(pub)]) == 0
+    result = pytester.runpytest(
+        "--inventory", "inv.yaml", "--reports-dir", "r", "--hpcnet-sign-key", str(key)
+    )
+    assert result.ret == 0
+    run = only_run(pytester.path / "r")
+    assert (run / "signature.json").exists()
+    assert main(["verify", str(run), "--public-key", str(pub)]) == 0
+    evidence_file = run / "evidence.jsonl"
+    evidence_file.write_text(evidence_file.read_text().replace('"value":90.0', '"value":99.0'))
+    assert main(["verify", str(run), "--public-key", str(pub)]) == 1
