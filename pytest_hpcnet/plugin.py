@@ -131,8 +131,8 @@ class HpcnetState:
         elif report.when == "setup" and not report.passed:
             self.outcomes["error" if report.failed else "skipped"] += 1
         carried = detach(report)
-        if carried is None or self.bundle is None:
-            return
+        if carried is None or self.bundle is None or self.is_worker:
+            return  # only the controller writes the evidence
         record, unreachable = carried
         self.contacted = self.contacted or bool(record["commands"])
         self.unreachable.update(unreachable)

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NODE = "node02"
 
 
-def run_static(inventory: str, reports: Path) -> tuple[int, list[dict]]:
+def run_static(inventory: str, reports: Path, *extra: str) -> tuple[int, list[dict]]:
     """Run `pytest suites -m static` as a user would; return exit code and evidence records."""
     proc = subprocess.run(
         [
@@ -35,6 +35,7 @@ def run_static(inventory: str, reports: Path) -> tuple[int, list[dict]]:
             inventory,
             "--reports-dir",
             str(reports),
+            *extra,
         ],
         capture_output=True,
         text=True,
@@ -108,3 +109,12 @@ def test_fault_fails_exactly_the_checks_of_that_node(lab4, tmp_path, kind):
 def test_heal_restores_a_clean_pass(lab4, tmp_path):
     code, records = run_static(lab4.inventory, tmp_path)
     assert code == 0, [r["message"] for r in failing(records)]
+
+
+def test_xdist_workers_write_one_bundle_and_one_certificate(lab4, tmp_path):
+    code, records = run_static(lab4.inventory, tmp_path, "-n", "2")
+    assert code == 0
+    ids = [r["nodeid"] for r in records]
+    assert len(ids) == len(set(ids)) > 40  # each check once, from both workers
+    (run,) = list(tmp_path.iterdir())
+    assert "ACCEPTED" in (run / "certificate.html").read_text()
