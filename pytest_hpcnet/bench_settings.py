@@ -87,3 +87,14 @@ class BenchmarkSettings(Strict):
     perftest: PerftestSettings = Field(default_factory=PerftestSettings)
     nccl: NcclSettings = Field(default_factory=NcclSettings)
     fio: FioSettings = Field(default_factory=FioSettings)
+
+
+class CloudSettings(Strict):
+    """Where the control-plane audit reads the cloud (credentials never live here: they come
+    from the Alibaba Cloud credential chain: environment, credentials file, ECS RAM role)."""
+
+    enabled: bool = True
+    ecs_endpoint: str | None = None
+    vpc_endpoint: str | None = None
+    protocol: Literal["https", "http"] = "https"
+    network_acl_ids: list[str] = Field(default_factory=list)

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from pytest_hpcnet.bench_settings import BenchmarkSettings
+from pytest_hpcnet.bench_settings import BenchmarkSettings, CloudSettings
 from pytest_hpcnet.expectations import (
     DEFAULT_SYSCTL,
     Expectations,
@@ -125,6 +125,7 @@ class InventoryFile(Strict):
     nodes: list[NodeSpec] = Field(min_length=1)
     expect: dict[str, Any] = Field(default_factory=dict)
     benchmarks: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
+    cloud: CloudSettings = Field(default_factory=CloudSettings)
     waivers: list[Waiver] = Field(default_factory=list)
 
     @field_validator("nodes")
@@ -151,6 +152,7 @@ class Inventory(BaseModel):
     expect: Expectations
     expect_sha256: str
     benchmarks: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
+    cloud: CloudSettings = Field(default_factory=CloudSettings)
     waivers: list[Waiver]
 
     @model_validator(mode="after")
@@ -402,6 +404,7 @@ def _load(path: Path, raw_bytes: bytes) -> Inventory:
             expect=expect,
             expect_sha256=expect_digest,
             benchmarks=parsed.benchmarks,
+            cloud=parsed.cloud,
             waivers=parsed.waivers,
         )
     except ValidationError as exc:
