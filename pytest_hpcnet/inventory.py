@@ -81,6 +81,10 @@ class NodeSpec(Strict):
     ssh: SshOverride = Field(default_factory=SshOverride)
 
 
+HOST = re.compile(r"^[A-Za-z0-9_\[{][A-Za-z0-9._:\[\]{}-]{0,252}$")
+INTERFACE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@:-]{0,14}$")
+
+
 class Node(BaseModel):
     """One concrete node after range expansion."""
 
@@ -137,6 +141,15 @@ class InventoryFile(Strict):
                 raise ValueError(
                     f"[{i}].name {spec.name!r} is not a valid node name "
                     "(letters, digits, '.', '_', '-'; a range like gpu-[001-128])"
+                )
+            if spec.host is not None and not HOST.match(spec.host):
+                raise ValueError(
+                    f"[{i}].host {spec.host!r} is not a host name or address "
+                    "(no spaces, shell characters or leading '-')"
+                )
+            if not INTERFACE.match(spec.interface):
+                raise ValueError(
+                    f"[{i}].interface {spec.interface!r} is not a Linux interface name"
                 )
         return nodes
 

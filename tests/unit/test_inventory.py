@@ -7,6 +7,8 @@ from datetime import date
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pytest_hpcnet.inventory import InventoryError, expand_range, load_inventory
 from pytest_hpcnet.redact import clear_secrets, redact
@@ -122,6 +124,15 @@ BAD = {
         "ssh.host_key_policy",
     ),
     "bad-name": (GOOD + "  - {name: 'n;rm -rf', host: h}\n", "not a valid node name"),
+    "option-like-host": (
+        GOOD + "  - {name: n9, host: '-oProxyCommand=touch /tmp/x'}\n",
+        "is not a host name or address",
+    ),
+    "shell-in-host": (GOOD + "  - {name: n9, host: 'h$(id)'}\n", "is not a host name"),
+    "bad-interface": (
+        GOOD + "  - {name: n9, host: h9, interface: 'eth0; reboot'}\n",
+        "is not a Linux interface name",
+    ),
     "duplicate-yaml-key": (GOOD + "cluster: {name: d, region: r}\n", "duplicate key 'cluster'"),
     "unset-env": (
         GOOD.replace("{user: root}", "{user: '${HX_UNSET_VAR_1}'}"),
@@ -165,3 +176,53 @@ def test_binary_file(tmp_path):
     path.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(InventoryError, match="not UTF-8"):
         load_inventory(path)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    text=st.one_of(
+        st.text(max_size=400), st.binary(max_size=200).map(lambda b: b.decode("latin-1"))
+    )
+)
+def test_any_text_loads_or_gives_one_line(tmp_path, text):
+    path = tmp_path / "fuzz.yaml"
+    path.write_text(GOOD + text if text[:1] in (" ", "\n") else text, encoding="utf-8")
+    try:
+        load_inventory(path)
+    except InventoryError as exc:
+        assert "\n" not in str(exc)
+
+
+YAML_VALUES = st.recursive(
+    st.one_of(
+        st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=20)
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    section=st.sampled_from(
+        ["cluster", "ssh", "nodes", "expect", "waivers", "benchmarks", "cloud"]
+    ),
+    value=YAML_VALUES,
+)
+def test_any_structure_loads_or_gives_one_line(tmp_path, section, value):
+    import yaml
+
+    data = yaml.safe_load(GOOD)
+    data[section] = value
+    path = tmp_path / "fuzz.yaml"
+    path.write_text(yaml.safe_dump(data))
+    try:
+        load_inventory(path)
+    except InventoryError as exc:
+        assert "\n" not in str(exc)
