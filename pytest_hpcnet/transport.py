@@ -150,8 +150,11 @@ def describe_connect_error(exc: BaseException, node: Node, port: int, known_host
                 f"host key unknown: {where} is not in {known_hosts}; add it (ssh-keyscan) "
                 "after verifying it, or set ssh.host_key_policy: accept-new"
             )
-        if "banner" in text:
-            return f"timed out waiting for the SSH banner from {where} (sshd hung or overloaded)"
+        if "banner" in text or "No existing session" in text:
+            return (
+                f"timed out waiting for the SSH handshake from {where} "
+                "(the port answers but sshd does not: hung or overloaded)"
+            )
         return f"SSH error with {where}: {text}"
     if isinstance(exc, OSError):
         return f"network error reaching {where}: {exc.strerror or exc}"
@@ -272,7 +275,7 @@ class Transport:
             retrying = Retrying(
                 retry=retry_if_exception(_is_connection_level),
                 stop=stop_after_attempt(self.ssh.connect_retries)
-                | stop_after_delay(self.ssh.connect_timeout_s * 1.5),
+                | stop_after_delay(self.ssh.connect_timeout_s),  # a node costs one timeout at most
                 wait=wait_exponential(multiplier=0.2, max=2.0),
                 before_sleep=count_retry,
                 reraise=True,
