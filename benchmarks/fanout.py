@@ -1,18 +1,21 @@
 """Fan-out benchmark on the lab: this plugin's transport beside plain OpenSSH + xargs -P.
 
-    python benchmarks/fanout.py --sizes 4 16 64 --repeat 3
+    python benchmarks/fanout.py --sizes 4 16 64 --repeat 3 [--static]
 
 For each size it brings up a lab of that many nodes, then, side by side in one run:
 - `transport`: this plugin's Transport gathering every node's facts (the one-round-trip
   facts script) in a fresh process: wall time, controller CPU seconds per node,
   SSH connections opened per node, peak RSS;
 - `openssh`: the same script through `ssh` with `xargs -P 64` (the floor).
-Medians of `--repeat` runs. Needs root (the lab). Prints a Markdown table.
+- with `--static`: the whole `pytest suites -m static` run (facts, pair probes, reports,
+  certificate) in a fresh process: wall time and its CPU seconds per node.
+Medians of `--repeat` runs. Needs root (the lab). Prints Markdown tables.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import resource
@@ -27,6 +30,8 @@ from pathlib import Path
 from pytest_hpcnet.facts import facts_command
 from pytest_hpcnet.inventory import load_inventory
 from pytest_hpcnet.lab import cluster as lab
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def worker(inventory: str) -> None:
@@ -88,18 +93,64 @@ def measure_openssh(inventory: str, parallel: int = 64) -> dict:
     return {"wall_s": wall, "cpu_per_node_ms": 1000 * cpu / len(inv.nodes)}
 
 
+def measure_static_suite(inventory: str, reports: Path) -> dict:
+    """`pytest suites -m static` as a user runs it; wall time and the run's CPU per node."""
+    inv = load_inventory(inventory)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(ROOT / "suites"),
+            "-m",
+            "static",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--inventory",
+            inventory,
+            "--reports-dir",
+            str(reports),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        tail = proc.stdout.strip().splitlines()[-3:]
+        raise SystemExit(f"static suite failed on a healthy lab: {tail}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {
+        "wall_s": wall,
+        "cpu_per_node_ms": 1000 * cpu / len(inv.nodes),
+        "peak_rss_mb": after.ru_maxrss / 1024,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[4, 16, 64])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--state-dir", type=Path, default=Path("/run/hpcnet-bench"))
+    parser.add_argument("--static", action="store_true", help="also time pytest -m static")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(args.worker)
         return
+    with open("/run/hpcnet-lab.lock", "w") as lock:  # one lab per host: take turns with tests
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        measure_all(args)
+
+
+def measure_all(args: argparse.Namespace) -> None:
+    """Every size, side by side; prints the tables."""
     inventory = str(args.state_dir / "lab.yaml")
-    rows = []
+    rows, static_rows = [], []
     try:
         for size in args.sizes:
             lab.up(size, 8500, args.state_dir, Path(inventory))
@@ -123,6 +174,22 @@ def main() -> None:
                     wall / ssh_wall,
                 )
             )
+            if args.static:
+                runs = [
+                    measure_static_suite(inventory, args.state_dir / "reports")
+                    for _ in range(args.repeat)
+                ]
+                swall = statistics.median(r["wall_s"] for r in runs)
+                static_rows.append(
+                    (
+                        size,
+                        swall,
+                        statistics.median(r["cpu_per_node_ms"] for r in runs),
+                        max(r["peak_rss_mb"] for r in runs),
+                        ssh_wall,
+                        swall / ssh_wall,
+                    )
+                )
     finally:
         lab.down(args.state_dir)
     print(
@@ -135,6 +202,20 @@ def main() -> None:
             f"| {size} | {wall:.2f} | {cpu:.1f} | {conns} | {rss:.0f} | {swall:.2f} "
             f"| {scpu:.1f} | {ratio:.2f}x |"
         )
+    print_static(static_rows)
+
+
+def print_static(rows: list) -> None:
+    if not rows:
+        return
+    print()
+    print(
+        "| nodes | pytest -m static wall s | CPU ms/node | peak RSS MB "
+        "| facts via OpenSSH+xargs wall s | static / floor |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
+    for size, wall, cpu, rss, floor, ratio in rows:
+        print(f"| {size} | {wall:.2f} | {cpu:.1f} | {rss:.0f} | {floor:.2f} | {ratio:.2f}x |")
 
 
 if __name__ == "__main__":
