@@ -1,8 +1,9 @@
 """Bringing the lab up and down: namespaces, bridge, veths, sshd per node, lab inventory.
 
 Per node, `up` also tunes the per-namespace sysctls, writes the emulated eRDMA state,
-starts the metadata service on 100.100.100.200 and gives sshd a private mount namespace
-in which the emulated `ibv_devinfo` and `rdma` are bind-mounted over /usr/local/sbin.
+installs the baseline ACL (inbound tcp/2323 dropped), starts the metadata service on
+100.100.100.200 and gives sshd a private mount namespace in which the emulated tools are
+bind-mounted over /usr/local/sbin and a tmpfs stands in for CPFS at /mnt/cpfs.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from pytest_hpcnet.lab import tuning
+from pytest_hpcnet.lab import benchmarks, cgroups, cpfs, firewall, tuning
 from pytest_hpcnet.lab.emulation import NODE_BIN, install_tools, write_rdma_state
 from pytest_hpcnet.lab.links import create_node_link
 from pytest_hpcnet.lab.metadata import add_metadata_address, start_metadata
@@ -101,6 +102,7 @@ def down(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
             _kill(pid)
         sh("ip", "netns", "del", namespace, check=False)
         removed.append(namespace)
+    cgroups.remove_all()
     links = sh("ip", "-o", "link", "show", check=False).stdout
     for line in links.splitlines():
         name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
@@ -156,6 +158,7 @@ def _start_sshd(state: LabState, node: LabNode) -> None:
     (folder / "sshd.pid").unlink(missing_ok=True)
     start = (
         f"hostname {node.name} && mount --bind {state.bin_dir} {NODE_BIN} && "
+        f"{cpfs.mount_command(state.root)} && "
         f"exec {SSHD} -f {config} -E {folder / 'sshd.log'}"
     )
     in_ns(
@@ -225,7 +228,9 @@ def lab_inventory(state: LabState) -> dict:
             "profile": "lab",
             "mtu": state.nodes[0].mtu if state.nodes else 8500,
             "sysctl": tuning.sysctl_expectations(state.sysctl),
+            **({"flows": flows} if (flows := benchmarks.flows(state)) else {}),
         },
+        "benchmarks": benchmarks.benchmarks(state),
     }
 
 
@@ -287,8 +292,9 @@ def up(
 
 
 def _start_node(state: LabState, node: LabNode) -> None:
-    """Everything inside one node: sysctls, eRDMA state, sshd, metadata service."""
+    """Everything inside one node: sysctls, ACL, eRDMA state, sshd, metadata service."""
     tuning.apply_sysctls(node.namespace, state.sysctl)
+    firewall.install_acl(node.namespace)
     write_rdma_state(state, node)
     _start_sshd(state, node)
     start_metadata(state, node)

@@ -1,9 +1,11 @@
-"""The emulated eRDMA tools of the lab nodes: their install and each node's device state.
+"""The emulated tools of the lab nodes: their install and each node's device state.
 
-`install_tools` copies `tools/ibv_devinfo.py` and `tools/rdma.py` (with the shared module)
-into `<state>/bin` as executables; each node's sshd bind-mounts that folder over
-`/usr/local/sbin` in its private mount namespace, so `ibv_devinfo` and `rdma` resolve to
-the emulations in SSH sessions on lab nodes only. `write_rdma_state` writes what they print.
+`install_tools` copies the tools (`ibv_devinfo`, `rdma`, perftest's `ib_write_bw` and
+`ib_write_lat`, nccl-tests' `all_reduce_perf`, with their shared modules) into
+`<state>/bin` as executables; each node's sshd bind-mounts that folder over
+`/usr/local/sbin` in its private mount namespace, so they resolve to the emulations in
+SSH sessions on lab nodes only (and for ranks Open MPI starts there). `write_rdma_state`
+writes the devices they report.
 """
 
 from __future__ import annotations
@@ -19,8 +21,14 @@ from pytest_hpcnet.lab.state import LabNode, LabState
 TOOLS_DIR = Path(__file__).with_name("tools")
 NODE_BIN = "/usr/local/sbin"
 """Where the tools appear on a node: on root's PATH before /usr/bin, empty on the host."""
-TOOLS = {"ibv_devinfo": "ibv_devinfo.py", "rdma": "rdma.py"}
-SHARED = "hpcnet_lab_rdma.py"
+TOOLS = {
+    "ibv_devinfo": "ibv_devinfo.py",
+    "rdma": "rdma.py",
+    "ib_write_bw": "ib_write_bw.py",
+    "ib_write_lat": "ib_write_lat.py",
+    "all_reduce_perf": "all_reduce_perf.py",
+}
+SHARED = ("hpcnet_lab_rdma.py", "hpcnet_lab_node.py", "hpcnet_lab_perftest.py")
 STATE_POINTER = ".hpcnet-lab-state"
 VENDOR_ID = "0x1ded"
 VENDOR_PART_ID = 4223
@@ -43,7 +51,8 @@ def install_tools(state: LabState) -> Path:
         target = folder / command
         target.write_text(shebang + (TOOLS_DIR / source).read_text())
         os.chmod(target, 0o755)
-    shutil.copyfile(TOOLS_DIR / SHARED, folder / SHARED)
+    for module in SHARED:
+        shutil.copyfile(TOOLS_DIR / module, folder / module)
     (folder / STATE_POINTER).write_text(f"{state.root}\n")
     return folder
 

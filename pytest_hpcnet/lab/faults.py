@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_hpcnet.lab import firewall, links, tuning
+from pytest_hpcnet.lab import cgroups, firewall, links, shaping, tuning
 from pytest_hpcnet.lab.emulation import write_rdma_state
 from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR, LabNode, LabState, locked
 from pytest_hpcnet.lab.system import LabError
@@ -21,6 +21,9 @@ DEFAULT_MTU = 1500
 DEFAULT_VSWITCH = "vsw-lab-odd1"
 DEFAULT_ZONE = "cn-lab-b"
 DEFAULT_SYSCTL = "net.ipv4.tcp_rmem=4096 131072 6291456"
+DEFAULT_LATENCY_MS = "5"
+DEFAULT_RDMA_SLOW = "500mbit"
+DEFAULT_NCCL_SLOW = "10"
 _SYSCTL_RE = re.compile(r"^([a-z0-9_]+(?:\.[a-zA-Z0-9_-]+)+)=(.+)$")
 
 Injector = Callable[[LabState, LabNode, str | None], tuple[str, str, str]]
@@ -149,6 +152,49 @@ def _heal_sysctl(state: LabState, node: LabNode, fault_id: str, undo: str) -> No
     tuning.apply_sysctls(node.namespace, {fault_id.partition(":")[2]: undo})
 
 
+# --- benchmarks -------------------------------------------------------------
+
+
+def _inject_slow(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+    return "slow", shaping.limit(node, arg), ""
+
+
+def _heal_slow(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+    shaping.unlimit(node)
+
+
+def _recorded(kind: str, default: str, pattern: str, what: str) -> tuple[Injector, Healer]:
+    """A fault the emulated tools apply themselves: it only lives in lab.json."""
+
+    def inject(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+        value = (arg or default).strip().lower()
+        if not re.fullmatch(pattern, value):
+            raise LabError(f"{kind}: expected {what}, got {arg!r}")
+        return kind, value, ""
+
+    def heal(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+        return None
+
+    return inject, heal
+
+
+def _inject_fio_slow(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+    value = (arg or str(cgroups.DEFAULT_PERCENT)).strip().rstrip("%")
+    if not value.isdigit() or not 1 <= int(value) <= 100:
+        raise LabError(f"fio-slow: expected a CPU percentage 1..100, got {arg!r}")
+    if not node.sshd_pid:
+        raise LabError(f"{node.name}: sshd is not running")
+    was = cgroups.limit(node.name, node.sshd_pid, int(value))
+    return "fio-slow", f"{value}%", node.undo.get("fio-slow") or was
+
+
+def _heal_fio_slow(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+    cgroups.unlimit(node.name, undo)
+
+
+_NUMBER = r"\d+(?:\.\d+)?"
+_RATE = r"\d+(?:\.\d+)?[kmg]?(?:bit)?"
+
 KINDS: dict[str, FaultKind] = {
     k.name: k
     for k in (
@@ -201,6 +247,38 @@ KINDS: dict[str, FaultKind] = {
             "eth0 RX dropped > 0 (oversized frames from the bridge)",
             _inject_nic_errors,
             _heal_nic_errors,
+        ),
+        FaultKind(
+            "slow",
+            "slow NODE [RATE]",
+            f"tc tbf on eth0 and its host veth, both ways (default {shaping.DEFAULT_RATE})",
+            _inject_slow,
+            _heal_slow,
+        ),
+        FaultKind(
+            "latency",
+            "latency NODE [MS]",
+            f"emulated: lab tools delay each message the node sends (default {DEFAULT_LATENCY_MS})",
+            *_recorded("latency", DEFAULT_LATENCY_MS, _NUMBER, "milliseconds such as 5"),
+        ),
+        FaultKind(
+            "rdma-slow",
+            "rdma-slow NODE [RATE]",
+            f"emulated perftest on the node paces itself (default {DEFAULT_RDMA_SLOW})",
+            *_recorded("rdma-slow", DEFAULT_RDMA_SLOW, _RATE, "a rate such as 500mbit"),
+        ),
+        FaultKind(
+            "nccl-slow",
+            "nccl-slow NODE [FACTOR]",
+            f"emulated all_reduce rank stretches each all-reduce (default x{DEFAULT_NCCL_SLOW})",
+            *_recorded("nccl-slow", DEFAULT_NCCL_SLOW, _NUMBER, "a slowdown factor such as 4"),
+        ),
+        FaultKind(
+            "fio-slow",
+            "fio-slow NODE [PERCENT]",
+            f"cpu cgroup caps the node's sshd tree, so fio (default {cgroups.DEFAULT_PERCENT}%)",
+            _inject_fio_slow,
+            _heal_fio_slow,
         ),
     )
 }

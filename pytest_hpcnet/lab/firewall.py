@@ -1,8 +1,10 @@
-"""iptables rules of lab faults, in a dedicated chain of the node's own INPUT.
+"""iptables rules of the lab, in dedicated chains of the node's own INPUT.
 
-Every rule lives in the chain `HPCNET-LAB` (jumped to first from INPUT) with the comment
+Fault rules live in the chain `HPCNET-LAB` (jumped to first from INPUT) with the comment
 `hpcnet-lab fault`, so healing removes exactly the rule it added and, once the chain is
-empty, the chain and its jump. Nothing is ever written in the host namespace.
+empty, the chain and its jump. The baseline network ACL that `lab up` installs on every
+node (inbound tcp/2323 dropped) lives in its own chain `HPCNET-ACL`, which faults and
+healing never touch. Nothing is ever written in the host namespace.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from pytest_hpcnet.lab.system import LabError, in_ns
 CHAIN = "HPCNET-LAB"
 COMMENT = "hpcnet-lab fault"
 REJECT_WITH = {"tcp": "tcp-reset", "udp": "icmp-port-unreachable"}
+ACL_CHAIN = "HPCNET-ACL"
+ACL_COMMENT = "hpcnet-lab acl"
+ACL_DENIED = (("tcp", 2323),)
+"""Inbound flows every lab node drops (the lab inventory's `expect.flows.deny`)."""
 
 
 def parse_target(spec: str | None) -> tuple[str, int]:
@@ -56,3 +62,12 @@ def remove_rule(namespace: str, action: str, proto: str, port: int) -> None:
         return
     _iptables(namespace, "-D", "INPUT", "-j", CHAIN, check=False)
     _iptables(namespace, "-X", CHAIN, check=False)
+
+
+def install_acl(namespace: str) -> None:
+    """The baseline ACL: drop `ACL_DENIED` inbound, in its own chain after the fault chain."""
+    _iptables(namespace, "-N", ACL_CHAIN)
+    for proto, port in ACL_DENIED:
+        spec = ["-p", proto, "--dport", str(port), "-m", "comment", "--comment", ACL_COMMENT]
+        _iptables(namespace, "-A", ACL_CHAIN, *spec, "-j", "DROP")
+    _iptables(namespace, "-A", "INPUT", "-j", ACL_CHAIN)

@@ -1,0 +1,329 @@
+"""hpcnet lab emulation of nccl-tests `all_reduce_perf`: not the real tool (no GPU, no NCCL).
+
+Launched by the real Open MPI `mpirun` (one process per rank; rank and size from
+OMPI_COMM_WORLD_RANK/SIZE, else PMI_RANK/SIZE or SLURM_PROCID/NTASKS, else one rank).
+Rendezvous: every rank listens on an ephemeral TCP port on its node's lab address and
+publishes `address port pid host` as `rank-<r>` in `<lab state>/rendezvous/<job>/`
+(`$HPCNET_LAB_RENDEZVOUS` overrides the folder; `<job>` is a hash of mpirun's
+OMPI_MCA_orte_hnp_uri, unique per launch), a folder every node sees since the lab
+nodes share the host filesystem. Each rank connects to rank r+1 and accepts rank r-1:
+a TCP ring between node addresses. For each size from -b to -e (factor -f) it runs a
+real ring all-reduce (reduce-scatter then all-gather) of float32 buffers, -w warmup and
+-n timed iterations, out-of-place then in-place, and counts wrong values with -c 1.
+Rank 0 prints nccl-tests' layout: algbw = size/time, busbw = algbw * 2(n-1)/n.
+Lab faults from `lab.json`: `nccl-slow` (this rank stretches each all-reduce by its
+factor) and `latency` (this rank delays each message it sends), both user-space emulation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import operator
+import os
+import re
+import shutil
+import socket
+import sys
+import threading
+import time
+from array import array
+from pathlib import Path
+
+import hpcnet_lab_node as node
+import hpcnet_lab_rdma as lab
+
+VERSION = "2.13.9"
+NCCL_HEADERS = 21903
+RENDEZVOUS_WAIT_S = 60.0
+IO_TIMEOUT_S = 120.0
+PATTERN = 13
+"""Rank r's element i is (i + r) % 13: sums stay exact in float32."""
+NCCL_SLOW_FACTOR = 10.0
+_SIZE_RE = re.compile(r"^(\d+)([KMGkmg]?)$")
+
+
+def parse_size(text: str) -> int:
+    """nccl-tests sizes: 8, 1K, 1M, 8G (powers of 1024)."""
+    m = _SIZE_RE.match(text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}")
+    return int(m.group(1)) * 1024 ** " KMG".index(m.group(2).upper() or " ")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="all_reduce_perf", add_help=False, allow_abbrev=False)
+    p.add_argument("-t", "--nthreads", type=int, default=1)
+    p.add_argument("-g", "--ngpus", type=int, default=1)
+    p.add_argument("-b", "--minbytes", type=parse_size, default=32 * 1024 * 1024)
+    p.add_argument("-e", "--maxbytes", type=parse_size, default=32 * 1024 * 1024)
+    p.add_argument("-i", "--stepbytes", type=parse_size, default=1024 * 1024)
+    p.add_argument("-f", "--stepfactor", type=int, default=0)
+    p.add_argument("-n", "--iters", type=int, default=20)
+    p.add_argument("-w", "--warmup_iters", type=int, default=5)
+    p.add_argument("-c", "--check", type=int, default=1)
+    p.add_argument("-o", "--op", default="sum")
+    p.add_argument("-d", "--datatype", default="float")
+    p.add_argument("-h", "--help", action="store_true")
+    return p
+
+
+def world() -> tuple[int, int]:
+    """(rank, size) from the launcher's environment."""
+    for rank_var, size_var in (
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("PMI_RANK", "PMI_SIZE"),
+        ("SLURM_PROCID", "SLURM_NTASKS"),
+    ):
+        if rank_var in os.environ and size_var in os.environ:
+            return int(os.environ[rank_var]), int(os.environ[size_var])
+    return 0, 1
+
+
+def job_dir() -> Path:
+    """This launch's rendezvous folder, the same for every rank of one mpirun."""
+    root = os.environ.get("HPCNET_LAB_RENDEZVOUS") or str(lab.state_dir() / "rendezvous")
+    key = (
+        os.environ.get("OMPI_MCA_orte_hnp_uri")  # noqa: SIM112 (Open MPI's own spelling)
+        or os.environ.get("PMIX_NAMESPACE")
+        or os.environ.get("SLURM_JOB_ID", "") + os.environ.get("SLURM_STEP_ID", "")
+        or str(os.getppid())
+    )
+    return Path(root) / hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+class Ring:
+    """A rank's two TCP connections: to the next rank and from the previous one."""
+
+    def __init__(self, rank: int, size: int) -> None:
+        self.rank, self.size = rank, size
+        self.peers: list[list[str]] = []
+        self.delay = node.delay_s()
+        slow = node.faults().get("nccl-slow")
+        try:
+            self.slow = max(1.0, float(slow)) if slow else 1.0
+        except ValueError:
+            self.slow = NCCL_SLOW_FACTOR
+        if size == 1:
+            return
+        self.folder = job_dir()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind((node.address(), 0))
+        listener.listen(4)
+        listener.settimeout(RENDEZVOUS_WAIT_S)
+        address, port = listener.getsockname()
+        mine = self.folder / f"rank-{rank}"
+        tmp = mine.with_suffix(".tmp")
+        tmp.write_text(f"{address} {port} {os.getpid()} {lab.node_name()}\n")
+        tmp.replace(mine)
+        wanted = range(size) if rank == 0 else [(rank + 1) % size]
+        found = self._wait_for(wanted)
+        nxt = found[(rank + 1) % size]
+        self.next = socket.create_connection((nxt[0], int(nxt[1])), RENDEZVOUS_WAIT_S)
+        self.prev, _ = listener.accept()
+        listener.close()
+        for sock in (self.next, self.prev):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(IO_TIMEOUT_S)
+        if rank == 0:
+            self.peers = [found[r] for r in range(size)]
+
+    def _wait_for(self, ranks) -> dict[int, list[str]]:
+        deadline = time.monotonic() + RENDEZVOUS_WAIT_S
+        found: dict[int, list[str]] = {}
+        while time.monotonic() < deadline:
+            for r in ranks:
+                if r not in found:
+                    with contextlib.suppress(OSError):
+                        found[r] = (self.folder / f"rank-{r}").read_text().split()
+            if len(found) == len(ranks):
+                return found
+            time.sleep(0.02)
+        missing = sorted(set(ranks) - set(found))
+        raise RuntimeError(f"rank(s) {missing} did not join within {RENDEZVOUS_WAIT_S:.0f} s")
+
+    def _send(self, data: memoryview) -> None:
+        if self.delay:
+            time.sleep(self.delay)
+        self.next.sendall(data)
+
+    def exchange(self, out: memoryview, into: memoryview) -> None:
+        """Send `out` to the next rank while receiving `into` from the previous one."""
+        sender = threading.Thread(target=self._send, args=(out,))
+        sender.start()
+        got = 0
+        while got < len(into):
+            n = self.prev.recv_into(into[got:])
+            if not n:
+                raise RuntimeError("ring peer closed the connection")
+            got += n
+        sender.join()
+
+    def allreduce(self, buf: array) -> None:
+        """In-place ring all-reduce (sum) of a float32 array: reduce-scatter, all-gather."""
+        n, r = self.size, self.rank
+        if n == 1:
+            return
+        started = time.perf_counter()
+        bounds = [len(buf) * i // n for i in range(n + 1)]
+        view = memoryview(buf).cast("B")
+        item = buf.itemsize
+
+        def chunk(i: int) -> tuple[int, int]:
+            return bounds[i % n], bounds[i % n + 1]
+
+        for step in range(n - 1):
+            (sa, sb), (ra, rb) = chunk(r - step), chunk(r - step - 1)
+            incoming = array("f", bytes((rb - ra) * item))
+            self.exchange(view[sa * item : sb * item], memoryview(incoming).cast("B"))
+            buf[ra:rb] = array("f", map(operator.add, buf[ra:rb], incoming))
+        for step in range(n - 1):
+            (sa, sb), (ra, rb) = chunk(r + 1 - step), chunk(r - step)
+            self.exchange(view[sa * item : sb * item], view[ra * item : rb * item])
+        if self.slow > 1.0:  # `nccl-slow`: this rank takes `slow` times as long
+            time.sleep((self.slow - 1.0) * (time.perf_counter() - started))
+
+    def total(self, value: int) -> int:
+        """The sum of an integer over all ranks (ring pass), known to every rank."""
+        acc = value
+        carry = value
+        for _ in range(self.size - 1):
+            incoming = bytearray(8)
+            outgoing = carry.to_bytes(8, "little", signed=True)
+            self.exchange(memoryview(outgoing), memoryview(incoming))
+            carry = int.from_bytes(incoming, "little", signed=True)
+            acc += carry
+        return acc
+
+    def close(self) -> None:
+        if self.size == 1:
+            return
+        self.total(0)  # barrier: nobody leaves while a peer still reads
+        self.next.close()
+        self.prev.close()
+        if self.rank == 0:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def sizes(args: argparse.Namespace) -> list[int]:
+    """-b .. -e by factor -f (or increment -i), rounded down to whole floats per rank."""
+    out, size = [], args.minbytes
+    while size <= args.maxbytes and len(out) < 64:
+        out.append(size - size % 4 or 4)
+        size = size * args.stepfactor if args.stepfactor > 1 else size + args.stepbytes
+    return out
+
+
+def pattern(rank: int, count: int) -> array:
+    block = array("f", [float((i + rank) % PATTERN) for i in range(PATTERN)])
+    return (block * (count // PATTERN + 1))[:count]
+
+
+def expected(nranks: int, count: int) -> array:
+    sums = [sum((i + r) % PATTERN for r in range(nranks)) for i in range(PATTERN)]
+    block = array("f", [float(x) for x in sums])
+    return (block * (count // PATTERN + 1))[:count]
+
+
+def run_one(ring: Ring, count: int, args: argparse.Namespace, in_place: bool) -> tuple[float, int]:
+    """(average usec, wrong values) of one size, out-of-place or in-place."""
+    source = pattern(ring.rank, count)
+    work = array("f", source)
+    for _ in range(args.warmup_iters):
+        work = array("f", source)
+        ring.allreduce(work)
+    ring.total(0)
+    started = time.perf_counter()
+    for _ in range(args.iters):
+        if not in_place:
+            work = array("f", source)  # out-of-place: fresh receive buffer from sendbuff
+        else:
+            work[:] = source  # in-place: the send buffer is overwritten by the result
+        ring.allreduce(work)
+    usec = (time.perf_counter() - started) * 1e6 / max(1, args.iters)
+    wrong = 0
+    if args.check:
+        want = expected(ring.size, count)
+        if work != want:
+            wrong = sum(1 for a, b in zip(work, want, strict=True) if a != b)
+    return usec, ring.total(wrong)
+
+
+def header(args: argparse.Namespace, ring: Ring) -> str:
+    step = f"{args.stepfactor}(factor)" if args.stepfactor > 1 else f"{args.stepbytes}(bytes)"
+    lines = [
+        f"# nccl-tests version {VERSION} nccl-headers={NCCL_HEADERS} nccl-library={NCCL_HEADERS}",
+        "# Collective test starting: all_reduce_perf",
+        f"# nThread {args.nthreads} nGpus {args.ngpus} minBytes {args.minbytes} maxBytes "
+        f"{args.maxbytes} step: {step} warmup iters: {args.warmup_iters} iters: {args.iters} "
+        f"agg iters: 1 validation: {args.check} graph: 0",
+        "#",
+        "# Using devices",
+    ]
+    peers = ring.peers or [["", "", str(os.getpid()), lab.node_name()]]
+    for r, (_, _, pid, host) in enumerate(peers):
+        lines.append(
+            f"#  Rank {r:2d} Group  0 Pid {int(pid):6d} on {host:>10} device  0 [0x00] lab-emulated"
+        )
+    lines += [
+        "#",
+        "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place          ",
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+        "     time   algbw   busbw #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
+        "     (us)  (GB/s)  (GB/s)       ",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, extra = parser().parse_known_args(argv)
+    if args.help or extra:
+        sys.stdout.write(__doc__.splitlines()[0] + "\nUsage: all_reduce_perf -b 8 -e 128M -f 2\n")
+        return 0 if args.help else 1
+    rank, nranks = world()
+    try:
+        ring = Ring(rank, nranks)
+    except (OSError, RuntimeError) as exc:
+        sys.stdout.write(f"{lab.node_name()}: Test NCCL failure all_reduce_perf: {exc}\n")
+        return 1
+    out = sys.stdout
+    if rank == 0:
+        out.write(header(args, ring))
+        out.flush()
+    factor = 2 * (nranks - 1) / nranks
+    busbws: list[float] = []
+    wrong_total = 0
+    try:
+        for size in sizes(args):
+            count = size // 4
+            row = f"{size:12d}  {count:12d}     float     {args.op}      -1"
+            for in_place in (False, True):
+                usec, wrong = run_one(ring, count, args, in_place)
+                algbw = size / usec / 1e3 if usec > 0 else 0.0
+                busbw = algbw * factor
+                busbws.append(busbw)
+                wrong_total += wrong
+                shown = str(wrong) if args.check else "N/A"
+                row += f"  {usec:7.1f}  {algbw:6.2f}  {busbw:6.2f}  {shown:>5}"
+            if rank == 0:
+                out.write(row + "\n")
+                out.flush()
+        ring.close()
+    except (OSError, RuntimeError) as exc:
+        sys.stdout.write(f"{lab.node_name()}: Test NCCL failure all_reduce_perf: {exc}\n")
+        return 1
+    if rank == 0:
+        avg = sum(busbws) / len(busbws) if busbws else 0.0
+        verdict = "OK" if not wrong_total else "FAILED"
+        out.write(f"# Out of bounds values : {wrong_total} {verdict}\n")
+        out.write(f"# Avg bus bandwidth    : {avg:.6g} \n#\n")
+        out.write("# Collective test concluded: all_reduce_perf\n#\n\n")
+        out.flush()
+    return 1 if wrong_total else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

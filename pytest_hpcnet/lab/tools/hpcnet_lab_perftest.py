@@ -1,0 +1,497 @@
+"""hpcnet lab emulation of perftest `ib_write_bw` / `ib_write_lat`: not the real tools.
+
+They measure the lab's real link with TCP instead of RDMA writes, and print perftest's
+own layout (header block, address lines, table) so perftest parsers read them. The
+server (no target) listens on TCP `-p` (default 18515), serves exactly one client run,
+prints its side and exits (or gives up after SERVER_WAIT_S without a client). The
+client connects, measures and prints. `-d`/`-i` are checked against the node's emulated
+eRDMA devices and print perftest's own errors. Lab faults read from `lab.json`:
+`rdma-slow` caps this node's perftest streams (user-space pacing), `latency` delays each
+message this node sends (user-space; the lab kernel has no netem).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import socket
+import sys
+import threading
+import time
+
+import hpcnet_lab_node as node
+import hpcnet_lab_rdma as lab
+
+DEFAULT_PORT = 18515
+SERVER_WAIT_S = 120.0
+CONNECT_TIMEOUT_S = 5.0
+SWEEP_STEP_S = 0.15
+"""`-a`: each size runs at most this long (perftest's 5000/1000 iterations otherwise)."""
+SWEEP_MAX_EXP = 23
+RDMA_SLOW_BPS = 500e6
+LAT_BATCH = 100
+"""Latency exchanges per control message (`-a` stops a size between batches)."""
+CHUNK = 1 << 20
+RULE = "-" * 87
+PORT_STATE_NAMES = {"DOWN": "Down", "INIT": "Init", "ARMED": "Armed", "ACTIVE": "Active"}
+BANNER = (
+    "\n************************************\n"
+    "* Waiting for client to connect... *\n"
+    "************************************\n"
+)
+
+
+class ToolError(Exception):
+    """A perftest failure: the message is what the real tool prints on stderr."""
+
+
+def parser(prog: str) -> argparse.ArgumentParser:
+    """perftest's options that the lab emulation honours (others are refused)."""
+    p = argparse.ArgumentParser(prog=prog, add_help=False, allow_abbrev=False)
+    p.add_argument("target", nargs="?")
+    p.add_argument("-d", "--ib-dev")
+    p.add_argument("-i", "--ib-port", type=int, default=1)
+    p.add_argument("-x", "--gid-index", type=int, default=0)
+    p.add_argument("-p", "--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("-s", "--size", type=int)
+    p.add_argument("-a", "--all", action="store_true")
+    p.add_argument("-q", "--qp", type=int, default=1)
+    p.add_argument("-D", "--duration", type=int)
+    p.add_argument("-n", "--iters", type=int)
+    p.add_argument("-m", "--mtu", type=int)
+    p.add_argument("-c", "--connection", default="RC")
+    p.add_argument("-F", "--CPU-freq", action="store_true")
+    p.add_argument("-R", "--rdma_cm", action="store_true")
+    p.add_argument("--report_gbits", action="store_true")
+    p.add_argument("-h", "--help", action="store_true")
+    return p
+
+
+def usage(prog: str, doc: str) -> str:
+    """The help text: the first line says it is the lab emulation."""
+    return (
+        f"{doc.splitlines()[0]}\n"
+        f" Usage:\n   {prog}            start a server and wait for connection\n"
+        f"   {prog} <host>     connect to server at <host>\n\n Options:\n"
+        "  -a, --all  Run sizes from 2 till 2^23 (a short run per size in the lab)\n"
+        "  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)\n"
+        "  -D, --duration  Run test for a customized period of seconds\n"
+        "  -F, --CPU-freq  Do not show a warning even if cpufreq_ondemand module is loaded\n"
+        "  -i, --ib-port=<port>  Use port <port> of IB device (default 1)\n"
+        "  -n, --iters=<iters>  Number of exchanges\n"
+        "  -p, --port=<port>  Listen on/connect to port <port> (default 18515)\n"
+        "  -q, --qp=<num of qp's>  Num of qp's(default 1)\n"
+        "  -R, --rdma_cm  Connect QPs with rdma_cm\n"
+        "  -s, --size=<size>  Size of message to exchange\n"
+        "  -x, --gid-index=<index>  Test uses GID with GID index\n"
+        "  --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)\n"
+    )
+
+
+def check_device(args: argparse.Namespace) -> dict:
+    """The device and port the run uses, or perftest's own error text."""
+    devices = lab.load_devices()
+    if not devices:
+        raise ToolError(
+            " Did not detect devices \n If device exists, check if driver is up\n"
+            " Unable to find the Infiniband/RoCE device\n"
+        )
+    if args.ib_dev:
+        device = next((d for d in devices if d["name"] == args.ib_dev), None)
+        if device is None:
+            raise ToolError(
+                f"IB device {args.ib_dev} not found\n Unable to find the Infiniband/RoCE device\n"
+            )
+    else:
+        device = devices[0]
+    ports = {int(p.get("port", 1)): p for p in device.get("ports", [])}
+    port = ports.get(args.ib_port)
+    if port is None:
+        raise ToolError(f" Invalid port number {args.ib_port}\n Couldn't set the link layer\n")
+    state = port.get("state", "ACTIVE")
+    if state != "ACTIVE":
+        name = PORT_STATE_NAMES.get(state, state.title())
+        raise ToolError(
+            f" Port number {args.ib_port} state is {name}\n Couldn't set the link layer\n"
+            " Couldn't get context for the device\n"
+        )
+    return {"name": device["name"], "mtu": int(port.get("active_mtu", 1024))}
+
+
+def gid(address: str) -> str:
+    """An IPv4-mapped RoCE GID the way perftest prints it (decimal bytes)."""
+    octets = [int(x) for x in address.split(".")]
+    return ":".join(f"{b:02d}" for b in [0] * 10 + [255, 255] + octets)
+
+
+def header(test: str, args: argparse.Namespace, device: dict, bw: bool) -> str:
+    """perftest's header block."""
+    cm = "ON" if args.rdma_cm else "OFF"
+    lines = [
+        RULE,
+        f"                    RDMA_Write {test} Test",
+        f" Dual-port       : OFF\t\tDevice         : {device['name']}",
+        f" Number of qps   : {args.qp if bw else 1}\t\tTransport type : IB",
+        f" Connection type : {args.connection}\t\tUsing SRQ      : OFF",
+        " PCIe relax order: OFF",
+        " ibv_wr* API     : OFF",
+        f" TX depth        : {128 if bw else 1}",
+    ]
+    if bw:
+        lines.append(" CQ Moderation   : 1")
+    lines += [
+        f" Mtu             : {device['mtu']}[B]",
+        " Link type       : Ethernet",
+        f" GID index       : {args.gid_index}",
+        f" Max inline data : {0 if bw else 220}[B]",
+        f" rdma_cm QPs     : {cm}",
+        f" Data ex. method : {'rdma_cm' if args.rdma_cm else 'Ethernet'}",
+        RULE,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def address_lines(local: str, remote: str, qps: int, seed: int) -> str:
+    """The `local address:` / `remote address:` lines, one pair per QP."""
+    out = []
+    for side, addr, base in (("local", local, seed), ("remote", remote, seed ^ 0x5A5A)):
+        for q in range(qps):
+            qpn, psn = (base + q) & 0xFFFF, (base * 7919 + q * 104729) & 0xFFFFFF
+            out.append(
+                f" {side} address: LID 0000 QPN {qpn:#06x} PSN {psn:#08x} RKey 0x00{qpn:04x}"
+                f" VAddr 0x007f{(base << 12) & 0xFFFFFFFF:08x}\n GID: {gid(addr)}"
+            )
+    return "\n".join(out) + f"\n{RULE}\n"
+
+
+def bw_columns(gbits: bool) -> str:
+    """The bandwidth table's column line."""
+    unit = "Gb/sec" if gbits else "MB/sec"
+    return f" #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]\n"
+
+
+LAT_COLUMNS = (
+    " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
+    "t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
+)
+
+
+def bw_row(size: int, iters: int, nbytes: int, seconds: float, gbits: bool, dur: bool) -> str:
+    """One bandwidth row (peak printed as 0.00 in duration mode, as perftest does)."""
+    rate = nbytes / seconds if seconds > 0 else 0.0
+    avg = rate * 8 / 1e9 if gbits else rate / 2**20
+    peak = 0.0 if dur else avg
+    mpps = iters / seconds / 1e6 if seconds > 0 else 0.0
+    return f" {size:<10} {iters:<16} {peak:<7.2f}            {avg:<7.2f}\t\t   {mpps:<7.6f}\n"
+
+
+def lat_row(size: int, samples: list[float]) -> str:
+    """One latency row from one-way samples in usec."""
+    s = sorted(samples)
+    n = len(s)
+    avg = sum(s) / n
+    stdev = math.sqrt(sum((x - avg) ** 2 for x in s) / n)
+
+    def pct(p: float) -> float:
+        return s[min(n - 1, max(0, math.ceil(n * p) - 1))]
+
+    return (
+        f" {size:<7} {n:<7}       {s[0]:<7.2f}        {s[-1]:<7.2f}      {s[n // 2]:<7.2f}"
+        f"            {avg:<7.2f}        {stdev:<7.2f}           {pct(0.99):<7.2f}"
+        f"                       {pct(0.999):<7.2f}\n"
+    )
+
+
+class Channel:
+    """A TCP connection carrying JSON lines and raw bytes."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def send_json(self, obj: dict) -> None:
+        self.sock.sendall(json.dumps(obj).encode() + b"\n")
+
+    def recv_json(self) -> dict:
+        while b"\n" not in self.buf:
+            data = self.sock.recv(65536)
+            if not data:
+                raise ToolError("Failed to exchange data between server and clients\n")
+            self.buf += data
+        line, _, rest = bytes(self.buf).partition(b"\n")
+        self.buf = bytearray(rest)
+        return json.loads(line)
+
+    def recv_exact(self, view: memoryview) -> None:
+        got = min(len(self.buf), len(view))
+        if got:
+            view[:got] = self.buf[:got]
+            del self.buf[:got]
+        while got < len(view):
+            n = self.sock.recv_into(view[got:])
+            if not n:
+                raise ToolError("Failed to exchange data between server and clients\n")
+            got += n
+
+
+def sizes_of(args: argparse.Namespace, bw: bool) -> list[int]:
+    """The message sizes of the run: -a sweeps 2..2^23, else -s (65536 / 2 by default)."""
+    if args.all:
+        return [2**e for e in range(1, SWEEP_MAX_EXP + 1)]
+    return [args.size or (65536 if bw else 2)]
+
+
+def slow_bps() -> float | None:
+    """This node's `rdma-slow` cap in bits/s, None when not injected."""
+    value = node.faults().get("rdma-slow")
+    return None if value is None else node.rate_bps(value, RDMA_SLOW_BPS)
+
+
+# --------------------------------------------------------------------------- server
+
+
+def _drain(sock: socket.socket, counts: list[int], index: int, bps: float | None) -> None:
+    pacer = node.Pacer(bps)
+    buf = bytearray(CHUNK)
+    with sock:
+        while True:
+            try:
+                n = sock.recv_into(buf)
+            except OSError:
+                return
+            if not n:
+                return
+            counts[index] += n
+            pacer.account(n)
+
+
+def serve(args: argparse.Namespace, bw: bool, device: dict, out) -> int:
+    """Wait for one client, serve its run, print the server side."""
+    out.write(BANNER)
+    out.flush()
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(("0.0.0.0", args.port))
+    except OSError as exc:
+        raise ToolError(f" Couldn't bind to port {args.port}: {exc.strerror}\n") from None
+    listener.listen(64)
+    listener.settimeout(SERVER_WAIT_S)
+    with listener:
+        try:
+            conn, peer = listener.accept()
+        except TimeoutError:
+            raise ToolError(
+                f" Timed out after {SERVER_WAIT_S:.0f} s waiting for a client\n"
+                " Unable to open file descriptor for socket connection\n"
+            ) from None
+        ch = Channel(conn)
+        hello = ch.recv_json()
+        if hello.get("tool") != ("bw" if bw else "lat"):
+            ch.send_json({"ok": False})
+            raise ToolError(" Failed to exchange data between server and clients\n")
+        qps = int(hello.get("qps", 1)) if bw else 1
+        ch.send_json({"ok": True, "addr": node.address(), "device": device["name"]})
+        test = "BW" if bw else "Latency"
+        args.qp = qps
+        out.write(header(test, args, device, bw))
+        out.write(address_lines(node.address(), peer[0], qps, os.getpid()))
+        out.write(bw_columns(args.report_gbits) if bw else LAT_COLUMNS)
+        out.flush()
+        if bw:
+            _serve_bw(listener, ch, qps, out)
+        else:
+            _serve_lat(ch, out)
+        out.write(RULE + "\n")
+        out.flush()
+    return 0
+
+
+def _serve_bw(listener: socket.socket, ch: Channel, qps: int, out) -> None:
+    counts = [0] * qps
+    threads = []
+    bps = slow_bps()
+    for i in range(qps):
+        data, _ = listener.accept()
+        t = threading.Thread(target=_drain, args=(data, counts, i, bps / qps if bps else None))
+        t.daemon = True
+        t.start()
+        threads.append(t)
+    while True:
+        msg = ch.recv_json()
+        if "sent" in msg:
+            deadline = time.monotonic() + SERVER_WAIT_S
+            while sum(counts) < msg["sent"] and time.monotonic() < deadline:
+                time.sleep(0.001)
+            ch.send_json({"received": sum(counts)})
+        elif "row" in msg:
+            out.write(msg["row"])
+            out.flush()
+        elif msg.get("done"):
+            break
+    for t in threads:
+        t.join(5)
+
+
+def _serve_lat(ch: Channel, out) -> None:
+    delay = node.delay_s()
+    while True:
+        msg = ch.recv_json()
+        if msg.get("done"):
+            return
+        if "row" in msg:
+            out.write(msg["row"])
+            out.flush()
+            continue
+        size, iters = int(msg["size"]), int(msg["iters"])
+        buf = memoryview(bytearray(size))
+        for _ in range(iters):
+            ch.recv_exact(buf)
+            if delay:
+                time.sleep(delay)
+            ch.sock.sendall(buf)
+
+
+# --------------------------------------------------------------------------- client
+
+
+def connect(target: str, port: int) -> socket.socket:
+    """Connect to the server, or perftest's error."""
+    try:
+        return socket.create_connection((target, port), timeout=CONNECT_TIMEOUT_S)
+    except OSError:
+        raise ToolError(
+            f"Couldn't connect to {target}:{port}\n"
+            "Unable to open file descriptor for socket connection"
+            " Unable to init the socket connection\n"
+        ) from None
+
+
+def _stream(sock: socket.socket, size: int, stop: dict, sent: list[int], i: int, bps) -> None:
+    payload = memoryview(bytes(size))
+    pacer = node.Pacer(bps)
+    count = 0
+    while count < stop["iters"] and time.perf_counter() < stop["until"]:
+        sock.sendall(payload)
+        count += 1
+        pacer.account(size)
+    sent[i] = count
+
+
+def run_client(args: argparse.Namespace, bw: bool, device: dict, out) -> int:
+    """Connect, measure, print the client side."""
+    sock = connect(args.target, args.port)
+    sock.settimeout(SERVER_WAIT_S)
+    ch = Channel(sock)
+    qps = max(1, args.qp) if bw else 1
+    ch.send_json({"tool": "bw" if bw else "lat", "qps": qps})
+    hello = ch.recv_json()
+    if not hello.get("ok"):
+        raise ToolError(" Failed to exchange data between server and clients\n")
+    args.qp = qps
+    out.write(header("BW" if bw else "Latency", args, device, bw))
+    out.write(address_lines(node.address(), hello.get("addr", args.target), qps, os.getpid()))
+    out.write(bw_columns(args.report_gbits) if bw else LAT_COLUMNS)
+    out.flush()
+    if bw:
+        _client_bw(args, ch, qps, out)
+    else:
+        _client_lat(args, ch, out)
+    ch.send_json({"done": True})
+    out.write(RULE + "\n")
+    out.flush()
+    sock.close()
+    return 0
+
+
+def _client_bw(args: argparse.Namespace, ch: Channel, qps: int, out) -> None:
+    streams = [
+        socket.create_connection((args.target, args.port), CONNECT_TIMEOUT_S) for _ in range(qps)
+    ]
+    bps = slow_bps()
+    delay = node.delay_s()
+    duration = args.duration is not None and not args.all
+    try:
+        for size in sizes_of(args, True):
+            if delay:
+                time.sleep(delay)
+            if duration:
+                stop = {"iters": math.inf, "until": time.perf_counter() + args.duration}
+            elif args.all:
+                stop = {"iters": args.iters or 5000, "until": time.perf_counter() + SWEEP_STEP_S}
+            else:
+                stop = {"iters": args.iters or 5000, "until": time.perf_counter() + SERVER_WAIT_S}
+            sent = [0] * qps
+            started = time.perf_counter()
+            threads = [
+                threading.Thread(
+                    target=_stream, args=(s, size, stop, sent, i, bps / qps if bps else None)
+                )
+                for i, s in enumerate(streams)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            ch.send_json({"sent": sum(sent) * size})
+            ch.recv_json()
+            seconds = time.perf_counter() - started
+            row = bw_row(size, sum(sent), sum(sent) * size, seconds, args.report_gbits, duration)
+            out.write(row)
+            out.flush()
+            ch.send_json({"row": row})
+    finally:
+        for s in streams:
+            s.close()
+
+
+def _client_lat(args: argparse.Namespace, ch: Channel, out) -> None:
+    delay = node.delay_s()
+    for size in sizes_of(args, False):
+        iters = args.iters or 1000
+        payload = memoryview(bytearray(size))
+        back = memoryview(bytearray(size))
+        samples: list[float] = []
+        budget = time.perf_counter() + SWEEP_STEP_S
+        while len(samples) < iters and not (args.all and time.perf_counter() > budget):
+            batch = min(LAT_BATCH, iters - len(samples))
+            ch.send_json({"size": size, "iters": batch})
+            for _ in range(batch):
+                t0 = time.perf_counter()
+                if delay:
+                    time.sleep(delay)
+                ch.sock.sendall(payload)
+                ch.recv_exact(back)
+                samples.append((time.perf_counter() - t0) * 1e6 / 2)
+        row = lat_row(size, samples)
+        out.write(row)
+        out.flush()
+        ch.send_json({"row": row})
+
+
+def main(prog: str, doc: str, bw: bool, argv: list[str] | None = None) -> int:
+    """Run as `ib_write_bw` (bw) or `ib_write_lat`; returns the exit status."""
+    p = parser(prog)
+    args, extra = p.parse_known_args(argv)
+    if args.help:
+        sys.stdout.write(usage(prog, doc))
+        return 0
+    if extra:
+        sys.stderr.write(f"{prog}: unrecognized option '{extra[0]}'\n{usage(prog, doc)}")
+        return 1
+    try:
+        device = check_device(args)
+        if args.target:
+            return run_client(args, bw, device, sys.stdout)
+        return serve(args, bw, device, sys.stdout)
+    except ToolError as exc:
+        sys.stdout.flush()
+        sys.stderr.write(str(exc))
+        return 1
+    except (OSError, ValueError) as exc:
+        sys.stdout.flush()
+        sys.stderr.write(f" Failed to exchange data between server and clients ({exc})\n")
+        return 1
