@@ -5,6 +5,13 @@ import pytest
 pytestmark = [pytest.mark.benchmark, pytest.mark.check("nccl_busbw", "NCCL bus bandwidth")]
 
 
+def suspects(cluster, check):
+    """The nodes the pair bandwidth schedule blames, to say where a slow collective comes from."""
+    found = cluster.perftest("ib_write_bw").localization.suspects
+    check.suspect(*found)
+    return f"suspect node: {', '.join(found)} (ib_write_bw pairs)" if found else "no suspect node"
+
+
 def allreduce(cluster):
     result, command = cluster.nccl()
     assert result.error is None, f"all_reduce_perf failed: {result.error}"
@@ -22,9 +29,10 @@ def test_average_bus_bandwidth(cluster, check):
         pytest.skip(
             f"no bound set (expect.nccl.min_avg_busbw_gbs); measured {result.avg_busbw_gbs}"
         )
-    assert result.avg_busbw_gbs is not None and result.avg_busbw_gbs >= bound, (
+    ok = result.avg_busbw_gbs is not None and result.avg_busbw_gbs >= bound
+    assert ok, (
         f"average bus bandwidth {result.avg_busbw_gbs} GB/s < {bound} GB/s "
-        f"over {len(result.hosts) or len(cluster.nodes)} nodes"
+        f"over {len(result.hosts) or len(cluster.nodes)} nodes; {suspects(cluster, check)}"
     )
 
 
@@ -41,9 +49,10 @@ def test_bus_bandwidth_at_largest_size(cluster, check):
     )
     if bound is None:
         pytest.skip("no bound set (expect.nccl.min_busbw_largest_gbs)")
-    assert result.busbw_at_max_size_gbs is not None and result.busbw_at_max_size_gbs >= bound, (
+    ok = result.busbw_at_max_size_gbs is not None and result.busbw_at_max_size_gbs >= bound
+    assert ok, (
         f"bus bandwidth at {result.max_size_bytes} bytes is {result.busbw_at_max_size_gbs} GB/s "
-        f"< {bound} GB/s"
+        f"< {bound} GB/s; {suspects(cluster, check)}"
     )
 
 

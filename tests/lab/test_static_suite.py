@@ -18,8 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 NODE = "node02"
 
 
-def run_static(inventory: str, reports: Path, *extra: str) -> tuple[int, list[dict]]:
-    """Run `pytest suites -m static` as a user would; return exit code and evidence records."""
+def run_static(
+    inventory: str, reports: Path, *extra: str, marker: str = "static"
+) -> tuple[int, list[dict]]:
+    """Run `pytest suites -m <marker>` as a user would; return exit code and evidence records."""
     proc = subprocess.run(
         [
             sys.executable,
@@ -27,7 +29,7 @@ def run_static(inventory: str, reports: Path, *extra: str) -> tuple[int, list[di
             "pytest",
             str(ROOT / "suites"),
             "-m",
-            "static",
+            marker,
             "-q",
             "-p",
             "no:cacheprovider",

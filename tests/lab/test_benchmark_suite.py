@@ -1,0 +1,61 @@
+"""The benchmark suite against the 4-node lab: clean when healthy; a throttled node fails the
+bandwidth and NCCL checks, is named as the suspect, and nothing else fails; no benchmark
+process is left on any node."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_hpcnet.lab import faults
+from tests.lab.test_static_suite import failing, run_static
+
+pytestmark = pytest.mark.lab
+
+LEFTOVERS = ("ib_write_bw", "ib_write_lat", "all_reduce_perf", "mpirun", "orted", "fio")
+
+
+def leftover_processes(lab4) -> list[str]:
+    found = []
+    for node in lab4.nodes:
+        pids = subprocess.run(
+            ["ip", "netns", "pids", node.namespace], capture_output=True, text=True
+        ).stdout.split()
+        for pid in pids:
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if any(tool in cmd for tool in LEFTOVERS):
+                found.append(f"{node.name}: {cmd[:80]}")
+    return found
+
+
+def run_benchmarks(inventory: str, reports: Path):
+    return run_static(inventory, reports, marker="benchmark")
+
+
+def test_healthy_lab_passes_the_benchmarks(lab4, tmp_path):
+    code, records = run_benchmarks(lab4.inventory, tmp_path)
+    assert not failing(records), [r["message"] for r in failing(records)]
+    assert code == 0
+    checks = {r["check_id"] for r in records if r["verdict"] == "pass"}
+    assert {"ib_write_bw", "ib_write_lat", "nccl_busbw", "cpfs"} <= checks
+    assert leftover_processes(lab4) == []
+
+
+def test_slow_node_is_named_the_suspect(lab4, tmp_path):
+    faults.inject("slow", "node02", "50mbit", Path(lab4.state_dir))
+    try:
+        code, records = run_benchmarks(lab4.inventory, tmp_path)
+    finally:
+        faults.heal("node02", Path(lab4.state_dir))
+    bad = failing(records)
+    assert code == 1
+    assert {r["check_id"] for r in bad} == {"ib_write_bw", "nccl_busbw", "perftest_localization"}
+    for record in bad:
+        assert "node02" in record["message"], record["message"]
+        assert "node02" in record["suspect_nodes"], record
+    assert leftover_processes(lab4) == []
