@@ -158,6 +158,7 @@ class HpcnetState:
                 "expectations_sha256": inv.expect_sha256,
                 "unreachable_nodes": sorted(self.unreachable),
                 "interrupted": self.interrupted or session.shouldstop is not False,
+                "connection_retries": self.cluster.transport.retries() if self.cluster else {},
             }
         )
         self.verdict = summary.verdict
@@ -387,6 +388,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     tr.write_line(f"nodes reached: {reached}; unreachable: {len(down)}")
     for name, reason in sorted(down.items()):
         tr.write_line(f"  {name}: {reason}", red=True)
+    retried = state.cluster.transport.retries() if state.cluster else {}
+    if retried:
+        tr.write_line("connection retries: " + ", ".join(f"{n} {c}" for n, c in retried.items()))
     o = state.outcomes
     tr.write_line(
         f"checks: {o['passed']} passed, {o['failed']} failed, {o['error']} errors, "

@@ -296,6 +296,10 @@ class Transport:
         """Nodes found unreachable so far, with their reasons."""
         return {n: s.unreachable for n, s in self.sessions.items() if s.unreachable}
 
+    def retries(self) -> dict[str, int]:
+        """Nodes whose connection needed retries, with how many."""
+        return {n: s.retries for n, s in self.sessions.items() if s.retries}
+
     def connections_opened(self) -> dict[str, int]:
         return {n: s.connects for n, s in self.sessions.items()}
 

@@ -132,3 +132,41 @@ def test_shell_metacharacters_reach_the_node_as_one_literal_argument(lab_invento
     assert result.ok, result.failure
     assert result.stdout == hostile
     assert not marker.exists()
+
+
+def test_oversized_binary_output_is_bounded(lab_inventory):
+    transport = Transport(lab_inventory)
+    try:
+        big = transport.run("node01", "head -c 20000000 /dev/urandom; echo tail >&2")
+        after = transport.run("node01", "echo still-fine")
+    finally:
+        transport.close()
+    assert big.ok and big.truncated
+    assert len(big.stdout.encode("utf-8", errors="replace")) < 40_000_000
+    assert "\ufffd" in big.stdout  # invalid UTF-8 replaced, not a crash
+    assert big.stderr.strip() == "tail"
+    assert after.stdout.strip() == "still-fine"
+
+
+def test_flaky_connection_is_retried_and_recorded(lab4, lab_inventory):
+    """Resets for the first attempts (iptables REJECT with tcp-reset), then the port opens."""
+    import threading
+
+    from pytest_hpcnet.lab.system import in_ns
+
+    ns = lab4.node("node04").namespace
+    rule = ["INPUT", "-p", "tcp", "--dport", "22", "-j", "REJECT", "--reject-with", "tcp-reset"]
+    in_ns(ns, "iptables", "-w", "5", "-I", *rule)
+    timer = threading.Timer(0.5, lambda: in_ns(ns, "iptables", "-w", "5", "-D", *rule))
+    lab_inventory.ssh.connect_retries = 6
+    transport = Transport(lab_inventory)
+    try:
+        timer.start()
+        result = transport.run("node04", "hostname")
+    finally:
+        timer.join()
+        in_ns(ns, "iptables", "-w", "5", "-D", *rule, check=False)
+        transport.close()
+    assert result.ok, result.failure
+    assert transport.sessions["node04"].retries >= 1
+    assert transport.retries() == {"node04": transport.sessions["node04"].retries}
