@@ -4,33 +4,15 @@ process is left on any node."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from pytest_hpcnet.lab import faults
+from tests.lab.test_lab_bench_support import leftovers
 from tests.lab.test_static_suite import failing, run_static
 
 pytestmark = pytest.mark.lab
-
-LEFTOVERS = ("ib_write_bw", "ib_write_lat", "all_reduce_perf", "mpirun", "orted", "fio")
-
-
-def leftover_processes(lab4) -> list[str]:
-    found = []
-    for node in lab4.nodes:
-        pids = subprocess.run(
-            ["ip", "netns", "pids", node.namespace], capture_output=True, text=True
-        ).stdout.split()
-        for pid in pids:
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if any(tool in cmd for tool in LEFTOVERS):
-                found.append(f"{node.name}: {cmd[:80]}")
-    return found
 
 
 def run_benchmarks(inventory: str, reports: Path):
@@ -43,7 +25,7 @@ def test_healthy_lab_passes_the_benchmarks(lab4, tmp_path):
     assert code == 0
     checks = {r["check_id"] for r in records if r["verdict"] == "pass"}
     assert {"ib_write_bw", "ib_write_lat", "nccl_busbw", "cpfs"} <= checks
-    assert leftover_processes(lab4) == []
+    assert leftovers(lab4) == []
 
 
 def test_slow_node_is_named_the_suspect(lab4, tmp_path):
@@ -58,4 +40,4 @@ def test_slow_node_is_named_the_suspect(lab4, tmp_path):
     for record in bad:
         assert "node02" in record["message"], record["message"]
         assert "node02" in record["suspect_nodes"], record
-    assert leftover_processes(lab4) == []
+    assert leftovers(lab4) == []
