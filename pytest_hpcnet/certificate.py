@@ -59,6 +59,7 @@ DEFAULT_REQUIREMENTS: tuple[tuple[str, str], ...] = (
     ("path_mtu", "Path MTU"),
     ("security_group", "Security group"),
     ("acl", "Network ACL"),
+    ("cloud_audit", "Cloud control plane"),
     ("placement", "Placement"),
     ("tuning", "Host tuning"),
     ("ib_write_bw", "RDMA write bandwidth (ib_write_bw)"),
@@ -262,9 +263,11 @@ def requirement_rows(
     margin is that headroom as a fraction of the threshold.
     """
     run_date = run_date or utc_now().date()
-    specs = list(requirements) if requirements is not None else [
-        RequirementSpec(check_id=c, requirement=r) for c, r in DEFAULT_REQUIREMENTS
-    ]
+    specs = (
+        list(requirements)
+        if requirements is not None
+        else [RequirementSpec(check_id=c, requirement=r) for c, r in DEFAULT_REQUIREMENTS]
+    )
     by_check: dict[str, list[CheckRecord]] = {}
     for record in records:
         by_check.setdefault(record.check_id, []).append(record)
@@ -379,7 +382,9 @@ def waiver_rows(records: Iterable[CheckRecord], run_date: date) -> list[WaiverRo
 def _headline(records: Sequence[CheckRecord]) -> str | None:
     names = [m.name for r in records for m in r.measured if _number(m.value) is not None]
     thresholded = [
-        m.name for r in records for m in r.measured
+        m.name
+        for r in records
+        for m in r.measured
         if _number(m.value) is not None and m.comparison in (">=", "<=")
     ]
     return (thresholded or names or [None])[0]
@@ -494,7 +499,8 @@ def _evidence_sections(
         if row.verdict not in ("fail", "error", "waived"):
             continue
         shown = [
-            r for r in records
+            r
+            for r in records
             if r.check_id == row.check_id
             and effective_verdict(r, run_date) in ("fail", "error", "waived")
         ]

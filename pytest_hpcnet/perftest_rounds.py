@@ -7,8 +7,6 @@ interrupt) and collect its output. No perftest is left running on any node.
 
 from __future__ import annotations
 
-import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -90,8 +88,14 @@ def options_for(
     )
 
 
+def _paths(port: int) -> tuple[str, str]:
+    """Where the server on `port` keeps its output and PID (known without asking the node)."""
+    return f"/tmp/hpcnet-perftest-{int(port)}.out", f"/tmp/hpcnet-perftest-{int(port)}.pid"
+
+
 def start_server_command(server: str, port: int, wait_for_listen: bool) -> str:
     """Start the server in the background; wait (bounded) until its TCP port listens."""
+    out, pid = _paths(port)
     wait = (
         f"i=0; while [ $i -lt {LISTEN_WAIT_TENTHS} ] && "
         f"! ss -Hltn 'sport = :{int(port)}' 2>/dev/null | grep -q .; "
@@ -99,29 +103,20 @@ def start_server_command(server: str, port: int, wait_for_listen: bool) -> str:
         if wait_for_listen
         else "sleep 1"
     )
+    return f"( exec {server} ) >{out} 2>&1 </dev/null & echo $! >{pid}; {wait}"
+
+
+def stop_server_command(port: int) -> str:
+    """Stop the server on `port` (it normally ended with its client) and print its output."""
+    out, pid = _paths(port)
     return (
-        "f=$(mktemp /tmp/hpcnet-perftest.XXXXXX) || exit 1; "
-        f'( {server} ) >"$f" 2>&1 </dev/null & '
-        'echo "PID $!"; echo "FILE $f"; '
-        f"{wait}"
+        # an interrupted round may stop a server whose start is still under way: wait for it
+        f"i=0; while [ ! -s {pid} ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "
+        f'p=$(cat {pid} 2>/dev/null); if [ -n "$p" ]; then i=0; '
+        'while [ $i -lt 20 ] && kill -0 "$p" 2>/dev/null; do sleep 0.1; i=$((i+1)); done; '
+        'kill "$p" 2>/dev/null; fi; '
+        f"cat {out} 2>/dev/null; rm -f {out} {pid}"
     )
-
-
-def stop_server_command(pid: int, path: str) -> str:
-    """Stop one server (after its client finished or failed) and print its output."""
-    quoted = shlex.quote(path)
-    return (
-        f"i=0; while [ $i -lt 20 ] && kill -0 {int(pid)} 2>/dev/null; "
-        "do sleep 0.1; i=$((i+1)); done; "
-        f"pkill -TERM -P {int(pid)} 2>/dev/null; kill {int(pid)} 2>/dev/null; "
-        f"cat {quoted}; rm -f {quoted}"
-    )
-
-
-def _handle(text: str) -> tuple[int, str] | None:
-    pid = re.search(r"^PID (\d+)$", text, re.M)
-    path = re.search(r"^FILE (/tmp/hpcnet-perftest\.\w+)$", text, re.M)
-    return (int(pid.group(1)), path.group(1)) if pid and path else None
 
 
 def run_round(
@@ -133,22 +128,22 @@ def run_round(
     addresses: dict[str, str],
     side_options: Callable[[str, int], PerftestOptions],
 ) -> dict[Pair, PairRun]:
-    """One round: every pair's server, then every client, then stop every server."""
+    """One round: every pair's server, then every client, then stop every server (always,
+    also when a client times out or the run is interrupted)."""
     port = {p: settings.port_base + i for i, p in enumerate(pairs)}
     server_of = {p.b: p for p in pairs}
     client_of = {p.a: p for p in pairs}
     timeout = settings.timeout_s + 30
-    started = transport.run_on_all(
-        lambda node: start_server_command(
-            server_command(side_options(node.name, port[server_of[node.name]])),
-            port[server_of[node.name]],
-            not settings.rdma_cm,
-        ),
-        nodes=list(server_of),
-    )
-    handles = {n: _handle(r.stdout) for n, r in started.items() if r.ok}
-    clients = {p.a for p in pairs if handles.get(p.b)}
     try:
+        started = transport.run_on_all(
+            lambda node: start_server_command(
+                server_command(side_options(node.name, port[server_of[node.name]])),
+                port[server_of[node.name]],
+                not settings.rdma_cm,
+            ),
+            nodes=list(server_of),
+        )
+        clients = {p.a for p in pairs if started[p.b].ok}
         ran = transport.run_on_all(
             lambda node: client_command(
                 side_options(node.name, port[client_of[node.name]]),
@@ -159,8 +154,7 @@ def run_round(
         )
     finally:
         stopped = transport.run_on_all(
-            lambda node: stop_server_command(*handles[node.name]),
-            nodes=[n for n, h in handles.items() if h],
+            lambda node: stop_server_command(port[server_of[node.name]]), nodes=list(server_of)
         )
     out: dict[Pair, PairRun] = {}
     for pair in pairs:

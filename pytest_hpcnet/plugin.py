@@ -261,6 +261,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "static: quick acceptance checks (seconds; nightly gate)")
     config.addinivalue_line("markers", "benchmark: minutes-long measurements (perftest, NCCL, fio)")
     config.addinivalue_line("markers", "check(id, requirement): the requirement a test proves")
+    config.addinivalue_line("markers", "audit: Alibaba Cloud control-plane audit (credentials)")
     path = config.getoption("hpcnet_inventory") or config.getini("hpcnet_inventory")
     concurrency = config.getoption("hpcnet_concurrency")
     if concurrency is not None and concurrency < 1:

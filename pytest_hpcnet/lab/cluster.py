@@ -224,6 +224,7 @@ def lab_inventory(state: LabState) -> dict:
             "concurrency": 64,
         },
         "nodes": [{"name": n.name, "host": n.address, "interface": "eth0"} for n in state.nodes],
+        "cloud": {"enabled": False},  # the lab has no cloud account behind it
         "expect": {
             "profile": "lab",
             "mtu": state.nodes[0].mtu if state.nodes else 8500,

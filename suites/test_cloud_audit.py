@@ -1,0 +1,114 @@
+"""Cloud control plane: the security groups and network ACLs the cloud holds let the required
+ports through, agree with what the probes saw, enforce the listed flows; types have eRDMA.
+
+Needs Alibaba Cloud credentials (the default credential chain) and the read-only RAM actions
+in `pytest_hpcnet.cloud.audit.RAM_ACTIONS`; without them the whole audit is skipped.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_hpcnet.cloud import audit
+from pytest_hpcnet.cloud.readers import CloudReadError
+from pytest_hpcnet.pairs import required_flows
+
+pytestmark = [
+    pytest.mark.static,
+    pytest.mark.audit,
+    pytest.mark.check("cloud_audit", "Cloud control plane"),
+]
+
+
+@pytest.fixture(scope="session")
+def cloud(cluster) -> audit.ControlPlane | str:
+    """The control plane read once per session, or the one-line reason it could not be."""
+    reason = audit.skip_reason(cluster.inventory.cloud)
+    if reason:
+        pytest.skip(reason)
+    try:
+        return audit.snapshot(cluster)
+    except CloudReadError as error:
+        return audit.scrub(str(error))
+
+
+def readable(cloud) -> audit.ControlPlane:
+    """The snapshot; fails the test with the read error (e.g. the missing RAM action)."""
+    if isinstance(cloud, str):
+        pytest.fail(cloud, pytrace=False)
+    return cloud
+
+
+def test_required_ports_accepted_by_control_plane(cluster, node_pair, cloud, check):
+    plane = readable(cloud)
+    source, target = node_pair
+    gaps = plane.gaps(source.name, target.name)
+    assert not gaps, "; ".join(gaps)
+    flows = required_flows(cluster.expect)
+    denied = [
+        str(decision)
+        for flow in flows
+        if (decision := audit.port_decision(plane, source, target, flow.proto, flow.port)).denied
+    ]
+    check.measure(
+        "accepted_ports", len(flows) - len(denied), "ports", len(flows), ">=", "expect.ports"
+    )
+    check.suspect(*([target.name] if denied else []))
+    assert not denied, "; ".join(denied)
+
+
+def test_control_plane_agrees_with_data_plane(cluster, node_pair, cloud, check):
+    plane = readable(cloud)
+    source, target = node_pair
+    gaps = plane.gaps(source.name, target.name)
+    assert not gaps, "; ".join(gaps)
+    facts = cluster.pair_facts(source, target)
+    disagreements = [
+        found
+        for flow in required_flows(cluster.expect)
+        if (
+            found := audit.cross_check(
+                audit.port_decision(plane, source, target, flow.proto, flow.port),
+                facts.ports.get(flow.proto, flow.port),
+                facts.listener.listening(flow.proto, flow.port),
+            )
+        )
+    ]
+    check.measure("disagreements", len(disagreements), "ports", 0, "==", "control vs data plane")
+    assert not disagreements, "; ".join(disagreements)
+
+
+def test_listed_flows_enforced_by_control_plane(acl_flow, cloud, check):
+    plane = readable(cloud)
+    kind, flow = acl_flow
+    decision = audit.flow_decision(plane, flow)
+    assert decision.unknown is None, f"{kind} flow {decision}"
+    verdict = "accepted" if decision.accepted else "denied"
+    check.measure(
+        "control_plane",
+        verdict,
+        "",
+        "accepted" if kind == "allow" else "denied",
+        "==",
+        f"expect.flows.{kind}",
+    )
+    if kind == "allow":
+        assert decision.accepted, f"must-allow flow {decision}"
+    else:
+        assert decision.denied, f"must-deny flow {decision}"
+
+
+def test_instance_type_supports_erdma(cluster, node, cloud, check):
+    plane = readable(cloud)
+    minimum = node.rdma.min_devices
+    if minimum is None:
+        minimum = cluster.expect.rdma.min_devices
+    if minimum == 0:
+        pytest.skip(f"{node.name}: no eRDMA expected (expect.rdma.min_devices is 0)")
+    eri = audit.eri_supported(plane, node)
+    assert eri.problem is None, eri.problem
+    check.measure("eri_quantity", eri.quantity, "interfaces", 1, ">=", "expect.rdma.min_devices")
+    assert eri.supported, (
+        f"{node.name}: instance type {eri.instance_type} has EriQuantity {eri.quantity} "
+        f"(ecs:DescribeInstanceTypes): no eRDMA, but {minimum} RDMA devices are expected"
+    )

@@ -1,0 +1,197 @@
+"""The static suite with the control-plane audit against the 4-node lab.
+
+A fake ECS/VPC API on 127.0.0.1 describes the lab's instances (i-lab00001.., private IPs
+198.18.0.11.., vsw-lab0001, one security group); a copy of the lab inventory points the
+audit at it over http, and the subprocess gets a dummy AccessKey in its environment.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_hpcnet.cloud import audit
+from pytest_hpcnet.cloud.fake import CloudWorld, FakeAliyun, instance_item, permission
+from pytest_hpcnet.inventory import load_inventory
+from pytest_hpcnet.lab import faults
+from pytest_hpcnet.pairs import required_flows
+from tests.lab.test_static_suite import failing, run_static
+
+pytest.importorskip("alibabacloud_ecs20140526")
+pytest.importorskip("alibabacloud_vpc20160428")
+
+pytestmark = pytest.mark.lab
+
+GROUP = "sg-lab0001"
+LAB_SUBNET = "198.18.0.0/24"
+DUMMY_KEY_ID = "LTAIlabDummyKeyId0001"
+DUMMY_SECRET = "lab-dummy-secret-do-not-print-7f3a"
+DROP_RULE = "sgr-lab-drop-29500"
+NODE = "node02"
+
+
+def lab_world(lab4) -> CloudWorld:
+    """The lab as DescribeInstances & co. would tell it: every required port accepted
+    from the lab subnet at priority 10, nothing else (so tcp/2323 meets the default deny)."""
+    inventory = load_inventory(lab4.inventory)
+    world = CloudWorld(region_id=lab4.region_id)
+    for node in lab4.nodes:
+        world.instances.append(
+            instance_item(
+                node.instance_id,
+                node.instance_type,
+                node.address,
+                [GROUP],
+                vpc_id=lab4.vpc_id,
+                vswitch_id=node.vswitch_id,
+            )
+        )
+        world.eri[node.instance_type] = 2
+    rules = [
+        permission(
+            "ingress",
+            flow.proto.upper(),
+            f"{flow.port}/{flow.port}",
+            LAB_SUBNET,
+            priority=10,
+            rule_id=f"sgr-lab-{flow.proto}-{flow.port}",
+        )
+        for flow in required_flows(inventory.expect)
+    ]
+    world.add_group(GROUP, rules, inner_access_policy="Drop")
+    return world
+
+
+@pytest.fixture
+def fake_cloud(lab4):
+    with FakeAliyun(lab_world(lab4)) as server:
+        yield server
+
+
+@pytest.fixture
+def cloud_inventory(lab4, fake_cloud, tmp_path) -> str:
+    """A copy of the lab inventory whose `cloud:` block points at the fake API."""
+    data = yaml.safe_load(Path(lab4.inventory).read_text())
+    endpoint = fake_cloud.endpoint
+    data["cloud"] = {"ecs_endpoint": endpoint, "vpc_endpoint": endpoint, "protocol": "http"}
+    path = tmp_path / "lab-cloud.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
+@pytest.fixture
+def cloud_env(monkeypatch, tmp_path):
+    """Switch the subprocess's Alibaba Cloud credentials on (dummy AccessKey) or off; no
+    credentials file, CLI profile or RAM role can be found either way."""
+    for name in list(os.environ):
+        if name.startswith(("ALIBABA_CLOUD_", "ALICLOUD_")):
+            monkeypatch.delenv(name)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("ALIBABA_CLOUD_ECS_METADATA_DISABLED", "true")
+    monkeypatch.setenv("ALIBABA_CLOUD_CLI_PROFILE_DISABLED", "true")
+    for proxy in ("NO_PROXY", "no_proxy"):
+        monkeypatch.setenv(proxy, ",".join(filter(None, [os.environ.get(proxy), "127.0.0.1"])))
+
+    def credentials(on: bool) -> None:
+        if on:
+            monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", DUMMY_KEY_ID)
+            monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", DUMMY_SECRET)
+        else:
+            monkeypatch.delenv("ALIBABA_CLOUD_ACCESS_KEY_ID", raising=False)
+            monkeypatch.delenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", raising=False)
+
+    return credentials
+
+
+def audit_records(records: list[dict]) -> list[dict]:
+    return [r for r in records if r["check_id"] == "cloud_audit"]
+
+
+def assert_no_secret(reports: Path) -> None:
+    for path in reports.rglob("*"):
+        if path.is_file():
+            assert DUMMY_SECRET not in path.read_text(errors="replace"), path
+
+
+def test_healthy_lab_passes_the_audit_and_skips_it_without_credentials(
+    lab4, fake_cloud, cloud_inventory, cloud_env, tmp_path
+):
+    cloud_env(True)
+    code, records = run_static(cloud_inventory, tmp_path / "with")
+    assert not failing(records), [r["message"] for r in failing(records)]
+    assert code == 0
+    audited = audit_records(records)
+    assert audited and {r["verdict"] for r in audited} == {"pass"}
+    assert len(audited) == 4 * 2 + 2 + 4  # pairs x (rules, cross-check), 2 flows, 4 nodes
+    assert fake_cloud.calls("DescribeSecurityGroupAttribute")
+    assert_no_secret(tmp_path / "with")
+
+    cloud_env(False)
+    asked = len(fake_cloud.requests)
+    code, bare = run_static(cloud_inventory, tmp_path / "without")
+    assert code == 0
+    assert len(fake_cloud.requests) == asked  # the API was not called
+    skipped = audit_records(bare)
+    assert len(skipped) == len(audited)
+    assert {(r["verdict"], r["message"]) for r in skipped} == {("skipped", audit.NO_CREDENTIALS)}
+    others = {r["nodeid"]: r["verdict"] for r in records if r["check_id"] != "cloud_audit"}
+    assert {r["nodeid"]: r["verdict"] for r in bare if r["check_id"] != "cloud_audit"} == others
+
+
+def test_recorded_drop_rule_is_named_and_agrees_with_the_lab(
+    lab4, fake_cloud, cloud_inventory, cloud_env, tmp_path
+):
+    drop = permission(
+        "ingress",
+        "TCP",
+        "29500/29500",
+        "0.0.0.0/0",
+        policy="Drop",
+        priority=1,
+        local_cidr="198.18.0.12/32",  # node02 only
+        rule_id=DROP_RULE,
+    )
+    fake_cloud.world.security_groups[GROUP]["Permissions"].insert(0, drop)
+    cloud_env(True)
+    faults.inject("block", NODE, "tcp/29500", Path(lab4.state_dir))
+    try:
+        code, records = run_static(cloud_inventory, tmp_path / "reports")
+    finally:
+        faults.heal(NODE, Path(lab4.state_dir))
+    assert code == 1
+    bad = failing(records)
+    assert {r["check_id"] for r in bad} == {"cloud_audit", "security_group"}, bad
+    (denied,) = audit_records(bad)
+    assert "test_required_ports_accepted_by_control_plane" in denied["nodeid"]
+    assert denied["subject"] == "node01->node02"
+    message = denied["message"]
+    assert "tcp/29500 node01->node02: denied by security group rule sg-lab0001" in message
+    assert DROP_RULE in message and "Drop" in message and "priority 1" in message
+    assert "ingress at node02" in message
+    assert_no_secret(tmp_path / "reports")
+
+
+def test_rules_allow_but_the_lab_blocks_names_both_facts(
+    lab4, fake_cloud, cloud_inventory, cloud_env, tmp_path
+):
+    cloud_env(True)
+    faults.inject("block", NODE, "tcp/29500", Path(lab4.state_dir))
+    try:
+        code, records = run_static(cloud_inventory, tmp_path / "reports")
+    finally:
+        faults.heal(NODE, Path(lab4.state_dir))
+    assert code == 1
+    bad = failing(records)
+    assert {r["check_id"] for r in bad} == {"cloud_audit", "security_group"}, bad
+    (disagreement,) = audit_records(bad)
+    assert "test_control_plane_agrees_with_data_plane" in disagreement["nodeid"]
+    message = disagreement["message"]
+    assert "tcp/29500 node01->node02: control plane: accepted by security group rule" in message
+    assert "sgr-lab-tcp-29500" in message
+    assert "; data plane: tcp/29500 timeout: something outside the rules is in the path" in message
+    assert_no_secret(tmp_path / "reports")
