@@ -36,7 +36,7 @@ from pytest_hpcnet.transport import CommandResult, Transport
 LISTENER_LIFETIME_S = 60
 LISTENER_READY_TENTHS = 80
 CONNECT_TIMEOUT_S = 2.0
-LATENCY_COUNT = 10
+LATENCY_COUNT = 5
 
 
 @dataclass(frozen=True)

@@ -192,10 +192,14 @@ def listener_source() -> str:
 
 
 def _python(source: str, args: list[str]) -> str:
+    """Run `source` with the node's system python3 (stdlib only, isolated mode); a python3
+    found on PATH is the fallback: shims of pyenv or conda cost far more than the probe."""
     quoted = " ".join(shlex.quote(a) for a in args)
     return (
-        "if command -v python3 >/dev/null 2>&1; then "
-        f"python3 -u -c {shlex.quote(source)} {quoted} 2>&1; "
+        "py=; for p in /usr/bin/python3 /usr/local/bin/python3; do "
+        '[ -x "$p" ] && py=$p && break; done; py=${py:-$(command -v python3)}; '
+        'if [ -n "$py" ]; then '
+        f'"$py" -I -u -c {shlex.quote(source)} {quoted} 2>&1; '
         "else echo 'hpcnet: python3 not found'; fi"
     )
 
