@@ -3,6 +3,8 @@
 `load_inventory(path)` returns an `Inventory` or raises `InventoryError` whose one-line
 message names the file, the key path and the problem (with the nearest valid key for
 a typo). `${VAR}` values come from the environment and are registered as secrets.
+Nodes may come from an Ansible inventory or `terraform output -json` instead
+(`nodes_from:`, or the path given directly; see `inventory_sources`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from pytest_hpcnet.bench_settings import BenchmarkSettings, CloudSettings
 from pytest_hpcnet.expectations import (
@@ -26,6 +35,14 @@ from pytest_hpcnet.expectations import (
     load_profile,
     merge,
     profile_names,
+)
+from pytest_hpcnet.inventory_sources import (
+    InventorySourceError,
+    NodesFrom,
+    SourceNodes,
+    detect_kind,
+    one_line,
+    read_nodes_from,
 )
 from pytest_hpcnet.redact import register_secret
 
@@ -126,7 +143,10 @@ class InventoryFile(Strict):
 
     cluster: ClusterInfo
     ssh: SshSettings = Field(default_factory=SshSettings)
-    nodes: list[NodeSpec] = Field(min_length=1)
+    nodes_from: NodesFrom | None = None
+    nodes: Annotated[list[NodeSpec], Field(min_length=1)] | None = Field(
+        default=None, validate_default=True
+    )
     expect: dict[str, Any] = Field(default_factory=dict)
     benchmarks: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
     cloud: CloudSettings = Field(default_factory=CloudSettings)
@@ -134,24 +154,39 @@ class InventoryFile(Strict):
 
     @field_validator("nodes")
     @classmethod
-    def _names_are_valid(cls, nodes: list[NodeSpec]) -> list[NodeSpec]:
-        for i, spec in enumerate(nodes):
-            plain = RANGE.sub("0", spec.name)
-            if not NODE_NAME.match(plain):
+    def _names_are_valid(
+        cls, nodes: list[NodeSpec] | None, info: ValidationInfo
+    ) -> list[NodeSpec] | None:
+        if "nodes_from" not in info.data:  # nodes_from itself is invalid: that error is shown
+            return nodes
+        if (nodes is None) == (info.data["nodes_from"] is None):
+            if nodes is None:
                 raise ValueError(
-                    f"[{i}].name {spec.name!r} is not a valid node name "
-                    "(letters, digits, '.', '_', '-'; a range like gpu-[001-128])"
+                    "required key is missing (or give nodes_from: to read the nodes from "
+                    "an Ansible inventory or Terraform output)"
                 )
-            if spec.host is not None and not HOST.match(spec.host):
-                raise ValueError(
-                    f"[{i}].host {spec.host!r} is not a host name or address "
-                    "(no spaces, shell characters or leading '-')"
-                )
-            if not INTERFACE.match(spec.interface):
-                raise ValueError(
-                    f"[{i}].interface {spec.interface!r} is not a Linux interface name"
-                )
+            raise ValueError("give nodes or nodes_from, not both")
+        if nodes is not None:
+            _check_node_specs(nodes)
         return nodes
+
+
+def _check_node_specs(nodes: list[NodeSpec]) -> None:
+    """Names, hosts and interfaces must be safe to put on an SSH or shell command line."""
+    for i, spec in enumerate(nodes):
+        plain = RANGE.sub("0", spec.name)
+        if not NODE_NAME.match(plain):
+            raise ValueError(
+                f"[{i}].name {spec.name!r} is not a valid node name "
+                "(letters, digits, '.', '_', '-'; a range like gpu-[001-128])"
+            )
+        if spec.host is not None and not HOST.match(spec.host):
+            raise ValueError(
+                f"[{i}].host {spec.host!r} is not a host name or address "
+                "(no spaces, shell characters or leading '-')"
+            )
+        if not INTERFACE.match(spec.interface):
+            raise ValueError(f"[{i}].interface {spec.interface!r} is not a Linux interface name")
 
 
 class Inventory(BaseModel):
@@ -376,10 +411,33 @@ def load_inventory(path: str | os.PathLike[str]) -> Inventory:
     try:
         return _load(path, raw_bytes)
     except InventoryError as exc:
-        message = str(exc)
+        message = one_line(str(exc))  # a key may hold a newline
         if not message.startswith(str(path)):
             message = f"{path}: {message}"
         raise InventoryError(message) from None
+
+
+def _nodes_from(path: Path, parsed: InventoryFile, direct: bool) -> SourceNodes:
+    """Read `parsed.nodes_from` into `parsed.nodes`; the source's SSH defaults (Ansible `all`
+    vars) fill the `ssh:` keys the inventory leaves unset."""
+    assert parsed.nodes_from is not None
+    prefix = "" if direct else "nodes_from: "
+    try:
+        source = read_nodes_from(parsed.nodes_from, path.parent)
+    except InventorySourceError as exc:
+        raise InventoryError(f"{prefix}{exc}") from None
+    where = "" if direct else f"{source.path}: "
+    try:
+        specs = [NodeSpec.model_validate(node) for node in source.nodes]
+        _check_node_specs(specs)
+        ssh = {**parsed.ssh.model_dump(), **source.ssh, **parsed.ssh.model_dump(exclude_unset=True)}
+        parsed.ssh = SshSettings.model_validate(ssh)
+    except ValidationError as exc:
+        raise InventoryError(f"{prefix}{where}{_first_error(exc, NodeSpec)}") from None
+    except ValueError as exc:
+        raise InventoryError(f"{prefix}{where}nodes{exc}") from None
+    parsed.nodes = specs
+    return source
 
 
 def _load(path: Path, raw_bytes: bytes) -> Inventory:
@@ -387,6 +445,14 @@ def _load(path: Path, raw_bytes: bytes) -> Inventory:
         text = raw_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InventoryError(f"not UTF-8 text (byte {exc.start})") from None
+    kind = detect_kind(path, text)
+    if kind != "native":  # an Ansible inventory or Terraform output given directly
+        parsed = InventoryFile(
+            cluster=ClusterInfo(name=path.stem, region="unknown"),
+            nodes_from=NodesFrom(**{kind: path.name}),
+        )
+        _nodes_from(path, parsed, direct=True)
+        return _build(path, hashlib.sha256(raw_bytes).hexdigest(), parsed)
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
@@ -404,13 +470,21 @@ def _load(path: Path, raw_bytes: bytes) -> Inventory:
         parsed = InventoryFile.model_validate(data)
     except ValidationError as exc:
         raise InventoryError(_first_error(exc, InventoryFile)) from None
+    digest = hashlib.sha256(raw_bytes)
+    if parsed.nodes_from is not None:  # the digest covers the node source too
+        digest.update(_nodes_from(path, parsed, direct=False).raw)
+    return _build(path, digest.hexdigest(), parsed)
+
+
+def _build(path: Path, sha256: str, parsed: InventoryFile) -> Inventory:
+    assert parsed.nodes is not None
     register_secret(parsed.ssh.passphrase)
     expect, expect_digest = _merged_expectations(parsed.expect)
     nodes = _expand_nodes(parsed.nodes)
     try:
         return Inventory(
             path=path,
-            sha256=hashlib.sha256(raw_bytes).hexdigest(),
+            sha256=sha256,
             cluster=parsed.cluster,
             ssh=parsed.ssh,
             nodes=nodes,
