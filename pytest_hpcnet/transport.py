@@ -211,6 +211,7 @@ class Transport:
         self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="hpcnet-ssh")
         self._known_hosts_lock = threading.Lock()
         self._config = Config(overrides={"load_ssh_configs": True})
+        self._config_lock = threading.Lock()  # invoke's Config.clone() is not thread-safe
         self._closed = False
 
     # -- connections -------------------------------------------------------------------
@@ -283,7 +284,8 @@ class Transport:
             try:
                 for attempt in retrying:
                     with attempt:
-                        conn = self._connection_for(node)
+                        with self._config_lock:
+                            conn = self._connection_for(node)
                         session.connects += 1
                         conn.open()
             except Exception as exc:  # every failure becomes one recorded reason
