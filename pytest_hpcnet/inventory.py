@@ -17,7 +17,6 @@ from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     Field,
@@ -45,6 +44,7 @@ from pytest_hpcnet.inventory_sources import (
     read_nodes_from,
 )
 from pytest_hpcnet.redact import register_secret
+from pytest_hpcnet.yaml_mapping import YamlMappingError, load_mapping
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 RANGE = re.compile(r"\[(\d+)-(\d+)\]")
@@ -276,26 +276,6 @@ def _expand_nodes(specs: list[NodeSpec]) -> list[Node]:
     return nodes
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate mapping keys instead of keeping the last one."""
-
-
-def _mapping_no_duplicates(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict:
-    keys: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in keys:
-            mark = key_node.start_mark
-            raise InventoryError(f"line {mark.line + 1}: duplicate key {key!r}")
-        keys.add(key)
-    return loader.construct_mapping(node)
-
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_no_duplicates
-)
-
-
 def _substitute_env(value: Any, where: str) -> Any:
     """Replace `${VAR}` in every string; each value read is registered as a secret."""
     if isinstance(value, dict):
@@ -454,17 +434,9 @@ def _load(path: Path, raw_bytes: bytes) -> Inventory:
         _nodes_from(path, parsed, direct=True)
         return _build(path, hashlib.sha256(raw_bytes).hexdigest(), parsed)
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise InventoryError(f"{where}YAML syntax error: {problem}") from None
-    except RecursionError:
-        raise InventoryError("YAML nesting too deep") from None
-    if not isinstance(data, dict):
-        kind = "empty" if data is None else type(data).__name__
-        raise InventoryError(f"expected a mapping with cluster, ssh, nodes, expect; got {kind}")
+        data = load_mapping(text, "a mapping with cluster, ssh, nodes, expect")
+    except YamlMappingError as exc:
+        raise InventoryError(str(exc)) from None
     data = _substitute_env(data, "")
     try:
         parsed = InventoryFile.model_validate(data)

@@ -20,6 +20,7 @@ import yaml
 from pydantic import model_validator
 
 from pytest_hpcnet.expectations import Strict
+from pytest_hpcnet.yaml_mapping import YamlMappingError, load_mapping
 
 Kind = Literal["native", "ansible", "terraform"]
 DEFAULT_OUTPUT = "hpcnet_nodes"
@@ -200,39 +201,9 @@ def read_terraform(path: Path, output: str = DEFAULT_OUTPUT) -> SourceNodes:
 
 def _yaml_or_error(text: str) -> Any:
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise InventorySourceError(f"{where}YAML syntax error: {problem}") from None
-    except RecursionError:
-        raise InventorySourceError("YAML nesting too deep") from None
-    if not isinstance(data, dict):
-        kind = "empty" if data is None else type(data).__name__
-        raise InventorySourceError(f"expected a mapping of Ansible groups; got {kind}")
-    return data
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader refusing duplicate keys (Ansible would silently keep the last one)."""
-
-
-def _no_duplicates(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict:
-    keys: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if not isinstance(key, (str, int, float, bool)) and key is not None:
-            raise InventorySourceError(f"line {key_node.start_mark.line + 1}: key is not a scalar")
-        if key in keys:
-            raise InventorySourceError(
-                f"line {key_node.start_mark.line + 1}: duplicate key {key!r}"
-            )
-        keys.add(key)
-    return loader.construct_mapping(node)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+        return load_mapping(text, "a mapping of Ansible groups")
+    except YamlMappingError as exc:
+        raise InventorySourceError(str(exc)) from None
 
 
 # --- Ansible model ----------------------------------------------------------------------
