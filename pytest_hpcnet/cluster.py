@@ -24,6 +24,7 @@ from pytest_hpcnet.probes.links import parse_interfaces
 from pytest_hpcnet.probes.metadata import MetadataFacts, parse_metadata
 from pytest_hpcnet.probes.nccl import NcclResult, parse_nccl
 from pytest_hpcnet.probes.rdma import match_devices, parse_ibv_devinfo
+from pytest_hpcnet.probes.versions import parse_versions
 from pytest_hpcnet.recording import Check
 from pytest_hpcnet.schedule import confirm_pairs, ring_pairs
 from pytest_hpcnet.storage import FioRun, run_fio
@@ -107,6 +108,9 @@ class Cluster:
         """One node's facts (gathered for all nodes on first use); unreachable fails fast."""
         facts = self.gather_facts()[node.name]
         self._record(facts.result)
+        versions = facts.sections.get("versions")
+        if self.current_check is not None and versions is not None:
+            self.current_check.tool_versions.update(parse_versions(versions.text))
         return facts
 
     def data_address(self, name: str) -> str | None:

@@ -23,6 +23,7 @@ from pytest_hpcnet.probes.rdma import (
     rdma_link_command,
 )
 from pytest_hpcnet.probes.sysctl import sysctl_command
+from pytest_hpcnet.probes.versions import versions_command
 
 MARK = "@@hpcnet"
 _SECTION = re.compile(rf"^{MARK} begin (\S+)$")
@@ -69,6 +70,7 @@ SECTIONS: list[FactSection] = [
         "metadata", lambda node, expect: metadata_command(base=expect.placement.metadata_url)
     ),
     FactSection("cpfs_mount", lambda node, expect: mount_check_command(expect.cpfs.mount)),
+    FactSection("versions", lambda node, expect: versions_command()),
 ]
 
 
