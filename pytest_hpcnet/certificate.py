@@ -8,7 +8,6 @@ CSS and inline SVG, no scripts (the facts are embedded as inert JSON data).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections import Counter
@@ -18,10 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
-from markupsafe import Markup, escape
+from markupsafe import Markup
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_hpcnet import __version__
+from pytest_hpcnet.certificate_format import (
+    format_margin,
+    format_threshold,
+    format_value,
+    headroom,
+    pair_nodes,
+)
 from pytest_hpcnet.evidence import (
     CheckRecord,
     Measurement,
@@ -37,6 +43,7 @@ from pytest_hpcnet.evidence import (
     run_date_of,
     utc_now,
 )
+from pytest_hpcnet.heatmap import headline_metric, heatmap_svg
 from pytest_hpcnet.redact import redact
 from pytest_hpcnet.signing import (
     CERTIFICATE_HTML,
@@ -50,7 +57,6 @@ CERTIFICATE_FORMAT = "hpcnet-certificate/1"
 MAX_EVIDENCE_RECORDS = 10
 MAX_EXCERPT_LINES = 30
 MAX_EXCERPT_CHARS = 3000
-MAX_HEATMAP_LABELLED = 16
 
 #: The requirements a certificate lists, in order; those without records show "not run".
 DEFAULT_REQUIREMENTS: tuple[tuple[str, str], ...] = (
@@ -171,55 +177,6 @@ def anchor_for(check_id: str) -> str:
     return "ev-" + re.sub(r"[^A-Za-z0-9_-]", "-", check_id)
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
-
-
-def headroom(measurement: Measurement) -> float | None:
-    """How far a numeric value clears its threshold, as a fraction of the threshold
-    (`(v - t) / t` for `>=`, `(t - v) / t` for `<=`); None where it does not apply."""
-    value, threshold = _number(measurement.value), _number(measurement.threshold)
-    if value is None or threshold is None or threshold == 0:
-        return None
-    if measurement.comparison == ">=":
-        return (value - threshold) / abs(threshold)
-    if measurement.comparison == "<=":
-        return (threshold - value) / abs(threshold)
-    return None
-
-
-def format_value(value: Any, unit: str = "") -> str:
-    """A value for display: integers plainly, other numbers with 4 significant digits."""
-    if value is None:
-        return "—"
-    number = _number(value)
-    if number is None:
-        text = str(value)
-    elif number.is_integer() and abs(number) < 1e15:
-        text = str(int(number))
-    else:
-        text = f"{number:.4g}"
-    return f"{text} {unit}".strip()
-
-
-def format_threshold(measurement: Measurement) -> str:
-    """`>= 180 Gb/s`, `== 9000`, `in {a, b}`; empty where there is no threshold."""
-    if measurement.threshold is None or measurement.comparison is None:
-        return ""
-    if isinstance(measurement.threshold, list):
-        allowed = ", ".join(format_value(v) for v in measurement.threshold)
-        return f"{measurement.comparison} {{{allowed}}}"
-    return f"{measurement.comparison} {format_value(measurement.threshold, measurement.unit)}"
-
-
-def format_margin(margin: float | None) -> str:
-    """A margin as a signed percentage, `—` where there is none."""
-    return "—" if margin is None else f"{margin * 100:+.1f} %"
-
-
 def _row_verdict(verdicts: Iterable[str]) -> str:
     seen = set(verdicts)
     for verdict in ("fail", "error", "waived", "pass"):
@@ -317,14 +274,6 @@ def requirement_rows(
     )
 
 
-def pair_nodes(subject: str) -> tuple[str, str] | None:
-    """`("a", "b")` for a pair subject `a->b`, else None."""
-    if "->" not in subject:
-        return None
-    source, _, target = subject.partition("->")
-    return source.strip(), target.strip()
-
-
 def _record_nodes(record: CheckRecord) -> tuple[str, ...]:
     pair = pair_nodes(record.subject) if record.kind == "pair" else None
     if pair is not None:
@@ -377,107 +326,6 @@ def waiver_rows(records: Iterable[CheckRecord], run_date: date) -> list[WaiverRo
         for r in records
         if r.waiver is not None
     ]
-
-
-def _headline(records: Sequence[CheckRecord]) -> str | None:
-    names = [m.name for r in records for m in r.measured if _number(m.value) is not None]
-    thresholded = [
-        m.name
-        for r in records
-        for m in r.measured
-        if _number(m.value) is not None and m.comparison in (">=", "<=")
-    ]
-    return (thresholded or names or [None])[0]
-
-
-def heatmap_svg(
-    check_id: str,
-    records: Sequence[CheckRecord],
-    node_order: Sequence[str],
-    suspects: Iterable[str],
-    run_date: date,
-) -> Markup | None:
-    """An inline SVG matrix of one pair check (rows: source, columns: target).
-
-    Cell hue follows headroom against the threshold (red misses, green clears by 20 %+);
-    suspect nodes are labelled in red with a marker. None where no pair has a number.
-    """
-    pairs = [r for r in records if r.check_id == check_id and r.kind == "pair"]
-    metric = _headline(pairs)
-    if metric is None:
-        return None
-    cells: dict[tuple[str, str], tuple[Measurement, str]] = {}
-    for record in pairs:
-        ends = pair_nodes(record.subject)
-        measurement = next((m for m in record.measured if m.name == metric), None)
-        if ends is None or measurement is None or _number(measurement.value) is None:
-            continue
-        cells[ends] = (measurement, effective_verdict(record, run_date))
-    if not cells:
-        return None
-    seen = {n for pair in cells for n in pair}
-    names = [n for n in node_order if n in seen] + sorted(seen - set(node_order))
-    suspect_set = set(suspects)
-    values = [_number(m.value) or 0.0 for m, _ in cells.values()]
-    low, high = min(values), max(values)
-    size = 28 if len(names) <= MAX_HEATMAP_LABELLED else max(8, 448 // len(names))
-    label_width = 8 + 7 * max(len(n) + 2 for n in names)
-    left, top = label_width, label_width
-    width = left + size * len(names) + label_width // 2 + 10
-    height = top + size * len(names) + 10
-    font = f' style="font-size:{min(9, size - 1)}px"'
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="heatmap" role="img" '
-        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'aria-label="{escape(check_id)} {escape(metric)} matrix">'
-    ]
-    for index, name in enumerate(names):
-        mark = "⚠ " if name in suspect_set else ""
-        css = "label suspect" if name in suspect_set else "label"
-        y = top + index * size + size / 2 + 4
-        x = left + index * size + size / 2
-        parts.append(
-            f'<text class="{css}"{font} x="{left - 6}" y="{y:.1f}" text-anchor="end">'
-            f"{escape(mark + name)}</text>"
-        )
-        parts.append(
-            f'<text class="{css}"{font} x="{x:.1f}" y="{top - 6}" text-anchor="start" '
-            f'transform="rotate(-60 {x:.1f} {top - 6})">{escape(mark + name)}</text>'
-        )
-    for row, source in enumerate(names):
-        for col, target in enumerate(names):
-            x, y = left + col * size, top + row * size
-            entry = cells.get((source, target))
-            if entry is None:
-                fill, title, text = "#e5e5e5", f"{source}->{target}: not measured", ""
-                stroke = "#ffffff"
-            else:
-                measurement, verdict = entry
-                value = _number(measurement.value) or 0.0
-                margin = headroom(measurement)
-                if margin is None:
-                    spread = (value - low) / (high - low) if high > low else 1.0
-                else:
-                    spread = min(max((margin + 0.2) / 0.4, 0.0), 1.0)
-                fill = f"hsl({spread * 120:.0f},65%,55%)"
-                stroke = "#b00020" if verdict in ("fail", "error") else "#ffffff"
-                title = (
-                    f"{source}->{target}: {format_value(measurement.value, measurement.unit)}"
-                    f" ({verdict})"
-                )
-                text = format_value(value) if len(names) <= MAX_HEATMAP_LABELLED else ""
-            parts.append(
-                f'<g><title>{escape(title)}</title><rect x="{x}" y="{y}" width="{size}" '
-                f'height="{size}" fill="{fill}" stroke="{stroke}" stroke-width="1.5"/>'
-            )
-            if text:
-                parts.append(
-                    f'<text class="cell" x="{x + size / 2:.1f}" y="{y + size / 2 + 3:.1f}" '
-                    f'text-anchor="middle">{escape(text)}</text>'
-                )
-            parts.append("</g>")
-    parts.append("</svg>")
-    return Markup("".join(parts))
 
 
 def _excerpt(run_dir: Path, digest: str | None) -> str:
@@ -645,7 +493,9 @@ def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> st
     for check_id in pair_checks:
         svg = heatmap_svg(check_id, records, node_order, suspects, run_date)
         if svg is not None:
-            metric = _headline([r for r in records if r.check_id == check_id and r.kind == "pair"])
+            metric = headline_metric(
+                [r for r in records if r.check_id == check_id and r.kind == "pair"]
+            )
             heatmaps.append({"check_id": check_id, "metric": metric, "svg": svg})
     template = _environment().get_template("certificate.html.j2")
     html = template.render(

@@ -1,0 +1,114 @@
+"""The pair matrix of a pair check as an inline SVG heat map (rows: source, columns: target)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import date
+
+from markupsafe import Markup, escape
+
+from pytest_hpcnet.certificate_format import format_value, headroom, number_of, pair_nodes
+from pytest_hpcnet.evidence import CheckRecord, Measurement, effective_verdict
+
+MAX_HEATMAP_LABELLED = 16
+
+
+def headline_metric(records: Sequence[CheckRecord]) -> str | None:
+    names = [m.name for r in records for m in r.measured if number_of(m.value) is not None]
+    thresholded = [
+        m.name
+        for r in records
+        for m in r.measured
+        if number_of(m.value) is not None and m.comparison in (">=", "<=")
+    ]
+    return (thresholded or names or [None])[0]
+
+
+def heatmap_svg(
+    check_id: str,
+    records: Sequence[CheckRecord],
+    node_order: Sequence[str],
+    suspects: Iterable[str],
+    run_date: date,
+) -> Markup | None:
+    """An inline SVG matrix of one pair check (rows: source, columns: target).
+
+    Cell hue follows headroom against the threshold (red misses, green clears by 20 %+);
+    suspect nodes are labelled in red with a marker. None where no pair has a number.
+    """
+    pairs = [r for r in records if r.check_id == check_id and r.kind == "pair"]
+    metric = headline_metric(pairs)
+    if metric is None:
+        return None
+    cells: dict[tuple[str, str], tuple[Measurement, str]] = {}
+    for record in pairs:
+        ends = pair_nodes(record.subject)
+        measurement = next((m for m in record.measured if m.name == metric), None)
+        if ends is None or measurement is None or number_of(measurement.value) is None:
+            continue
+        cells[ends] = (measurement, effective_verdict(record, run_date))
+    if not cells:
+        return None
+    seen = {n for pair in cells for n in pair}
+    names = [n for n in node_order if n in seen] + sorted(seen - set(node_order))
+    suspect_set = set(suspects)
+    values = [number_of(m.value) or 0.0 for m, _ in cells.values()]
+    low, high = min(values), max(values)
+    size = 28 if len(names) <= MAX_HEATMAP_LABELLED else max(8, 448 // len(names))
+    label_width = 8 + 7 * max(len(n) + 2 for n in names)
+    left, top = label_width, label_width
+    width = left + size * len(names) + label_width // 2 + 10
+    height = top + size * len(names) + 10
+    font = f' style="font-size:{min(9, size - 1)}px"'
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="heatmap" role="img" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'aria-label="{escape(check_id)} {escape(metric)} matrix">'
+    ]
+    for index, name in enumerate(names):
+        mark = "⚠ " if name in suspect_set else ""
+        css = "label suspect" if name in suspect_set else "label"
+        y = top + index * size + size / 2 + 4
+        x = left + index * size + size / 2
+        parts.append(
+            f'<text class="{css}"{font} x="{left - 6}" y="{y:.1f}" text-anchor="end">'
+            f"{escape(mark + name)}</text>"
+        )
+        parts.append(
+            f'<text class="{css}"{font} x="{x:.1f}" y="{top - 6}" text-anchor="start" '
+            f'transform="rotate(-60 {x:.1f} {top - 6})">{escape(mark + name)}</text>'
+        )
+    for row, source in enumerate(names):
+        for col, target in enumerate(names):
+            x, y = left + col * size, top + row * size
+            entry = cells.get((source, target))
+            if entry is None:
+                fill, title, text = "#e5e5e5", f"{source}->{target}: not measured", ""
+                stroke = "#ffffff"
+            else:
+                measurement, verdict = entry
+                value = number_of(measurement.value) or 0.0
+                margin = headroom(measurement)
+                if margin is None:
+                    spread = (value - low) / (high - low) if high > low else 1.0
+                else:
+                    spread = min(max((margin + 0.2) / 0.4, 0.0), 1.0)
+                fill = f"hsl({spread * 120:.0f},65%,55%)"
+                stroke = "#b00020" if verdict in ("fail", "error") else "#ffffff"
+                title = (
+                    f"{source}->{target}: {format_value(measurement.value, measurement.unit)}"
+                    f" ({verdict})"
+                )
+                text = format_value(value) if len(names) <= MAX_HEATMAP_LABELLED else ""
+            parts.append(
+                f'<g><title>{escape(title)}</title><rect x="{x}" y="{y}" width="{size}" '
+                f'height="{size}" fill="{fill}" stroke="{stroke}" stroke-width="1.5"/>'
+            )
+            if text:
+                parts.append(
+                    f'<text class="cell" x="{x + size / 2:.1f}" y="{y + size / 2 + 3:.1f}" '
+                    f'text-anchor="middle">{escape(text)}</text>'
+                )
+            parts.append("</g>")
+    parts.append("</svg>")
+    return Markup("".join(parts))
