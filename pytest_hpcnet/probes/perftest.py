@@ -217,6 +217,27 @@ _GID_LINE_RE = re.compile(r"^\s*GID:")
 _RULE_RE = re.compile(r"^\s*[-*]{5,}\s*$|^\s*\*\s.*\*\s*$")
 
 
+def _without_rows(
+    result: type,
+    header: PerftestHeader,
+    warnings: tuple[str, ...],
+    errors: list[str],
+    problems: list[str],
+    had_columns: bool,
+    text: str,
+):
+    """The result of an output with no table row: the tool's own error, else unparseable."""
+    if errors:
+        return result(header=header, warnings=warnings, error="\n".join(errors))
+    what = "header but no result rows" if had_columns else "no result table"
+    return result(
+        header=header,
+        warnings=warnings,
+        problems=tuple(problems),
+        error=f"unparseable output: {what} ({_snippet(text)})",
+    )
+
+
 def _clean_lines(text: str) -> list[str]:
     return (text or "").replace("\r", "").expandtabs(8).splitlines()
 
@@ -348,18 +369,10 @@ def parse_bandwidth(text: str, bare_unit: str = UNIT_MB) -> BandwidthResult:
             continue
         _classify_other(line, warnings, errors)
 
-    error_text = "\n".join(errors) if errors else None
     warn = _summarize_warnings(warnings)
     if not rows:
-        if error_text:
-            return BandwidthResult(header=header, warnings=warn, error=error_text)
-        what = "header but no result rows" if columns else "no result table"
-        return BandwidthResult(
-            header=header,
-            warnings=warn,
-            problems=tuple(problems),
-            error=f"unparseable output: {what} ({_snippet(text)})",
-        )
+        return _without_rows(BandwidthResult, header, warn, errors, problems, bool(columns), text)
+    error_text = "\n".join(errors) if errors else None
 
     top = max(rows, key=lambda r: r.msg_size)
     if _unusable(top.avg_gbps) or _unusable(top.peak_gbps):
@@ -449,18 +462,10 @@ def parse_latency(text: str) -> LatencyResult:
             continue
         _classify_other(line, warnings, errors)
 
-    error_text = "\n".join(errors) if errors else None
     warn = _summarize_warnings(warnings)
     if not rows:
-        if error_text:
-            return LatencyResult(header=header, warnings=warn, error=error_text)
-        what = "header but no result rows" if columns else "no result table"
-        return LatencyResult(
-            header=header,
-            warnings=warn,
-            problems=tuple(problems),
-            error=f"unparseable output: {what} ({_snippet(text)})",
-        )
+        return _without_rows(LatencyResult, header, warn, errors, problems, bool(columns), text)
+    error_text = "\n".join(errors) if errors else None
 
     head = min(rows, key=lambda r: r.msg_size)
     avg = head.t_avg_us if head.t_avg_us is not None else head.t_typical_us
