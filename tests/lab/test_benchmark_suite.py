@@ -4,6 +4,7 @@ process is left on any node."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,49 @@ def test_slow_node_is_named_the_suspect(lab4, tmp_path):
         assert "node02" in record["message"], record["message"]
         assert "node02" in record["suspect_nodes"], record
     assert leftovers(lab4) == []
+
+
+def test_ctrl_c_during_a_round_stops_remote_tools_and_closes_the_bundle(lab4, tmp_path):
+    import json
+    import signal
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(root / "suites"),
+            "-m",
+            "benchmark",
+            "-k",
+            "rdma_write_bandwidth",
+            "-p",
+            "no:cacheprovider",
+            "--inventory",
+            lab4.inventory,
+            "--reports-dir",
+            str(tmp_path),
+        ],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any("ib_write_bw" in p for p in leftovers(lab4)):
+        time.sleep(0.1)
+    assert leftovers(lab4), "no perftest server ever started"
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and leftovers(lab4):
+        time.sleep(0.2)
+    assert leftovers(lab4) == []
+    (run,) = list(tmp_path.iterdir())
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["verdict"] == "INCOMPLETE"
+    assert "INCOMPLETE" in (run / "certificate.html").read_text()
+    assert "verdict: INCOMPLETE" in out
