@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections import defaultdict, deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -17,6 +13,7 @@ pytest.importorskip("alibabacloud_credentials")
 from alibabacloud_credentials.client import Client as CredentialClient
 from alibabacloud_credentials.models import Config as CredentialConfig
 
+from pytest_hpcnet.cloud.fake import FakeAliyun
 from pytest_hpcnet.cloud.readers import (
     AliyunReader,
     CloudPermissionError,
@@ -25,62 +22,11 @@ from pytest_hpcnet.cloud.readers import (
 from pytest_hpcnet.cloud.rules import Direction
 
 
-class FakeAliyun:
-    """Scripted answers per Action; every request's parameters are recorded."""
-
-    def __init__(self) -> None:
-        self.answers: dict[str, deque[tuple[int, dict]]] = defaultdict(deque)
-        self.requests: list[dict[str, str]] = []
-
-    def answer(self, action: str, body: dict, status: int = 200) -> None:
-        self.answers[action].append((status, body))
-
-    def handle(self, params: dict[str, str]) -> tuple[int, dict]:
-        self.requests.append(params)
-        queue = self.answers.get(params.get("Action", ""))
-        if not queue:
-            return 404, {"Code": "InvalidAction.NotFound", "Message": "no scripted answer"}
-        return queue.popleft()
-
-    def calls(self, action: str) -> list[dict[str, str]]:
-        return [request for request in self.requests if request.get("Action") == action]
-
-
 @pytest.fixture
 def fake():
-    state = FakeAliyun()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            params = {k: v[-1] for k, v in parse_qs(urlparse(self.path).query).items()}
-            if "x-acs-action" in self.headers:  # ACS3 signature: action in a header
-                params.setdefault("Action", self.headers["x-acs-action"])
-            length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                form = parse_qs(self.rfile.read(length).decode())
-                params.update({k: v[-1] for k, v in form.items()})
-            status, body = state.handle(params)
-            payload = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json;charset=utf-8")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        do_GET = _serve
-        do_POST = _serve
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state.endpoint = f"127.0.0.1:{server.server_address[1]}"
-    yield state
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    """The project's fake ECS/VPC API on 127.0.0.1, answering only what a test scripts."""
+    with FakeAliyun() as server:
+        yield server
 
 
 @pytest.fixture
@@ -125,8 +71,8 @@ def ssh_rule(priority):
 
 
 def test_security_group_pages_are_followed(fake, reader):
-    fake.answer("DescribeSecurityGroupAttribute", sg_page([ssh_rule(1), ssh_rule(2)], "tok-2"))
-    fake.answer("DescribeSecurityGroupAttribute", sg_page([ssh_rule(3)]))
+    fake.script("DescribeSecurityGroupAttribute", sg_page([ssh_rule(1), ssh_rule(2)], "tok-2"))
+    fake.script("DescribeSecurityGroupAttribute", sg_page([ssh_rule(3)]))
     group = reader.security_group("sg-gpu")
     assert [rule.priority for rule in group.rules] == [1, 2, 3]
     assert group.rules_in(Direction.INGRESS) == group.rules
@@ -139,9 +85,9 @@ def test_security_group_pages_are_followed(fake, reader):
 
 def test_throttling_is_retried(fake, reader):
     throttled = {"Code": "Throttling.User", "Message": "Request was denied due to user flow"}
-    fake.answer("DescribeSecurityGroupAttribute", throttled, status=400)
-    fake.answer("DescribeSecurityGroupAttribute", throttled, status=503)
-    fake.answer("DescribeSecurityGroupAttribute", sg_page([ssh_rule(1)]))
+    fake.script("DescribeSecurityGroupAttribute", throttled, status=400)
+    fake.script("DescribeSecurityGroupAttribute", throttled, status=503)
+    fake.script("DescribeSecurityGroupAttribute", sg_page([ssh_rule(1)]))
     group = reader.security_group("sg-gpu")
     assert len(group.rules) == 1
     assert len(fake.calls("DescribeSecurityGroupAttribute")) == 3
@@ -149,7 +95,7 @@ def test_throttling_is_retried(fake, reader):
 
 def test_throttling_gives_up_after_the_attempts(fake, reader):
     for _ in range(3):
-        fake.answer("DescribeSecurityGroupAttribute", {"Code": "Throttling"}, status=400)
+        fake.script("DescribeSecurityGroupAttribute", {"Code": "Throttling"}, status=400)
     with pytest.raises(CloudReadError, match="Throttling"):
         reader.security_group("sg-gpu")
     assert len(fake.calls("DescribeSecurityGroupAttribute")) == 3
@@ -157,7 +103,7 @@ def test_throttling_gives_up_after_the_attempts(fake, reader):
 
 @pytest.mark.parametrize("code", ["Forbidden.RAM", "NoPermission"])
 def test_permission_error_names_the_ram_action(fake, reader, code):
-    fake.answer(
+    fake.script(
         "DescribeNetworkAclAttributes",
         {"Code": code, "Message": "User not authorized to operate on the specified resource."},
         status=403,
@@ -173,7 +119,7 @@ def test_permission_error_names_the_ram_action(fake, reader, code):
 
 
 def test_other_errors_are_not_retried(fake, reader):
-    fake.answer(
+    fake.script(
         "DescribeSecurityGroupAttribute",
         {"Code": "InvalidSecurityGroupId.NotFound", "Message": "not found"},
         status=404,
@@ -184,7 +130,7 @@ def test_other_errors_are_not_retried(fake, reader):
 
 
 def test_network_acl_is_parsed(fake, reader, fixture_text):
-    fake.answer(
+    fake.script(
         "DescribeNetworkAclAttributes",
         json.loads(fixture_text("cloud", "describe_network_acl_attributes.json")),
     )
@@ -211,7 +157,7 @@ def instance(instance_id, instance_type, vswitch, ip, groups):
 
 
 def test_instances_are_paged_and_read(fake, reader):
-    fake.answer(
+    fake.script(
         "DescribeInstances",
         {
             "NextToken": "p2",
@@ -220,7 +166,7 @@ def test_instances_are_paged_and_read(fake, reader):
             },
         },
     )
-    fake.answer(
+    fake.script(
         "DescribeInstances",
         {
             "NextToken": "",
@@ -243,7 +189,7 @@ def test_instances_are_paged_and_read(fake, reader):
 
 
 def test_eri_quantity_of_instance_types(fake, reader):
-    fake.answer(
+    fake.script(
         "DescribeInstanceTypes",
         {
             "NextToken": "",
