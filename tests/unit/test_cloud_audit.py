@@ -14,7 +14,7 @@ from alibabacloud_credentials.client import Client as CredentialClient
 from alibabacloud_credentials.models import Config as CredentialConfig
 
 from pytest_hpcnet.bench_settings import CloudSettings
-from pytest_hpcnet.cloud import audit
+from pytest_hpcnet.cloud import audit, credentials
 from pytest_hpcnet.cloud.audit import NodeLocator
 from pytest_hpcnet.cloud.fake import CloudWorld, FakeAliyun, error, instance_item, permission
 from pytest_hpcnet.cloud.readers import CloudPermissionError, CloudReadError
@@ -164,8 +164,8 @@ def test_nothing_found_says_what_to_provide_in_one_line(tmp_path):
 
 
 def test_role_probe_stays_off_the_network_off_ecs(monkeypatch):
-    monkeypatch.setattr(audit, "_on_ecs", lambda: False)
-    monkeypatch.setattr(audit.urllib.request, "urlopen", never_probe)
+    monkeypatch.setattr(credentials, "_on_ecs", lambda: False)
+    monkeypatch.setattr(credentials.urllib.request, "urlopen", never_probe)
     assert audit.ram_role_available() is False
 
 
