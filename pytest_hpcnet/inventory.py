@@ -44,6 +44,7 @@ from pytest_hpcnet.inventory_sources import (
     read_nodes_from,
 )
 from pytest_hpcnet.redact import register_secret
+from pytest_hpcnet.validation_messages import first_error
 from pytest_hpcnet.yaml_mapping import YamlMappingError, load_mapping
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -298,66 +299,6 @@ def _substitute_env(value: Any, where: str) -> Any:
     return ENV_REF.sub(lookup, value)
 
 
-def _loc_text(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def _model_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The pydantic model class found by walking `loc` from `model` (None if not a model)."""
-    for part in loc:
-        if model is None or isinstance(part, int):
-            continue
-        field = model.model_fields.get(str(part))
-        if field is None:
-            return None
-        model = _inner_model(field.annotation)
-    return model
-
-
-def _inner_model(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()) or ():
-        found = _inner_model(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _describe(error: dict[str, Any], root: type[BaseModel], prefix: str = "") -> str:
-    loc = tuple(error["loc"])
-    where = prefix + _loc_text(loc) if loc else prefix.rstrip(".") or "(top level)"
-    if error["type"] == "extra_forbidden":
-        key = str(loc[-1])
-        parent = _model_at(root, loc[:-1])
-        choices = list(parent.model_fields) if parent else []
-        near = difflib.get_close_matches(key, choices, n=1, cutoff=0.6)
-        hint = f" (did you mean {near[0]!r}?)" if near else f" (valid keys: {', '.join(choices)})"
-        return f"{where}: unknown key{hint}"
-    if error["type"] == "missing":
-        return f"{where}: required key is missing"
-    msg = str(error["msg"]).removeprefix("Value error, ")
-    got = error.get("input")
-    if error["type"] not in ("value_error",) and not isinstance(got, (dict, list)):
-        msg = f"{msg} (got {got!r})"
-    return f"{where}: {msg}"
-
-
-def _first_error(exc: ValidationError, root: type[BaseModel], prefix: str = "") -> str:
-    # a typo shows up as an unknown key plus a missing one: name the typo first
-    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    text = _describe(errors[0], root, prefix)
-    if len(errors) > 1:
-        text += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    return text
-
-
 def _merged_expectations(raw: dict[str, Any]) -> tuple[Expectations, str]:
     data: dict[str, Any] = {"sysctl": dict(DEFAULT_SYSCTL)}
     profile = raw.get("profile")
@@ -376,7 +317,7 @@ def _merged_expectations(raw: dict[str, Any]) -> tuple[Expectations, str]:
     try:
         expect = Expectations.model_validate(data)
     except ValidationError as exc:
-        raise InventoryError(_first_error(exc, Expectations, "expect.")) from None
+        raise InventoryError(first_error(exc, Expectations, "expect.")) from None
     digest = hashlib.sha256(expect.model_dump_json().encode()).hexdigest()
     return expect, digest
 
@@ -413,7 +354,7 @@ def _nodes_from(path: Path, parsed: InventoryFile, direct: bool) -> SourceNodes:
         ssh = {**parsed.ssh.model_dump(), **source.ssh, **parsed.ssh.model_dump(exclude_unset=True)}
         parsed.ssh = SshSettings.model_validate(ssh)
     except ValidationError as exc:
-        raise InventoryError(f"{prefix}{where}{_first_error(exc, NodeSpec)}") from None
+        raise InventoryError(f"{prefix}{where}{first_error(exc, NodeSpec)}") from None
     except ValueError as exc:
         raise InventoryError(f"{prefix}{where}nodes{exc}") from None
     parsed.nodes = specs
@@ -441,7 +382,7 @@ def _load(path: Path, raw_bytes: bytes) -> Inventory:
     try:
         parsed = InventoryFile.model_validate(data)
     except ValidationError as exc:
-        raise InventoryError(_first_error(exc, InventoryFile)) from None
+        raise InventoryError(first_error(exc, InventoryFile)) from None
     digest = hashlib.sha256(raw_bytes)
     if parsed.nodes_from is not None:  # the digest covers the node source too
         digest.update(_nodes_from(path, parsed, direct=False).raw)
