@@ -1,0 +1,245 @@
+"""The certificate's tables: one row per requirement (worst value, margin, verdict), per
+node (reached, passed, failed, suspect) and per waiver."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from datetime import date
+
+from pydantic import BaseModel, Field
+
+from pytest_hpcnet.certificate_format import format_threshold, headroom, pair_nodes
+from pytest_hpcnet.evidence import CheckRecord, Measurement, effective_verdict, utc_now
+
+#: The requirements a certificate lists, in order; those without records show "not run".
+DEFAULT_REQUIREMENTS: tuple[tuple[str, str], ...] = (
+    ("erdma", "eRDMA devices"),
+    ("mtu", "Jumbo MTU"),
+    ("path_mtu", "Path MTU"),
+    ("security_group", "Security group"),
+    ("acl", "Network ACL"),
+    ("cloud_audit", "Cloud control plane"),
+    ("placement", "Placement"),
+    ("tuning", "Host tuning"),
+    ("ib_write_bw", "RDMA write bandwidth (ib_write_bw)"),
+    ("ib_write_lat", "RDMA write latency (ib_write_lat)"),
+    ("nccl_busbw", "NCCL bus bandwidth"),
+    ("cpfs", "CPFS"),
+)
+
+_VERDICT_ORDER = {"fail": 0, "error": 1, "waived": 2, "pass": 3, "skipped": 4, "not_run": 5}
+
+
+class NodeInfo(BaseModel):
+    """A node of the inventory as the certificate names it."""
+
+    name: str
+    instance_type: str = ""
+
+
+class RequirementSpec(BaseModel):
+    """A requirement the certificate lists: the check id and its human name."""
+
+    check_id: str
+    requirement: str
+
+
+class RequirementRow(BaseModel):
+    """One row of the requirement table."""
+
+    check_id: str
+    requirement: str
+    verdict: str
+    threshold: str = ""
+    threshold_source: str = ""
+    measurement: str = ""
+    unit: str = ""
+    worst_value: float | str | None = None
+    worst_subject: str = ""
+    margin: float | None = Field(
+        default=None, description="headroom as a fraction of the threshold; < 0 misses it"
+    )
+    subjects: int = 0
+    subjects_failed: int = 0
+    message: str = ""
+    anchor: str = ""
+
+
+class NodeRow(BaseModel):
+    """One row of the per-node table."""
+
+    name: str
+    instance_type: str = ""
+    reached: bool = True
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    suspect: bool = False
+
+
+class WaiverRow(BaseModel):
+    """One waiver of the run and whether it applied on the run date."""
+
+    check_id: str
+    subject: str
+    reason: str
+    by: str
+    expires: str = ""
+    applied: bool = True
+
+
+def anchor_for(check_id: str) -> str:
+    """The HTML id of a requirement's evidence section: `ev-<check_id>`."""
+    return "ev-" + re.sub(r"[^A-Za-z0-9_-]", "-", check_id)
+
+
+def _row_verdict(verdicts: Iterable[str]) -> str:
+    seen = set(verdicts)
+    for verdict in ("fail", "error", "waived", "pass"):
+        if verdict in seen:
+            return verdict
+    return "skipped"
+
+
+def _worst(records: Sequence[CheckRecord], run_date: date) -> tuple[Measurement, str] | None:
+    """The measurement (and its subject) with the least headroom; for `==`/`in` checks
+    the first measurement of a failing record, else the first one."""
+    numeric: list[tuple[float, int, Measurement, str]] = []
+    other: list[tuple[int, Measurement, str]] = []
+    order = 0
+    for record in records:
+        failing = effective_verdict(record, run_date) in ("fail", "waived")
+        for measurement in record.measured:
+            order += 1
+            margin = headroom(measurement)
+            if margin is not None:
+                numeric.append((margin, order, measurement, record.subject))
+            elif measurement.comparison is not None:
+                other.append((0 if failing else 1, order, measurement, record.subject))
+    if numeric:
+        _, _, measurement, subject = min(numeric, key=lambda item: (item[0], item[1]))
+        return measurement, subject
+    if other:
+        _, _, measurement, subject = min(other, key=lambda item: (item[0], item[1]))
+        return measurement, subject
+    return None
+
+
+def requirement_rows(
+    records: Iterable[CheckRecord],
+    run_date: date | None = None,
+    requirements: Sequence[RequirementSpec] | None = None,
+) -> list[RequirementRow]:
+    """One row per requirement: failing rows first, requirements that did not run last.
+
+    The worst value is the one with the least headroom (min for `>=`, max for `<=`);
+    margin is that headroom as a fraction of the threshold.
+    """
+    run_date = run_date or utc_now().date()
+    specs = (
+        list(requirements)
+        if requirements is not None
+        else [RequirementSpec(check_id=c, requirement=r) for c, r in DEFAULT_REQUIREMENTS]
+    )
+    by_check: dict[str, list[CheckRecord]] = {}
+    for record in records:
+        by_check.setdefault(record.check_id, []).append(record)
+    catalog_order = {spec.check_id: index for index, spec in enumerate(specs)}
+    rows: list[RequirementRow] = []
+    for check_id, group in by_check.items():
+        verdicts = [effective_verdict(r, run_date) for r in group]
+        verdict = _row_verdict(verdicts)
+        failing = [r for r, v in zip(group, verdicts, strict=True) if v in ("fail", "error")]
+        judged = [r for r, v in zip(group, verdicts, strict=True) if v != "skipped"]
+        worst = _worst(judged or group, run_date)
+        name = group[0].requirement or next(
+            (s.requirement for s in specs if s.check_id == check_id), check_id
+        )
+        row = RequirementRow(
+            check_id=check_id,
+            requirement=name,
+            verdict=verdict,
+            subjects=len(group),
+            subjects_failed=sum(v in ("fail", "error") for v in verdicts),
+            message=(failing[0].message if failing else ""),
+            anchor=anchor_for(check_id),
+        )
+        if worst is not None:
+            measurement, subject = worst
+            row.threshold = format_threshold(measurement)
+            row.threshold_source = measurement.threshold_source
+            row.measurement = measurement.name
+            row.unit = measurement.unit
+            row.worst_value = measurement.value
+            row.worst_subject = subject
+            row.margin = headroom(measurement)
+        rows.append(row)
+    ran = set(by_check)
+    rows.extend(
+        RequirementRow(check_id=s.check_id, requirement=s.requirement, verdict="not_run")
+        for s in specs
+        if s.check_id not in ran
+    )
+    return sorted(
+        rows,
+        key=lambda r: (
+            _VERDICT_ORDER.get(r.verdict, 9),
+            catalog_order.get(r.check_id, len(catalog_order)),
+            r.check_id,
+        ),
+    )
+
+
+def _record_nodes(record: CheckRecord) -> tuple[str, ...]:
+    pair = pair_nodes(record.subject) if record.kind == "pair" else None
+    if pair is not None:
+        return pair
+    return (record.subject,) if record.kind == "node" else ()
+
+
+def node_rows(
+    records: Sequence[CheckRecord],
+    nodes: Sequence[NodeInfo],
+    unreachable: Iterable[str],
+    run_date: date,
+) -> list[NodeRow]:
+    """One row per node (inventory order, then any other node the evidence names)."""
+    unreachable_set = set(unreachable)
+    suspects = {node for record in records for node in record.suspect_nodes}
+    rows = {n.name: NodeRow(name=n.name, instance_type=n.instance_type) for n in nodes}
+    extra: set[str] = set(unreachable_set) | suspects
+    for record in records:
+        extra.update(_record_nodes(record))
+    for name in sorted(extra - set(rows)):
+        rows[name] = NodeRow(name=name)
+    for record in records:
+        verdict = effective_verdict(record, run_date)
+        for name in _record_nodes(record):
+            row = rows[name]
+            if verdict in ("pass", "waived"):
+                row.passed += 1
+            elif verdict == "fail":
+                row.failed += 1
+            elif verdict == "error":
+                row.errors += 1
+    for row in rows.values():
+        row.reached = row.name not in unreachable_set
+        row.suspect = row.name in suspects
+    return list(rows.values())
+
+
+def waiver_rows(records: Iterable[CheckRecord], run_date: date) -> list[WaiverRow]:
+    """Every waiver the evidence carries; expired ones are marked as not applied."""
+    return [
+        WaiverRow(
+            check_id=r.check_id,
+            subject=r.subject,
+            reason=r.waiver.reason,
+            by=r.waiver.by,
+            expires=r.waiver.expires.isoformat() if r.waiver.expires else "",
+            applied=r.waiver.applies_on(run_date),
+        )
+        for r in records
+        if r.waiver is not None
+    ]
