@@ -103,6 +103,8 @@ def down(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
         sh("ip", "netns", "del", namespace, check=False)
         removed.append(namespace)
     cgroups.remove_all()
+    if state:
+        tuning.restore_host_backlog(state.host_backlog)
     links = sh("ip", "-o", "link", "show", check=False).stdout
     for line in links.splitlines():
         name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
@@ -278,6 +280,7 @@ def up(
     try:
         _write_keys(state)
         install_tools(state)
+        state.host_backlog = tuning.raise_host_backlog(count)
         _setup_network(nodes)
         with ThreadPoolExecutor(SETUP_WORKERS) as pool:
             list(pool.map(lambda n: _start_node(state, n), nodes))

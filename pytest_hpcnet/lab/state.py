@@ -75,6 +75,8 @@ class LabState:
     vpc_id: str = "vpc-lab0001"
     sysctl: dict[str, str] = field(default_factory=dict)
     """The per-namespace sysctls `lab up` set on every node (and the inventory expects)."""
+    host_backlog: int | None = None
+    """The host's `net.core.netdev_max_backlog` before `lab up` raised it (None: untouched)."""
 
     @property
     def root(self) -> Path:

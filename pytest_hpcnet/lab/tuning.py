@@ -5,6 +5,12 @@ and `net.core.wmem_max` are visible inside a namespace but read-only (mode 0444,
 with EINVAL): they mirror the host's global value, so the lab neither sets nor expects them.
 The congestion control is the first of `cubic`, `bbr` that a namespace may select: outside
 the host namespace only algorithms in `net.ipv4.tcp_allowed_congestion_control` are allowed.
+
+One host-wide key is raised for the lab's lifetime: `net.core.netdev_max_backlog`. Every lab
+frame crosses two veths, and a veth hands frames to the receiving CPU's backlog queue; a
+broadcast flooded by the bridge to N nodes at once overflows the default 1000 slots, and the
+kernel counts each lost frame in the *receiving* eth0's RX `dropped` (measured: about 50 per
+node on a 128-node static run, none with 30000 slots). `down` restores the host's value.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ FLAGS = {"net.ipv4.tcp_window_scaling": "1"}
 CONGESTION_KEY = "net.ipv4.tcp_congestion_control"
 CONGESTION_PREFERENCE = ("cubic", "bbr", "reno")
 ALLOWED_CONGESTION = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+HOST_BACKLOG = Path("/proc/sys/net/core/netdev_max_backlog")
+BACKLOG_PER_NODE = 250
+"""Backlog slots per lab node: a 128-node lab gets 32000 (30000 measured to drop nothing)."""
 GLOBAL_ONLY = ("net.core.rmem_max", "net.core.wmem_max")
 """Read-only inside a namespace here: not set, not expected."""
 
@@ -37,6 +46,22 @@ def congestion_control() -> str:
 def tuned_sysctls() -> dict[str, str]:
     """Key -> value `lab up` sets in every node namespace."""
     return {**BUFFERS, **FLAGS, CONGESTION_KEY: congestion_control()}
+
+
+def raise_host_backlog(count: int, path: Path = HOST_BACKLOG) -> int | None:
+    """Raise the host's backlog for `count` nodes; the previous value if it was raised."""
+    current = int(path.read_text())
+    wanted = BACKLOG_PER_NODE * count
+    if current >= wanted:
+        return None
+    path.write_text(f"{wanted}\n")
+    return current
+
+
+def restore_host_backlog(previous: int | None, path: Path = HOST_BACKLOG) -> None:
+    """Put back the host's backlog that `raise_host_backlog` replaced (None: nothing to do)."""
+    if previous is not None:
+        path.write_text(f"{previous}\n")
 
 
 def apply_sysctls(namespace: str, values: dict[str, str]) -> None:
