@@ -1,25 +1,48 @@
-"""`hpcnet verify` and `hpcnet keygen`: checking and signing evidence bundles from the shell."""
+"""`hpcnet verify`, `hpcnet keygen` and `hpcnet merge`: evidence bundles from the shell.
+
+Exit status: 0 when the bundle verifies (merge: the merged verdict is ACCEPTED); 1 when
+it does not (merge: merged, but REJECTED or INCOMPLETE); 2 when nothing could be done
+(not a run folder, a key that exists, a merge refused: nothing was written).
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from pytest_hpcnet.bundle_merge import MergeRefused, merge
 from pytest_hpcnet.signing import generate_keypair, verify
+
+COMMANDS = ("verify", "keygen", "merge")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register `verify` and `keygen` on the `hpcnet` parser."""
+    """Register `verify`, `keygen` and `merge` on the `hpcnet` parser."""
     check = sub.add_parser("verify", help="recompute a run's digest and check its signature")
     check.add_argument("run_dir", type=Path, help="reports/<run-id>/")
     check.add_argument("--public-key", type=Path, help="Ed25519 public key (PEM or OpenSSH)")
     keys = sub.add_parser("keygen", help="write an Ed25519 key pair for --hpcnet-sign-key")
     keys.add_argument("private_key", type=Path)
     keys.add_argument("public_key", type=Path)
+    join = sub.add_parser(
+        "merge", help="merge the verified bundles of partition runs into one certificate"
+    )
+    join.add_argument("out_dir", type=Path, help="new run folder for the merged bundle")
+    join.add_argument("run_dirs", type=Path, nargs="+", metavar="run_dir", help="partition runs")
+    join.add_argument("--sign-key", type=Path, help="Ed25519 private key: sign the merged bundle")
+    join.add_argument(
+        "--public-key",
+        type=Path,
+        action="append",
+        default=[],
+        help="every input must be signed by this key (or another --public-key)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Carry out `verify` or `keygen`; returns the exit status."""
+    """Carry out `verify`, `keygen` or `merge`; returns the exit status."""
+    if args.area == "merge":
+        return _merge(args)
     if args.area == "keygen":
         for path in (args.private_key, args.public_key):
             if path.exists():
@@ -39,3 +62,18 @@ def run(args: argparse.Namespace) -> int:
     for line in result.notes:
         print(f"  note: {line}")
     return 0 if result.ok else 1
+
+
+def _merge(args: argparse.Namespace) -> int:
+    try:
+        result = merge(args.out_dir, args.run_dirs, args.sign_key, args.public_key)
+    except MergeRefused as exc:
+        for line in exc.problems:
+            print(f"hpcnet merge: {line}")
+        return 2
+    signed = ", signed" if result.signed else ""
+    print(
+        f"merged {result.bundles} bundles ({result.checks} checks) into {result.out_dir}"
+        f"{signed}: {result.verdict}"
+    )
+    return 0 if result.verdict == "ACCEPTED" else 1

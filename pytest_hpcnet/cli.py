@@ -1,4 +1,4 @@
-"""The `hpcnet` command: `hpcnet lab up|status|down|fault|heal`, `hpcnet verify|keygen`."""
+"""The `hpcnet` command: `hpcnet lab up|status|down|fault|heal`, `hpcnet verify|keygen|merge`."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.area in ("verify", "keygen"):
+    if args.area in bundle_cli.COMMANDS:
         return bundle_cli.run(args)
     try:
         if args.action == "up":

@@ -1,0 +1,334 @@
+"""`hpcnet merge`: one certificate from the bundles of several partition controllers.
+
+Each input is a verified run folder of the same cluster. The merged folder holds every
+record and output of the inputs, a summary that names them (`merged_from`, with their
+digests and signers), and a certificate rendered from the merged records, so its
+verdict is the one a single run with the same evidence would get. Nothing is written
+unless every input passes the checks (`MergeRefused` lists the problems).
+
+Inputs must be partitions: a node or pair checked by two inputs is refused, and so is
+a waiver whose validity differs between an input's run date and the merged one.
+Cluster-level records (subject `cluster`) are kept from every input, one per partition.
+Pairs spanning partitions and same-vSwitch placement across partitions are not checked
+by per-partition runs; the certificate lists them as a requirement that did not run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from pytest_hpcnet.certificate import CertificateContext, render_certificate
+from pytest_hpcnet.certificate_rows import DEFAULT_REQUIREMENTS, RequirementSpec
+from pytest_hpcnet.evidence import (
+    CheckRecord,
+    EvidenceError,
+    RunSummary,
+    effective_verdict,
+    merge_bundles,
+    read_records,
+    read_summary,
+    run_date_of,
+)
+from pytest_hpcnet.signing import (
+    key_fingerprint,
+    load_private_key,
+    load_public_key,
+    read_facts,
+    sign,
+    verify,
+)
+
+PathLike = str | os.PathLike[str]
+CROSS_PARTITION = RequirementSpec(
+    check_id="cross_partition",
+    requirement="Pairs and placement across partitions (not run by per-partition controllers)",
+)
+NOT_COVERED = [
+    "pairs whose nodes are in different partitions",
+    "same-vSwitch placement across partitions",
+]
+MAX_NAMED = 5
+
+
+class MergeRefused(ValueError):
+    """The inputs cannot be merged; `problems` has one line per problem."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = list(problems)
+
+
+@dataclass
+class Partition:
+    """One verified input bundle, read."""
+
+    run_dir: Path
+    summary: RunSummary | None
+    facts: dict[str, Any]
+    records: list[CheckRecord]
+    digest: str
+    signed_by: str | None
+
+    @property
+    def run_id(self) -> str:
+        return self.summary.run_id if self.summary else self.run_dir.name
+
+    @property
+    def cluster(self) -> str:
+        return str(self.facts.get("cluster", {}).get("name", ""))
+
+    @property
+    def run_date(self) -> date:
+        return run_date_of(self.summary, self.records)
+
+
+@dataclass
+class MergeResult:
+    """What `merge` wrote."""
+
+    out_dir: Path
+    bundles: int
+    checks: int
+    verdict: str
+    signed: bool
+
+
+def _distinct(values: Iterable[Any], ordered: bool = False) -> str:
+    present = [str(v) for v in values if v]
+    unique = list(dict.fromkeys(present)) if ordered else sorted(set(present))
+    return ", ".join(unique)
+
+
+def load_partition(run_dir: PathLike, key_fingerprints: Sequence[str] = ()) -> Partition:
+    """Verify and read one input bundle; with `key_fingerprints`, it must be signed by one."""
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise MergeRefused([f"{root}: not a run folder (reports/<run-id>/)"])
+    result = verify(root)
+    problems = [f"{root}: {line}" for line in result.problems]
+    if result.ok and key_fingerprints and not result.signed:
+        problems.append(f"{root}: bundle is not signed, but --public-key was given")
+    elif result.ok and key_fingerprints and result.key_fingerprint not in key_fingerprints:
+        problems.append(f"{root}: signed by key {result.key_fingerprint}, not a given key")
+    if problems:
+        raise MergeRefused(problems)
+    try:
+        records = read_records(root)
+        summary = read_summary(root)
+    except (EvidenceError, ValueError) as exc:
+        raise MergeRefused([f"{root}: {exc}"]) from None
+    return Partition(
+        run_dir=root,
+        summary=summary,
+        facts=read_facts(root) or {},
+        records=records,
+        digest=result.digest,
+        signed_by=result.key_fingerprint if result.signed else None,
+    )
+
+
+def _merged_start(parts: Sequence[Partition]) -> Any:
+    starts = [p.summary.started_at for p in parts if p.summary and p.summary.started_at]
+    return min(starts) if starts else None
+
+
+def _merged_run_date(parts: Sequence[Partition]) -> date:
+    summary = RunSummary(run_id="merged", started_at=_merged_start(parts))
+    return run_date_of(summary, [r for p in parts for r in p.records])
+
+
+def _overlaps(parts: Sequence[Partition]) -> list[str]:
+    seen: dict[tuple[str, str], list[str]] = {}
+    for part in parts:
+        keys = {(r.check_id, r.subject) for r in part.records if r.kind != "cluster"}
+        for key in keys:
+            seen.setdefault(key, []).append(part.run_id)
+    shared = sorted((k, runs) for k, runs in seen.items() if len(runs) > 1)
+    if not shared:
+        return []
+    named = [f"{c}[{s}] ({', '.join(runs)})" for (c, s), runs in shared[:MAX_NAMED]]
+    more = f" and {len(shared) - MAX_NAMED} more" if len(shared) > MAX_NAMED else ""
+    return [f"overlapping partitions: checked in more than one bundle: {', '.join(named)}{more}"]
+
+
+def _waiver_dates(parts: Sequence[Partition]) -> list[str]:
+    merged = _merged_run_date(parts)
+    problems = []
+    for part in parts:
+        own = part.run_date
+        for record in part.records:
+            if record.waiver is None:
+                continue
+            before, after = effective_verdict(record, own), effective_verdict(record, merged)
+            if before != after:
+                problems.append(
+                    f"{part.run_dir}: {record.check_id}[{record.subject}] is {before} on its "
+                    f"run date {own} but {after} on the merged run date {merged} "
+                    f"(waiver expires {record.waiver.expires})"
+                )
+    return problems
+
+
+def check_partitions(parts: Sequence[Partition]) -> list[str]:
+    """Why these bundles cannot be merged into one certificate (empty when they can)."""
+    problems: list[str] = []
+    runs = Counter(p.run_id for p in parts)
+    problems.extend(f"run {run} given more than once" for run, n in runs.items() if n > 1)
+    clusters = {p.cluster for p in parts}
+    if len(clusters) > 1:
+        named = ", ".join(f"{p.run_dir} is {p.cluster or '(unnamed)'!r}" for p in parts)
+        problems.append(f"cluster names differ: {named}")
+    if not problems:
+        problems.extend(_overlaps(parts))
+        problems.extend(_waiver_dates(parts))
+    return problems
+
+
+def _requirements(parts: Sequence[Partition]) -> list[RequirementSpec]:
+    specs: dict[str, RequirementSpec] = {}
+    for part in parts:
+        for row in part.facts.get("requirements", []):
+            specs.setdefault(row["check_id"], RequirementSpec.model_validate(row))
+    catalog = [c for c, _ in DEFAULT_REQUIREMENTS]
+    ordered = sorted(
+        specs.values(),
+        key=lambda s: catalog.index(s.check_id) if s.check_id in catalog else len(catalog),
+    )
+    return [*ordered, CROSS_PARTITION] if len(parts) > 1 else ordered
+
+
+def merged_context(parts: Sequence[Partition]) -> CertificateContext:
+    """The certificate context of the merged run, from the inputs' certificate facts."""
+    nodes: dict[str, dict[str, str]] = {}
+    contacts: dict[tuple[str, ...], dict[str, str]] = {}
+    for part in parts:
+        for node in part.facts.get("nodes", []):
+            known = nodes.setdefault(node["name"], {"name": node["name"], "instance_type": ""})
+            known["instance_type"] = known["instance_type"] or node.get("instance_type", "")
+        for contact in part.facts.get("contacts", []):
+            contacts.setdefault(tuple(sorted(contact.items())), contact)
+
+    def cluster(key: str) -> str:
+        return _distinct(p.facts.get("cluster", {}).get(key, "") for p in parts)
+
+    def each(key: str) -> str:
+        return _distinct((p.facts.get(key) for p in parts), ordered=True)
+
+    return CertificateContext(
+        cluster=parts[0].cluster,
+        region=cluster("region"),
+        vpc_id=cluster("vpc_id"),
+        vswitch_id=cluster("vswitch_id"),
+        zone=cluster("zone"),
+        nodes=list(nodes.values()),
+        operator=each("operator"),
+        contacts=list(contacts.values()),
+        inventory_sha256=each("inventory_sha256"),
+        expectations_sha256=each("expectations_sha256"),
+        unreachable_nodes=sorted(_unreachable(parts)),
+        title=parts[0].facts.get("title") or CertificateContext().title,
+        requirements=_requirements(parts),
+    )
+
+
+def _unreachable(parts: Sequence[Partition]) -> set[str]:
+    found: set[str] = set()
+    for part in parts:
+        found.update(part.facts.get("unreachable_nodes", []))
+        if part.summary is not None:
+            found.update(part.summary.unreachable_nodes)
+    return found
+
+
+def merged_summary(parts: Sequence[Partition]) -> dict[str, Any]:
+    """The facts `EvidenceBundle.close()` gets for the merged run (it adds the verdict)."""
+    retries: Counter[str] = Counter()
+    for part in parts:
+        extra = (part.summary.model_extra or {}) if part.summary else {}
+        retries.update(extra.get("connection_retries") or {})
+    ends = [p.summary.ended_at for p in parts if p.summary and p.summary.ended_at]
+    context = merged_context(parts)
+    summary: dict[str, Any] = {
+        "cluster": context.cluster,
+        "inventory_sha256": context.inventory_sha256,
+        "expectations_sha256": context.expectations_sha256,
+        "unreachable_nodes": context.unreachable_nodes,
+        "interrupted": any(p.summary is None or p.summary.interrupted for p in parts),
+        "connection_retries": dict(sorted(retries.items())),
+        "merged_from": [
+            {
+                "run_id": p.run_id,
+                "verdict": p.facts.get("verdict", ""),
+                "evidence_digest": p.digest,
+                "signed_by": p.signed_by,
+                "checks": len(p.records),
+            }
+            for p in parts
+        ],
+        "not_covered": NOT_COVERED if len(parts) > 1 else [],
+    }
+    start = _merged_start(parts)
+    if start is not None:
+        summary["started_at"] = start
+    if ends:
+        summary["ended_at"] = max(ends)
+    return summary
+
+
+def _check_keys(sign_key: PathLike | None, public_keys: Sequence[PathLike]) -> list[str]:
+    """Key fingerprints of `public_keys`; refuses unreadable keys before anything is written."""
+    problems, fingerprints = [], []
+    for path in public_keys:
+        try:
+            fingerprints.append(key_fingerprint(load_public_key(path)))
+        except (OSError, ValueError) as exc:
+            problems.append(f"--public-key {path}: {exc}")
+    if sign_key is not None:
+        try:
+            load_private_key(sign_key)
+        except (OSError, ValueError, TypeError) as exc:
+            problems.append(f"--sign-key {sign_key}: {exc}")
+    if problems:
+        raise MergeRefused(problems)
+    return fingerprints
+
+
+def merge(
+    out_dir: PathLike,
+    run_dirs: Sequence[PathLike],
+    sign_key: PathLike | None = None,
+    public_keys: Sequence[PathLike] = (),
+) -> MergeResult:
+    """Merge verified partition bundles into the new bundle `out_dir`, render its
+    certificate and sign it with `sign_key` when given. Raises `MergeRefused`."""
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise MergeRefused([f"{out}: exists and is not empty; give a new folder"])
+    fingerprints = _check_keys(sign_key, public_keys)
+    parts: list[Partition] = []
+    problems: list[str] = []
+    for run_dir in run_dirs:
+        try:
+            parts.append(load_partition(run_dir, fingerprints))
+        except MergeRefused as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise MergeRefused(problems)
+    if not parts:
+        raise MergeRefused(["no bundle to merge"])
+    problems = check_partitions(parts)
+    if problems:
+        raise MergeRefused(problems)
+    bundle = merge_bundles(out, [p.run_dir for p in parts])
+    summary = bundle.close(merged_summary(parts))
+    render_certificate(out, merged_context(parts))
+    if sign_key is not None:
+        sign(out, sign_key)
+    checks = sum(len(p.records) for p in parts)
+    return MergeResult(out, len(parts), checks, summary.verdict, sign_key is not None)

@@ -1,0 +1,289 @@
+"""`hpcnet merge`: partition bundles merged into one verified, optionally signed, certificate."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timedelta
+from itertools import permutations
+
+import pytest
+
+from pytest_hpcnet.bundle_merge import MergeRefused, merge
+from pytest_hpcnet.certificate import render_certificate
+from pytest_hpcnet.cli import main
+from pytest_hpcnet.evidence import CheckRecord, EvidenceBundle, Waiver
+from pytest_hpcnet.signing import generate_keypair, sign, verify
+from tests.unit.test_certificate import CONTEXT, RUN_START, bandwidth, latency, mtu
+
+PART_A, PART_B = ["gpu-a", "gpu-b"], ["gpu-c", "gpu-d"]
+
+
+def partition(
+    tmp_path,
+    run_id: str,
+    nodes: list[str],
+    slow_mtu: str = "",
+    cluster: str = "prod-gpu-01",
+    started: datetime = RUN_START,
+    extra: tuple[CheckRecord, ...] = (),
+    **summary,
+):
+    """A closed, rendered partition run: MTU per node, bandwidth per ordered pair."""
+    bundle = EvidenceBundle(tmp_path / run_id)
+    digest = bundle.store_output(f"{run_id}: 65536 5000 196.52 196.40 0.374\n")
+    for node in nodes:
+        bundle.append(mtu(node, 1500 if node == slow_mtu else 9000))
+    for source, target in permutations(nodes, 2):
+        bundle.append(bandwidth(source, target, 196.5, digest))
+    for record in extra:
+        bundle.append(record)
+    bundle.close({"cluster": cluster, "started_at": started, **summary})
+    context = {
+        **CONTEXT,
+        "cluster": cluster,
+        "vswitch_id": f"vsw-{run_id}",
+        "nodes": [{"name": n, "instance_type": "ecs.ebmgn8is.32xlarge"} for n in nodes],
+    }
+    render_certificate(bundle.run_dir, context)
+    return bundle.run_dir
+
+
+def placement(cluster_verdict: str = "pass") -> CheckRecord:
+    return CheckRecord(check_id="placement", requirement="Placement", subject="cluster",
+                       kind="cluster", verdict=cluster_verdict, started_at=RUN_START)
+
+
+@pytest.fixture
+def keys(tmp_path):
+    private, public = tmp_path / "signer.pem", tmp_path / "signer.pub.pem"
+    generate_keypair(private, public)
+    return private, public
+
+
+@pytest.fixture
+def parts(tmp_path):
+    return (
+        partition(tmp_path, "part-a", PART_A, connection_retries={"gpu-a": 2}),
+        partition(tmp_path, "part-b", PART_B, connection_retries={"gpu-a": 1, "gpu-d": 3}),
+    )
+
+
+def facts_of(run_dir) -> dict:
+    return json.loads((run_dir / "certificate.json").read_text())
+
+
+def summary_of(run_dir) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def test_two_accepted_partitions_merge_into_one_accepted_certificate(tmp_path, parts):
+    out = tmp_path / "merged"
+    result = merge(out, parts)
+    assert (result.verdict, result.bundles, result.checks) == ("ACCEPTED", 2, 8)
+    facts = facts_of(out)
+    assert facts["verdict"] == "ACCEPTED"
+    assert [n["name"] for n in facts["nodes"]] == PART_A + PART_B
+    assert facts["cluster"]["name"] == "prod-gpu-01"
+    assert facts["cluster"]["vswitch_id"] == "vsw-part-a, vsw-part-b"
+    assert facts["counts"]["pass"] == 8
+    assert len((out / "evidence.jsonl").read_text().splitlines()) == 8
+    assert len(list((out / "outputs").iterdir())) == 2
+    assert verify(out).ok, verify(out).problems
+
+
+def test_summary_names_its_inputs_and_merges_retries(tmp_path, parts):
+    out = tmp_path / "merged"
+    merge(out, parts)
+    summary = summary_of(out)
+    assert summary["run_id"] == "merged"
+    assert [m["run_id"] for m in summary["merged_from"]] == ["part-a", "part-b"]
+    assert [m["evidence_digest"] for m in summary["merged_from"]] == [
+        verify(p).digest for p in parts
+    ]
+    assert summary["connection_retries"] == {"gpu-a": 3, "gpu-d": 3}
+    assert summary["interrupted"] is False
+    assert summary["not_covered"]
+
+
+def test_cross_partition_checks_are_listed_as_not_run(tmp_path, parts):
+    out = tmp_path / "merged"
+    merge(out, parts)
+    rows = {r["check_id"]: r["verdict"] for r in facts_of(out)["requirements"]}
+    assert rows["cross_partition"] == "not_run"
+    assert rows["mtu"] == rows["ib_write_bw"] == "pass"
+    assert "across partitions" in (out / "certificate.html").read_text()
+
+
+def test_one_rejected_partition_rejects_the_merge_and_names_the_failure(tmp_path):
+    good = partition(tmp_path, "part-a", PART_A)
+    bad = partition(tmp_path, "part-b", PART_B, slow_mtu="gpu-c")
+    out = tmp_path / "merged"
+    assert merge(out, [good, bad]).verdict == "REJECTED"
+    facts = facts_of(out)
+    assert facts["verdict"] == "REJECTED"
+    mtu_row = next(r for r in facts["requirements"] if r["check_id"] == "mtu")
+    assert (mtu_row["verdict"], mtu_row["worst_subject"]) == ("fail", "gpu-c")
+    assert "gpu-c: eth0 mtu 1500 &lt; 9000" in (out / "certificate.html").read_text()
+    assert verify(out).ok
+
+
+def test_unreachable_nodes_of_partitions_are_united_and_make_the_merge_incomplete(tmp_path):
+    a = partition(tmp_path, "part-a", PART_A, unreachable_nodes=["gpu-x"])
+    b = partition(tmp_path, "part-b", PART_B, unreachable_nodes=["gpu-y"])
+    out = tmp_path / "merged"
+    assert merge(out, [a, b]).verdict == "INCOMPLETE"
+    assert facts_of(out)["unreachable_nodes"] == ["gpu-x", "gpu-y"]
+    assert summary_of(out)["unreachable_nodes"] == ["gpu-x", "gpu-y"]
+
+
+def test_an_interrupted_partition_makes_the_merge_incomplete(tmp_path):
+    a = partition(tmp_path, "part-a", PART_A)
+    b = partition(tmp_path, "part-b", PART_B, interrupted=True)
+    out = tmp_path / "merged"
+    assert merge(out, [a, b]).verdict == "INCOMPLETE"
+    assert summary_of(out)["interrupted"] is True
+    assert "the run did not finish" in facts_of(out)["verdict_reasons"]
+
+
+def test_tampered_input_is_refused_naming_it_and_nothing_is_written(tmp_path, parts):
+    evidence = parts[1] / "evidence.jsonl"
+    evidence.write_text(evidence.read_text().replace('"value":9000', '"value":9001', 1))
+    out = tmp_path / "merged"
+    with pytest.raises(MergeRefused) as refused:
+        merge(out, parts)
+    assert refused.value.problems
+    assert all(line.startswith(f"{parts[1]}: ") for line in refused.value.problems)
+    assert any("evidence.jsonl" in line for line in refused.value.problems)
+    assert not out.exists()
+
+
+def test_different_cluster_names_are_refused_in_one_line(tmp_path):
+    a = partition(tmp_path, "part-a", PART_A)
+    b = partition(tmp_path, "part-b", PART_B, cluster="other-cluster")
+    with pytest.raises(MergeRefused) as refused:
+        merge(tmp_path / "merged", [a, b])
+    [line] = refused.value.problems
+    assert line.startswith("cluster names differ")
+    assert "'prod-gpu-01'" in line and "'other-cluster'" in line
+
+
+def test_non_empty_out_dir_is_refused_but_an_empty_one_is_used(tmp_path, parts):
+    out = tmp_path / "merged"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    with pytest.raises(MergeRefused, match="not empty"):
+        merge(out, parts)
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    (out / "notes.txt").unlink()
+    assert merge(out, parts).verdict == "ACCEPTED"
+
+
+def test_overlapping_partitions_are_refused_naming_the_duplicate_checks(tmp_path):
+    a = partition(tmp_path, "part-a", ["gpu-a", "gpu-b"])
+    b = partition(tmp_path, "part-b", ["gpu-b", "gpu-c"])
+    with pytest.raises(MergeRefused) as refused:
+        merge(tmp_path / "merged", [a, b])
+    [line] = refused.value.problems
+    assert line.startswith("overlapping partitions")
+    assert "mtu[gpu-b] (part-a, part-b)" in line
+    assert "ib_write_bw" not in line  # the pairs differ: gpu-a->gpu-b vs gpu-b->gpu-c
+
+
+def test_cluster_level_checks_are_kept_from_every_partition(tmp_path):
+    a = partition(tmp_path, "part-a", PART_A, extra=(placement(),))
+    b = partition(tmp_path, "part-b", PART_B, extra=(placement("fail"),))
+    out = tmp_path / "merged"
+    assert merge(out, [a, b]).verdict == "REJECTED"
+    row = next(r for r in facts_of(out)["requirements"] if r["check_id"] == "placement")
+    assert (row["subjects"], row["subjects_failed"]) == (2, 1)
+
+
+def test_same_run_given_twice_is_refused(tmp_path, parts):
+    with pytest.raises(MergeRefused, match="part-a given more than once"):
+        merge(tmp_path / "merged", [parts[0], parts[0]])
+
+
+def test_waiver_judged_differently_on_the_merged_run_date_is_refused(tmp_path):
+    later = RUN_START + timedelta(days=5)
+    waived = latency(12.5, Waiver(reason="firmware", by="ops", expires=date(2026, 12, 2)))
+    waived.subject = "gpu-c->gpu-d"
+    a = partition(tmp_path, "part-a", PART_A)
+    b = partition(tmp_path, "part-b", PART_B, started=later, extra=(waived,))
+    assert facts_of(b)["verdict"] == "REJECTED"  # the waiver had expired on its own run date
+    with pytest.raises(MergeRefused) as refused:
+        merge(tmp_path / "merged", [a, b])
+    [line] = refused.value.problems
+    assert line.startswith(f"{b}: ib_write_lat[gpu-c->gpu-d] is fail on its run date 2026-12-05")
+    assert "waived on the merged run date 2026-11-30" in line
+
+
+def test_signed_merge_verifies_with_the_public_key_only(tmp_path, parts, keys):
+    private, public = keys
+    out = tmp_path / "merged"
+    assert merge(out, parts, sign_key=private).signed
+    result = verify(out, public)
+    assert result.ok and result.signed, result.problems
+    other_private, other_public = tmp_path / "other.pem", tmp_path / "other.pub"
+    generate_keypair(other_private, other_public)
+    assert not verify(out, other_public).ok
+
+
+def test_public_key_requires_every_input_signed_by_it(tmp_path, parts, keys):
+    private, public = keys
+    sign(parts[0], private)
+    with pytest.raises(MergeRefused) as refused:
+        merge(tmp_path / "merged", parts, public_keys=[public])
+    assert refused.value.problems == [
+        f"{parts[1]}: bundle is not signed, but --public-key was given"
+    ]
+    other_private, other_public = tmp_path / "other.pem", tmp_path / "other.pub"
+    generate_keypair(other_private, other_public)
+    sign(parts[1], other_private)
+    with pytest.raises(MergeRefused, match="not a given key"):
+        merge(tmp_path / "merged", parts, public_keys=[public])
+    result = merge(tmp_path / "merged", parts, public_keys=[public, other_public])
+    assert result.verdict == "ACCEPTED"
+    signers = [m["signed_by"] for m in summary_of(tmp_path / "merged")["merged_from"]]
+    assert signers == [verify(parts[0]).key_fingerprint, verify(parts[1]).key_fingerprint]
+
+
+def test_unreadable_sign_key_is_refused_before_writing(tmp_path, parts):
+    key = tmp_path / "not-a-key.pem"
+    key.write_text("nonsense")
+    with pytest.raises(MergeRefused, match="--sign-key"):
+        merge(tmp_path / "merged", parts, sign_key=key)
+    assert not (tmp_path / "merged").exists()
+
+
+# --- the command line -----------------------------------------------------------------
+
+
+def test_cli_merge_accepted_signed_and_verified(tmp_path, parts, keys, capsys):
+    private, public = keys
+    out = tmp_path / "merged"
+    code = main(["merge", str(out), *map(str, parts), "--sign-key", str(private)])
+    assert code == 0
+    assert capsys.readouterr().out == (
+        f"merged 2 bundles (8 checks) into {out}, signed: ACCEPTED\n"
+    )
+    assert main(["verify", str(out), "--public-key", str(public)]) == 0
+
+
+def test_cli_merge_rejected_returns_1(tmp_path, capsys):
+    a = partition(tmp_path, "part-a", PART_A)
+    b = partition(tmp_path, "part-b", PART_B, slow_mtu="gpu-d")
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), str(a), str(b)]) == 1
+    assert capsys.readouterr().out == f"merged 2 bundles (8 checks) into {out}: REJECTED\n"
+
+
+def test_cli_merge_refusal_returns_2_with_one_line_per_problem(tmp_path, parts, capsys):
+    (parts[0] / "summary.json").write_text("{}\n")
+    missing = tmp_path / "no-such-run"
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), *map(str, parts), str(missing)]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert f"hpcnet merge: {parts[0]}: evidence file changed: summary.json" in lines
+    assert lines[-1] == f"hpcnet merge: {missing}: not a run folder (reports/<run-id>/)"
+    assert all(line.startswith(f"hpcnet merge: {parts[0]}: ") for line in lines[:-1])
+    assert not out.exists()
