@@ -71,6 +71,15 @@ class SshSettings(Strict):
     concurrency: Annotated[int, Field(ge=1, le=1024)] = 64
     connect_retries: Annotated[int, Field(ge=1, le=10)] = 3
     jump_host: str | None = None
+    config_file: str | None = None  # None: ~/.ssh/config and /etc/ssh/ssh_config
+
+    @field_validator("config_file")
+    @classmethod
+    def _config_file_exists(cls, value: str | None) -> str | None:
+        """Like `ssh -F`: only this file is read, so it must be there."""
+        if value is not None and not Path(value).expanduser().is_file():
+            raise ValueError(f"ssh_config file {value!r} not found")
+        return value
 
 
 class SshOverride(Strict):

@@ -30,7 +30,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from pytest_hpcnet.inventory import Inventory, Node
+from pytest_hpcnet.inventory import Inventory, Node, SshSettings
 from pytest_hpcnet.redact import redact
 from pytest_hpcnet.remote_shell import RemoteShell, ShellBroken
 
@@ -91,6 +91,7 @@ class NodeSession:
     connects: int = 0
     retries: int = 0
     shell: RemoteShell | None = None
+    failed_at: tuple[str, int, bool] = ("", 22, False)  # host, port, is a jump host
 
 
 class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
@@ -112,7 +113,7 @@ def _is_connection_level(exc: BaseException) -> bool:
     """Retry refused, reset and connect timeouts; never auth, host key or DNS failures."""
     if isinstance(exc, (paramiko.AuthenticationException, paramiko.BadHostKeyException)):
         return False
-    if isinstance(exc, socket.gaierror):
+    if isinstance(exc, (socket.gaierror, FileNotFoundError)):
         return False
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
         return True
@@ -124,41 +125,104 @@ def _is_connection_level(exc: BaseException) -> bool:
     return isinstance(exc, OSError)
 
 
-def describe_connect_error(exc: BaseException, node: Node, port: int, known_hosts: str) -> str:
-    """The one-line reason a node could not be reached, with the fix where there is one."""
-    where = f"{node.host}:{port}"
+def describe_connect_error(
+    exc: BaseException, host: str, port: int, known_hosts: str, jump: bool = False
+) -> str:
+    """The one-line reason `host` (the node, or its `jump` host) could not be reached, with
+    the fix where there is one."""
+    where = f"{'jump host ' if jump else ''}{host}:{port}"
     if isinstance(exc, paramiko.BadHostKeyException):
+        recorded = host if port == 22 else f"[{host}]:{port}"
         return (
-            f"host key mismatch for {where}: the node offers a different {exc.key.get_name()} "
-            f"key than {known_hosts} records; if the node was reinstalled, verify the new key "
-            f"and run: ssh-keygen -R {node.host} -f {known_hosts}"
+            f"host key mismatch for {where}: it offers a different {exc.key.get_name()} "
+            f"key than {known_hosts} records; if the host was reinstalled, verify the new key "
+            f"and run: ssh-keygen -R {shlex.quote(recorded)} -f {known_hosts}"
         )
     if isinstance(exc, paramiko.AuthenticationException):
         return f"authentication failed for {where}: {exc}"
     if isinstance(exc, socket.gaierror):
-        return f"DNS: cannot resolve {node.host!r} ({exc.strerror})"
+        return f"DNS: cannot resolve {'jump host ' if jump else ''}{host!r} ({exc.strerror})"
+    if isinstance(exc, FileNotFoundError):
+        return f"key file not found for {where}: {exc.filename}"
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
         return f"connection refused on {where} (is sshd running, is the port open?)"
     if isinstance(exc, ConnectionRefusedError):
         return f"connection refused on {where}"
     if isinstance(exc, (TimeoutError, socket.timeout)):
         return f"timed out connecting to {where} (no answer; host down or port filtered)"
+    if isinstance(exc, paramiko.ChannelException):
+        return f"the jump host could not open a tunnel to {where}: {exc.text}"
     if isinstance(exc, paramiko.SSHException):
-        text = str(exc)
-        if "not found in known_hosts" in text:
-            return (
-                f"host key unknown: {where} is not in {known_hosts}; add it (ssh-keyscan) "
-                "after verifying it, or set ssh.host_key_policy: accept-new"
-            )
-        if "banner" in text or "No existing session" in text:
-            return (
-                f"timed out waiting for the SSH handshake from {where} "
-                "(the port answers but sshd does not: hung or overloaded)"
-            )
-        return f"SSH error with {where}: {text}"
+        return _describe_ssh_error(str(exc), where, known_hosts)
     if isinstance(exc, OSError):
         return f"network error reaching {where}: {exc.strerror or exc}"
     return f"{type(exc).__name__} reaching {where}: {exc}"
+
+
+def _describe_ssh_error(text: str, where: str, known_hosts: str) -> str:
+    if "not found in known_hosts" in text:
+        return (
+            f"host key unknown: {where} is not in {known_hosts}; add it (ssh-keyscan) "
+            "after verifying it, or set ssh.host_key_policy: accept-new"
+        )
+    if "banner" in text or "No existing session" in text:
+        return (
+            f"timed out waiting for the SSH handshake from {where} "
+            "(the port answers but sshd does not: hung or overloaded)"
+        )
+    return f"SSH error with {where}: {text}"
+
+
+def gateway_chain(conn: Connection) -> list[Connection]:
+    """`conn` and every Connection it tunnels through, nearest first. A ProxyCommand (a
+    string) ends the chain: it is the user's own program, a byte pipe through which the
+    node's host key is still checked end to end."""
+    chain = [conn]
+    while isinstance(chain[-1].gateway, Connection):
+        chain.append(chain[-1].gateway)
+    return chain
+
+
+def failed_hop(conn: Connection) -> Connection:
+    """The hop an `open()` of `conn` failed on: hops open from the far end, so the first
+    one, from there, that is not connected."""
+    return next((hop for hop in reversed(gateway_chain(conn)) if not hop.is_connected), conn)
+
+
+def close_chain(conn: Connection) -> None:
+    """Close `conn` and its jump hosts (fabric's `close()` leaves the gateway open)."""
+    for hop in gateway_chain(conn):
+        hop.close()
+
+
+def _whole_seconds(seconds: float) -> int:
+    return int(seconds + 0.999)
+
+
+def _timeouts(ssh: SshSettings) -> dict[str, float]:
+    return {
+        "banner_timeout": ssh.connect_timeout_s,
+        "auth_timeout": ssh.connect_timeout_s,
+        "channel_timeout": ssh.connect_timeout_s,
+    }
+
+
+def fabric_config(ssh: SshSettings) -> Config:
+    """fabric's Config: ssh_config read once (`ssh.config_file` alone, like `ssh -F`, or else
+    ~/.ssh/config and /etc/ssh/ssh_config); the connect timeouts are the defaults of the
+    ProxyJump hops fabric builds from ssh_config too."""
+    path = str(Path(ssh.config_file).expanduser()) if ssh.config_file else None
+    loaded = Config(
+        runtime_ssh_path=path,
+        overrides={
+            "load_ssh_configs": True,
+            "timeouts": {"connect": _whole_seconds(ssh.connect_timeout_s)},
+            "connect_kwargs": _timeouts(ssh),
+        },
+    )
+    # A clone owns its parsed rules: fabric clones the config for every ProxyJump hop, and
+    # a clone of a file-loaded config re-reads the files into it (1000 nodes: 100 s).
+    return loaded.clone()
 
 
 def remote_command(command: str, timeout_s: float) -> str:
@@ -210,42 +274,48 @@ class Transport:
         self.listeners: list[CommandListener] = []
         self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="hpcnet-ssh")
         self._known_hosts_lock = threading.Lock()
-        self._config = Config(overrides={"load_ssh_configs": True})
+        self._config = fabric_config(self.ssh)
         self._config_lock = threading.Lock()  # invoke's Config.clone() is not thread-safe
         self._closed = False
 
     # -- connections -------------------------------------------------------------------
 
     def _connection_for(self, node: Node) -> Connection:
-        ssh = self.ssh
-        identity = node.ssh.identity_file or ssh.identity_file
-        kwargs: dict = {
-            "banner_timeout": ssh.connect_timeout_s,
-            "auth_timeout": ssh.connect_timeout_s,
-            "channel_timeout": ssh.connect_timeout_s,
-        }
+        """The node's Connection: the inventory's values win, ssh_config fills in the rest
+        (HostName, User, Port, IdentityFile, ProxyJump); our host-key policy on every hop."""
+        kwargs = self._connect_kwargs(node)
+        timeout = _whole_seconds(self.ssh.connect_timeout_s)
+        jump = node.ssh.jump_host or self.ssh.jump_host
+        gateway = None
+        if jump:
+            gateway = Connection(
+                jump, config=self._config, connect_timeout=timeout, connect_kwargs=dict(kwargs)
+            )
+        conn = Connection(
+            node.host,
+            user=node.ssh.user or self.ssh.user,
+            port=node.ssh.port or self.ssh.port,
+            config=self._config,
+            connect_timeout=timeout,
+            connect_kwargs=kwargs,
+            gateway=gateway,
+        )
+        for hop in gateway_chain(conn):  # fabric sets AutoAddPolicy on every client it makes
+            self._apply_host_key_policy(hop.client)
+        return conn
+
+    def _connect_kwargs(self, node: Node) -> dict:
+        """paramiko's connect() arguments. An inventory key turns off ~/.ssh/id_* and the
+        agent; fabric appends ssh_config's IdentityFile after it, as `ssh -i` does."""
+        kwargs: dict = _timeouts(self.ssh)
+        identity = node.ssh.identity_file or self.ssh.identity_file
         if identity:
             kwargs["key_filename"] = [str(Path(identity).expanduser())]
             kwargs["look_for_keys"] = False
             kwargs["allow_agent"] = False
-        if ssh.passphrase:
-            kwargs["passphrase"] = ssh.passphrase
-        jump = node.ssh.jump_host or ssh.jump_host
-        gateway = (
-            Connection(jump, config=self._config, connect_kwargs=dict(kwargs)) if jump else None
-        )
-        conn = Connection(
-            node.host,
-            user=node.ssh.user or ssh.user,
-            port=node.ssh.port or ssh.port,
-            config=self._config,
-            connect_timeout=int(ssh.connect_timeout_s + 0.999),
-            connect_kwargs=kwargs,
-            gateway=gateway,
-        )
-        for client in filter(None, (conn.client, gateway.client if gateway else None)):
-            self._apply_host_key_policy(client)
-        return conn
+        if self.ssh.passphrase:
+            kwargs["passphrase"] = self.ssh.passphrase
+        return kwargs
 
     def _apply_host_key_policy(self, client: paramiko.SSHClient) -> None:
         known = Path(self.ssh.known_hosts).expanduser()
@@ -265,10 +335,11 @@ class Transport:
             conn = session.connection
             if conn is not None and conn.is_connected:
                 return conn
+            if conn is not None:  # dropped: its jump hosts may still be open
+                close_chain(conn)
+                session.connection = None
             if self._closed:
                 raise NodeUnreachable(name, "session is closing")
-            node = session.node
-            port = node.ssh.port or self.ssh.port or 22
 
             def count_retry(state: RetryCallState) -> None:
                 session.retries += 1
@@ -284,15 +355,32 @@ class Transport:
             try:
                 for attempt in retrying:
                     with attempt:
-                        with self._config_lock:
-                            conn = self._connection_for(node)
-                        session.connects += 1
-                        conn.open()
+                        conn = self._attempt(session)
             except Exception as exc:  # every failure becomes one recorded reason
-                session.unreachable = describe_connect_error(exc, node, port, self.ssh.known_hosts)
+                host, port, jump = session.failed_at
+                session.unreachable = describe_connect_error(
+                    exc, host, port, self.ssh.known_hosts, jump
+                )
                 raise NodeUnreachable(name, session.unreachable) from None
             session.connection = conn
             return conn
+
+    def _attempt(self, session: NodeSession) -> Connection:
+        """One try at opening the node's connection; a failed try is closed and the hop it
+        failed on (the node or a jump host) recorded in `session.failed_at`."""
+        node = session.node
+        session.failed_at = (node.host, node.ssh.port or self.ssh.port or 22, False)
+        with self._config_lock:
+            conn = self._connection_for(node)
+        session.connects += 1
+        try:
+            conn.open()
+        except Exception:
+            hop = failed_hop(conn)
+            session.failed_at = (hop.host, hop.port, hop is not conn)
+            close_chain(conn)
+            raise
+        return conn
 
     def unreachable(self) -> dict[str, str]:
         """Nodes found unreachable so far, with their reasons."""
@@ -414,5 +502,5 @@ class Transport:
                     session.shell.close()
                     session.shell = None
                 if session.connection is not None:
-                    session.connection.close()
+                    close_chain(session.connection)
                     session.connection = None
