@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import select
 import shlex
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import paramiko
-from fabric import Config, Connection
+from fabric import Connection
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -30,9 +29,20 @@ from tenacity import (
     wait_exponential,
 )
 
-from pytest_hpcnet.inventory import Inventory, Node, SshSettings
+from pytest_hpcnet.inventory import Inventory, Node
 from pytest_hpcnet.redact import redact
 from pytest_hpcnet.remote_shell import RemoteShell, ShellBroken
+from pytest_hpcnet.ssh_connect import (
+    AcceptNewPolicy,
+    close_chain,
+    connect_timeouts,
+    describe_connect_error,
+    fabric_config,
+    failed_hop,
+    gateway_chain,
+    is_connection_level,
+    whole_seconds,
+)
 
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 KILL_GRACE_S = 2.0
@@ -94,137 +104,6 @@ class NodeSession:
     failed_at: tuple[str, int, bool] = ("", 22, False)  # host, port, is a jump host
 
 
-class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
-    """OpenSSH's `accept-new`: record an unknown key; a changed key is still refused."""
-
-    def __init__(self, path: Path, lock: threading.Lock):
-        self.path = path
-        self.lock = lock
-
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey):
-        with self.lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a") as fh:
-                fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
-        client.get_host_keys().add(hostname, key.get_name(), key)
-
-
-def _is_connection_level(exc: BaseException) -> bool:
-    """Retry refused, reset and connect timeouts; never auth, host key or DNS failures."""
-    if isinstance(exc, (paramiko.AuthenticationException, paramiko.BadHostKeyException)):
-        return False
-    if isinstance(exc, (socket.gaierror, FileNotFoundError)):
-        return False
-    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
-        return True
-    if isinstance(exc, (ConnectionRefusedError, ConnectionResetError, TimeoutError, EOFError)):
-        return True
-    if isinstance(exc, paramiko.SSHException):
-        text = str(exc)
-        return "banner" in text or "reset" in text.lower()
-    return isinstance(exc, OSError)
-
-
-def describe_connect_error(
-    exc: BaseException, host: str, port: int, known_hosts: str, jump: bool = False
-) -> str:
-    """The one-line reason `host` (the node, or its `jump` host) could not be reached, with
-    the fix where there is one."""
-    where = f"{'jump host ' if jump else ''}{host}:{port}"
-    if isinstance(exc, paramiko.BadHostKeyException):
-        recorded = host if port == 22 else f"[{host}]:{port}"
-        return (
-            f"host key mismatch for {where}: it offers a different {exc.key.get_name()} "
-            f"key than {known_hosts} records; if the host was reinstalled, verify the new key "
-            f"and run: ssh-keygen -R {shlex.quote(recorded)} -f {known_hosts}"
-        )
-    if isinstance(exc, paramiko.AuthenticationException):
-        return f"authentication failed for {where}: {exc}"
-    if isinstance(exc, socket.gaierror):
-        return f"DNS: cannot resolve {'jump host ' if jump else ''}{host!r} ({exc.strerror})"
-    if isinstance(exc, FileNotFoundError):
-        return f"key file not found for {where}: {exc.filename}"
-    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
-        return f"connection refused on {where} (is sshd running, is the port open?)"
-    if isinstance(exc, ConnectionRefusedError):
-        return f"connection refused on {where}"
-    if isinstance(exc, (TimeoutError, socket.timeout)):
-        return f"timed out connecting to {where} (no answer; host down or port filtered)"
-    if isinstance(exc, paramiko.ChannelException):
-        return f"the jump host could not open a tunnel to {where}: {exc.text}"
-    if isinstance(exc, paramiko.SSHException):
-        return _describe_ssh_error(str(exc), where, known_hosts)
-    if isinstance(exc, OSError):
-        return f"network error reaching {where}: {exc.strerror or exc}"
-    return f"{type(exc).__name__} reaching {where}: {exc}"
-
-
-def _describe_ssh_error(text: str, where: str, known_hosts: str) -> str:
-    if "not found in known_hosts" in text:
-        return (
-            f"host key unknown: {where} is not in {known_hosts}; add it (ssh-keyscan) "
-            "after verifying it, or set ssh.host_key_policy: accept-new"
-        )
-    if "banner" in text or "No existing session" in text:
-        return (
-            f"timed out waiting for the SSH handshake from {where} "
-            "(the port answers but sshd does not: hung or overloaded)"
-        )
-    return f"SSH error with {where}: {text}"
-
-
-def gateway_chain(conn: Connection) -> list[Connection]:
-    """`conn` and every Connection it tunnels through, nearest first. A ProxyCommand (a
-    string) ends the chain: it is the user's own program, a byte pipe through which the
-    node's host key is still checked end to end."""
-    chain = [conn]
-    while isinstance(chain[-1].gateway, Connection):
-        chain.append(chain[-1].gateway)
-    return chain
-
-
-def failed_hop(conn: Connection) -> Connection:
-    """The hop an `open()` of `conn` failed on: hops open from the far end, so the first
-    one, from there, that is not connected."""
-    return next((hop for hop in reversed(gateway_chain(conn)) if not hop.is_connected), conn)
-
-
-def close_chain(conn: Connection) -> None:
-    """Close `conn` and its jump hosts (fabric's `close()` leaves the gateway open)."""
-    for hop in gateway_chain(conn):
-        hop.close()
-
-
-def _whole_seconds(seconds: float) -> int:
-    return int(seconds + 0.999)
-
-
-def _timeouts(ssh: SshSettings) -> dict[str, float]:
-    return {
-        "banner_timeout": ssh.connect_timeout_s,
-        "auth_timeout": ssh.connect_timeout_s,
-        "channel_timeout": ssh.connect_timeout_s,
-    }
-
-
-def fabric_config(ssh: SshSettings) -> Config:
-    """fabric's Config: ssh_config read once (`ssh.config_file` alone, like `ssh -F`, or else
-    ~/.ssh/config and /etc/ssh/ssh_config); the connect timeouts are the defaults of the
-    ProxyJump hops fabric builds from ssh_config too."""
-    path = str(Path(ssh.config_file).expanduser()) if ssh.config_file else None
-    loaded = Config(
-        runtime_ssh_path=path,
-        overrides={
-            "load_ssh_configs": True,
-            "timeouts": {"connect": _whole_seconds(ssh.connect_timeout_s)},
-            "connect_kwargs": _timeouts(ssh),
-        },
-    )
-    # A clone owns its parsed rules: fabric clones the config for every ProxyJump hop, and
-    # a clone of a file-loaded config re-reads the files into it (1000 nodes: 100 s).
-    return loaded.clone()
-
-
 def remote_command(command: str, timeout_s: float) -> str:
     """Wrap `command` so the node itself kills it (and its process group) at `timeout_s`."""
     secs = max(1, int(timeout_s + 0.999))
@@ -284,7 +163,7 @@ class Transport:
         """The node's Connection: the inventory's values win, ssh_config fills in the rest
         (HostName, User, Port, IdentityFile, ProxyJump); our host-key policy on every hop."""
         kwargs = self._connect_kwargs(node)
-        timeout = _whole_seconds(self.ssh.connect_timeout_s)
+        timeout = whole_seconds(self.ssh.connect_timeout_s)
         jump = node.ssh.jump_host or self.ssh.jump_host
         gateway = None
         if jump:
@@ -307,7 +186,7 @@ class Transport:
     def _connect_kwargs(self, node: Node) -> dict:
         """paramiko's connect() arguments. An inventory key turns off ~/.ssh/id_* and the
         agent; fabric appends ssh_config's IdentityFile after it, as `ssh -i` does."""
-        kwargs: dict = _timeouts(self.ssh)
+        kwargs: dict = connect_timeouts(self.ssh)
         identity = node.ssh.identity_file or self.ssh.identity_file
         if identity:
             kwargs["key_filename"] = [str(Path(identity).expanduser())]
@@ -345,7 +224,7 @@ class Transport:
                 session.retries += 1
 
             retrying = Retrying(
-                retry=retry_if_exception(_is_connection_level),
+                retry=retry_if_exception(is_connection_level),
                 stop=stop_after_attempt(self.ssh.connect_retries)
                 | stop_after_delay(self.ssh.connect_timeout_s),  # a node costs one timeout at most
                 wait=wait_exponential(multiplier=0.2, max=2.0),

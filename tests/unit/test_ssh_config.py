@@ -12,7 +12,8 @@ import paramiko
 import pytest
 
 from pytest_hpcnet.inventory import InventoryError, load_inventory
-from pytest_hpcnet.transport import AcceptNewPolicy, Transport, gateway_chain
+from pytest_hpcnet.ssh_connect import AcceptNewPolicy, gateway_chain
+from pytest_hpcnet.transport import Transport
 
 BASTION_KEY = "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 
