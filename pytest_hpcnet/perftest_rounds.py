@@ -142,6 +142,7 @@ def run_round(
                 not settings.rdma_cm,
             ),
             nodes=list(server_of),
+            together=True,
         )
         clients = {p.a for p in pairs if started[p.b].ok}
         ran = transport.run_on_all(
@@ -151,6 +152,7 @@ def run_round(
             ),
             nodes=sorted(clients),
             timeout_s=timeout,
+            together=True,  # a round's pairs share the fabric at the same time
         )
     finally:
         stopped = transport.run_on_all(

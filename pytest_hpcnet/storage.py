@@ -72,6 +72,7 @@ def run_fio(
             ),
             nodes=nodes,
             timeout_s=settings.timeout_s,
+            together=True,  # the aggregate is only true when every node writes at once
         )
 
     try:

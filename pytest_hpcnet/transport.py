@@ -294,6 +294,9 @@ class Transport:
                     shell.lock.release()
             else:
                 out, err, status, timed_out, truncated = self._exec(conn, wrapped, deadline)
+            lost = None
+            if timed_out and status is None:  # not even the node's own `timeout` answered
+                lost = self._lost_if_silent(name, conn, time.monotonic() - t0)
             if status == 124 or status == 137:  # killed by the node's `timeout`
                 timed_out = True
             result = CommandResult(
@@ -305,6 +308,7 @@ class Transport:
                 duration_s=time.monotonic() - t0,
                 started_at=started,
                 timed_out=timed_out,
+                unreachable=lost,
                 truncated=truncated,
             )
         except NodeUnreachable as exc:
@@ -317,6 +321,27 @@ class Transport:
         for listener in self.listeners:
             listener(result)
         return result
+
+    def _lost_if_silent(self, name: str, conn: Connection, waited_s: float) -> str | None:
+        """After a command got no reply at all: try one new channel. A node that cannot open
+        one within the connect timeout is lost for the session (its later commands fail at
+        once); its reason is returned. None: the node still answers."""
+        limit = self.ssh.connect_timeout_s
+        try:
+            conn.client.get_transport().open_session(timeout=limit).close()
+            return None
+        except (paramiko.SSHException, OSError, EOFError, AttributeError):
+            pass
+        session = self.sessions[name]
+        with session.lock:
+            session.unreachable = (
+                f"stopped answering mid-run: no reply to a command for {waited_s:.0f} s "
+                f"and no new SSH channel within {limit:g} s"
+            )
+            session.shell = None
+            session.connection = None
+        close_chain(conn)
+        return session.unreachable
 
     def _shell(self, name: str, conn: Connection) -> RemoteShell | None:
         """The node's long-lived shell, opened on first use (None when it cannot be)."""
@@ -361,14 +386,20 @@ class Transport:
         command: str | Callable[[Node], str],
         nodes: Iterable[str] | None = None,
         timeout_s: float | None = None,
+        together: bool = False,
     ) -> dict[str, CommandResult]:
-        """Run on every node (or `nodes`) in parallel within the concurrency bound."""
+        """Run on every node (or `nodes`) in parallel within the concurrency bound, or with
+        `together` all at once (a measurement whose nodes must run at the same time: fio's
+        aggregate, a perftest round), whatever the bound."""
         names = list(nodes) if nodes is not None else list(self.sessions)
 
         def one(name: str) -> CommandResult:
             cmd = command(self.sessions[name].node) if callable(command) else command
             return self.run(name, cmd, timeout_s)
 
+        if together and len(names) > self.concurrency:
+            with ThreadPoolExecutor(len(names), thread_name_prefix="hpcnet-together") as pool:
+                return dict(zip(names, pool.map(one, names), strict=False))
         return dict(zip(names, self._pool.map(one, names), strict=False))
 
     def close(self) -> None:

@@ -170,3 +170,19 @@ def test_flaky_connection_is_retried_and_recorded(lab4, lab_inventory):
     assert result.ok, result.failure
     assert transport.sessions["node04"].retries >= 1
     assert transport.retries() == {"node04": transport.sessions["node04"].retries}
+
+
+def test_together_runs_every_node_at_once_past_the_concurrency_bound(lab_inventory):
+    transport = Transport(lab_inventory, concurrency=1)
+    try:
+        transport.run_on_all("true")  # connections open first, as the facts do in a run
+        t0 = time.monotonic()
+        bounded = transport.run_on_all("sleep 1")
+        t1 = time.monotonic()
+        together = transport.run_on_all("sleep 1", together=True)
+        t2 = time.monotonic()
+    finally:
+        transport.close()
+    assert all(r.ok for r in (*bounded.values(), *together.values()))
+    assert t1 - t0 >= 4.0  # one node at a time
+    assert t2 - t1 < 2.5, f"{t2 - t1:.1f}s"  # all four sleeps overlap
