@@ -16,8 +16,9 @@ one-round-trip facts script of `pytest_hpcnet.facts`) with:
 Every tool is timed end to end (process start to exit, as a user waits for it); the
 controller's CPU is the RUSAGE_CHILDREN delta around the tool's process (its workers and
 ssh processes included). Medians of `--repeat` runs. Needs root (the lab), and holds
-/run/hpcnet-lab.lock while its lab is up. `--hpcnet-concurrency 8 16` adds rows for the
-plugin with fewer parallel sessions (the lab's nodes share the controller's cores).
+/run/hpcnet-lab.lock while its lab is up. The `hpcnet pytest` row uses the lab inventory's
+`ssh.concurrency` (8 per controller CPU: the lab's nodes share the controller's cores);
+`--hpcnet-concurrency 64` adds a row with the default of a real inventory.
 
 Host keys: this plugin, clush and OpenSSH check them against the lab's known_hosts;
 testinfra's paramiko backend cannot (it never loads a known_hosts file and accepts any
@@ -375,7 +376,7 @@ def main() -> None:
         nargs="+",
         default=[],
         metavar="N",
-        help="also run hpcnet pytest with --hpcnet-concurrency N (default: the inventory's 64)",
+        help="also run hpcnet pytest with --hpcnet-concurrency N (default: the lab inventory's)",
     )
     parser.add_argument("--fanout", type=int, default=64, help="clush -f and xargs -P")
     parser.add_argument("--venv", type=Path, default=VENV)
