@@ -6,7 +6,9 @@ a project that merely has it installed: only tests asking for its fixtures are s
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import shutil
 import socket
 from collections import Counter
 from datetime import date
@@ -43,6 +45,8 @@ NO_INVENTORY = (
 STATE = pytest.StashKey["HpcnetState"]()
 CHECK = pytest.StashKey[Check]()
 REQUIREMENTS = (("reachability", "Nodes reachable over SSH"),)
+MIN_FREE_BYTES = 64 * 1024 * 1024
+FREE_BYTES_PER_NODE = 512 * 1024
 
 
 class HpcnetState:
@@ -288,6 +292,23 @@ def pytest_configure(config: pytest.Config) -> None:
         _open_run_dir(config, state)
 
 
+def free_space_problem(run_dir: Path, nodes: int) -> str | None:
+    """Why the reports folder's disk cannot hold this run's evidence, or None.
+
+    A 128-node static run writes about 23 MB (evidence, outputs, reports); the floor is
+    `MIN_FREE_BYTES` or `FREE_BYTES_PER_NODE` per node, whichever is larger."""
+    needed = max(MIN_FREE_BYTES, FREE_BYTES_PER_NODE * nodes)
+    free = shutil.disk_usage(run_dir).free
+    if free >= needed:
+        return None
+    mb = 1024 * 1024
+    return (
+        f"reports directory {run_dir} has {free / mb:.0f} MB free; a run on {nodes} nodes "
+        f"needs at least {needed // mb} MB for its evidence (free some space, or choose "
+        "another --reports-dir)"
+    )
+
+
 def _open_run_dir(config: pytest.Config, state: HpcnetState) -> None:
     """Create the run folder (a clear error before any test if it cannot be written)."""
     try:
@@ -299,6 +320,12 @@ def _open_run_dir(config: pytest.Config, state: HpcnetState) -> None:
         raise pytest.UsageError(
             f"reports directory {state.run_dir} is not writable: {exc.strerror or exc}"
         ) from None
+    nodes = len(state.inventory.nodes) if state.inventory else 0
+    problem = free_space_problem(state.run_dir, nodes)
+    if problem:
+        with contextlib.suppress(OSError):
+            state.run_dir.rmdir()  # only if still empty: nothing of another process
+        raise pytest.UsageError(problem)
     state.bundle = EvidenceBundle(state.run_dir, state.run_dir.name)
     if state.is_worker:
         return

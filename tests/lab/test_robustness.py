@@ -135,6 +135,30 @@ def test_node_lost_mid_run_fails_fast_and_keeps_finished_evidence(lab4, tmp_path
     assert elapsed < 3 + 8 + 3 + 3 + 15, f"{elapsed:.1f}s"  # one command + one connect timeout
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root)")
+def test_full_reports_disk_is_one_clear_error(tmp_path):
+    """A real 8 MB filesystem, nearly full: the run stops before any test, in one line."""
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(small)], check=True)
+    try:
+        (small / "filler").write_bytes(b"\0" * 6 * 1024 * 1024)
+        inventory = tmp_path / "inv.yaml"
+        inventory.write_text(
+            "cluster: {name: full-disk, region: cn-test}\n"
+            "ssh: {connect_timeout_s: 1, connect_retries: 1}\n"
+            "nodes:\n  - {name: n1, host: 198.18.0.250}\n"
+        )
+        code, out = _pytest(str(inventory), small / "reports")
+        left = list((small / "reports").iterdir())
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+    assert code == 4, out
+    assert "has 2 MB free; a run on 1 nodes needs at least 64 MB" in out, out
+    assert "Traceback" not in out
+    assert left == []
+
+
 def _pytest(inventory: str, reports: Path) -> tuple[int, str]:
     import subprocess
     import sys

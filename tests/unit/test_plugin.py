@@ -60,6 +60,30 @@ def test_runs_and_summarises_without_contacting_nodes(pytester: pytest.Pytester)
     )
 
 
+def test_reports_disk_too_full_is_one_clear_error_before_any_test(pytester, monkeypatch):
+    import shutil
+
+    pytester.makefile(".yaml", inv=INVENTORY)
+    pytester.makepyfile(test_suite=SUITE)
+    full = shutil.disk_usage(pytester.path)._replace(free=5 * 1024 * 1024)
+    monkeypatch.setattr("pytest_hpcnet.plugin.shutil.disk_usage", lambda path: full)
+    result = pytester.runpytest("--inventory", "inv.yaml", "--reports-dir", "out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: reports directory out/* has 5 MB free; a run on 3 nodes needs at least 64 MB*"]
+    )
+    assert "Traceback" not in result.stderr.str()
+    assert list((pytester.path / "out").iterdir()) == []  # no half-made run folder
+
+
+def test_free_space_floor_grows_with_the_cluster(tmp_path):
+    from pytest_hpcnet.plugin import free_space_problem
+
+    assert free_space_problem(tmp_path, 3) is None  # the test machine has 64 MB to spare
+    problem = free_space_problem(tmp_path, 10**8)  # 512 KiB per node: about 48 TiB
+    assert problem is not None and "a run on 100000000 nodes needs at least 50000000 MB" in problem
+
+
 def test_skips_without_inventory(pytester: pytest.Pytester):
     pytester.makepyfile(test_suite=SUITE + "\ndef test_unrelated():\n    assert True\n")
     result = pytester.runpytest("-rs")
