@@ -23,7 +23,8 @@ from pytest_hpcnet.perftest_rounds import (
 from pytest_hpcnet.probes.links import parse_interfaces
 from pytest_hpcnet.probes.metadata import MetadataFacts, parse_metadata
 from pytest_hpcnet.probes.nccl import NcclResult, parse_nccl
-from pytest_hpcnet.probes.rdma import match_devices, parse_ibv_devinfo
+from pytest_hpcnet.probes.rdma import match_devices
+from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo
 from pytest_hpcnet.probes.versions import parse_versions
 from pytest_hpcnet.recording import Check
 from pytest_hpcnet.schedule import confirm_pairs, ring_pairs

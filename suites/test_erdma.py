@@ -7,9 +7,8 @@ from pytest_hpcnet.probes.rdma import (
     match_devices,
     parse_compat_mode,
     parse_erdma_module,
-    parse_ibv_devinfo,
-    parse_rdma_link,
 )
+from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
 
 pytestmark = [pytest.mark.static, pytest.mark.check("erdma", "eRDMA devices")]
 

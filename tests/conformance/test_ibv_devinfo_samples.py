@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.probes import rdma
+from pytest_hpcnet.probes import rdma, rdma_parsers
 from tests.corpus import corpus_files
 
 # file -> (source, {device: [(port, state, physical_state, active_mtu, link_layer, netdev)]},
@@ -182,7 +182,7 @@ def test_every_sample_has_an_expectation():
 @pytest.mark.parametrize("path", corpus_files("ibv_devinfo"), ids=lambda p: p.name)
 def test_sample(path):
     source, devices, no_devices, notices = EXPECTED[path.name]
-    result = rdma.parse_rdma_output(path.read_text())
+    result = rdma_parsers.parse_rdma_output(path.read_text())
     assert result.source == source
     assert _shape(result) == devices
     assert list(result.names()) == list(devices)  # output order kept
@@ -198,7 +198,7 @@ def test_device_facts(name):
     if name not in files:
         pytest.skip("corpus not available (HPCNET_SAMPLES)")
     dev_name, transport, fw, guid, vendor, part, count = DEVICE_FACTS[name]
-    dev = rdma.parse_rdma_output(files[name].read_text()).device(dev_name)
+    dev = rdma_parsers.parse_rdma_output(files[name].read_text()).device(dev_name)
     assert dev is not None
     assert (
         dev.transport,
@@ -214,10 +214,12 @@ def test_erdma_sample_is_selected_by_default_glob_and_vendor():
     files = {p.name: p for p in corpus_files("ibv_devinfo")}
     if not files:
         pytest.skip("corpus not available (HPCNET_SAMPLES)")
-    erdma = rdma.parse_ibv_devinfo(files["erdma-h20-stepmesh-pr32-erdma_0-block.txt"].read_text())
+    erdma = rdma_parsers.parse_ibv_devinfo(
+        files["erdma-h20-stepmesh-pr32-erdma_0-block.txt"].read_text()
+    )
     assert [d.name for d in rdma.match_devices(erdma)] == ["erdma_0"]
     assert rdma.is_erdma(erdma.devices[0])
-    mlx = rdma.parse_ibv_devinfo(files["kaust-ibex-cx6-hdr100-ibv_devinfo.txt"].read_text())
+    mlx = rdma_parsers.parse_ibv_devinfo(files["kaust-ibex-cx6-hdr100-ibv_devinfo.txt"].read_text())
     assert rdma.match_devices(mlx) == () and not rdma.is_erdma(mlx.devices[0])
 
 
@@ -229,8 +231,8 @@ def test_ibstat_and_ibv_devinfo_of_same_host_agree():
         ("kaust-ibex-cx6-hdr100-ibv_devinfo.txt", "kaust-ibex-cx6-hdr100-ibstat.txt"),
         ("k8s-sriov-cx5-mofed44-ibv_devinfo-d-mlx5_0.txt", "k8s-sriov-cx5-ibstat-mlx5_0.txt"),
     ):
-        ibv = rdma.parse_ibv_devinfo(files[ibv_name].read_text())
-        ibstat = rdma.parse_ibstat(files[ibstat_name].read_text())
+        ibv = rdma_parsers.parse_ibv_devinfo(files[ibv_name].read_text())
+        ibstat = rdma_parsers.parse_ibstat(files[ibstat_name].read_text())
         assert rdma.compare_sources(ibv, ibstat) == ()
         assert ibv.devices[0].node_guid == ibstat.devices[0].node_guid
 
@@ -239,8 +241,10 @@ def test_rdma_link_active_vs_down_samples_disagree():
     files = {p.name: p for p in corpus_files("ibv_devinfo")}
     if not files:
         pytest.skip("corpus not available (HPCNET_SAMPLES)")
-    up = rdma.parse_rdma_link(files["rdma-link-ib-mlx5_7-active-rccl-1423.txt"].read_text())
-    down = rdma.parse_rdma_link(files["rdma-link-ib-mlx5_7-down-polling-rccl-1423.txt"].read_text())
+    up = rdma_parsers.parse_rdma_link(files["rdma-link-ib-mlx5_7-active-rccl-1423.txt"].read_text())
+    down = rdma_parsers.parse_rdma_link(
+        files["rdma-link-ib-mlx5_7-down-polling-rccl-1423.txt"].read_text()
+    )
     assert rdma.compare_sources(up, down) == (
         "rdma link shows mlx5_7 port 1 ACTIVE, rdma link shows DOWN",
         "rdma link shows mlx5_7 port 1 physical state LINK_UP, rdma link shows POLLING",

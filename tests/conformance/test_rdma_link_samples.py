@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.probes import rdma
+from pytest_hpcnet.probes import rdma, rdma_parsers
 from tests.corpus import corpus_files
 
 # file -> [(device, port, state, physical_state, netdev)] in output order
@@ -33,7 +33,7 @@ def test_every_sample_has_an_expectation():
 
 @pytest.mark.parametrize("path", corpus_files("rdma_link"), ids=lambda p: p.name)
 def test_sample(path):
-    result = rdma.parse_rdma_output(path.read_text())
+    result = rdma_parsers.parse_rdma_output(path.read_text())
     assert result.source == "rdma link"
     got = [
         (d.name, p.number, p.state, p.physical_state, p.netdev)

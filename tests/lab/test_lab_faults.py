@@ -24,7 +24,8 @@ from pytest_hpcnet.probes.ports import (
     parse_connect,
     parse_listener,
 )
-from pytest_hpcnet.probes.rdma import ibv_devinfo_command, parse_ibv_devinfo, parse_rdma_link
+from pytest_hpcnet.probes.rdma import ibv_devinfo_command
+from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
 from pytest_hpcnet.transport import Transport
 
 pytestmark = pytest.mark.lab

@@ -12,12 +12,8 @@ import pytest
 from pytest_hpcnet.inventory import load_inventory
 from pytest_hpcnet.lab.state import METADATA_ADDRESS, LabState
 from pytest_hpcnet.probes.metadata import metadata_command, parse_metadata
-from pytest_hpcnet.probes.rdma import (
-    ibv_devinfo_command,
-    parse_ibv_devinfo,
-    parse_rdma_link,
-    rdma_link_command,
-)
+from pytest_hpcnet.probes.rdma import ibv_devinfo_command, rdma_link_command
+from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
 from pytest_hpcnet.transport import Transport
 
 pytestmark = pytest.mark.lab

@@ -6,11 +6,11 @@ import subprocess
 
 import pytest
 
-from pytest_hpcnet.probes import rdma
+from pytest_hpcnet.probes import rdma, rdma_parsers
 
 
 def test_two_erdma_devices(fixture_text):
-    result = rdma.parse_ibv_devinfo(fixture_text("rdma", "erdma-two-devices.txt"))
+    result = rdma_parsers.parse_ibv_devinfo(fixture_text("rdma", "erdma-two-devices.txt"))
     assert result.names() == ("erdma_0", "erdma_1")
     assert result.problems == ()
     dev0 = result.device("erdma_0")
@@ -30,14 +30,14 @@ def test_two_erdma_devices(fixture_text):
 def test_crlf_and_leading_noise_give_same_result(fixture_text):
     text = fixture_text("rdma", "erdma-two-devices.txt")
     noisy = "some banner\r\n" + text.replace("\n", "\r\n") + "trailing junk\r\n"
-    plain = rdma.parse_ibv_devinfo(text)
-    crlf = rdma.parse_ibv_devinfo(noisy)
+    plain = rdma_parsers.parse_ibv_devinfo(text)
+    crlf = rdma_parsers.parse_ibv_devinfo(noisy)
     assert crlf.devices == plain.devices
     assert crlf.notices == ("some banner", "trailing junk")
 
 
 def test_mac_named_erdma_verbose(fixture_text):
-    result = rdma.parse_ibv_devinfo(fixture_text("rdma", "erdma-mac-named-verbose.txt"))
+    result = rdma_parsers.parse_ibv_devinfo(fixture_text("rdma", "erdma-mac-named-verbose.txt"))
     assert result.names() == ("00163e0a1b2c",)
     dev = result.devices[0]
     port = dev.port(1)
@@ -50,37 +50,43 @@ def test_mac_named_erdma_verbose(fixture_text):
 
 
 def test_not_installed(fixture_text):
-    result = rdma.parse_ibv_devinfo(fixture_text("rdma", "ibv_devinfo-command-not-found.txt"))
+    result = rdma_parsers.parse_ibv_devinfo(
+        fixture_text("rdma", "ibv_devinfo-command-not-found.txt")
+    )
     assert result.tool_missing
     assert result.devices == ()
-    assert rdma.parse_ibv_devinfo("hpcnet: ibv_devinfo not found\n").tool_missing
-    assert rdma.parse_ibstat("hpcnet: ibstat not found").tool_missing
-    assert rdma.parse_rdma_link("sh: 1: rdma: not found").tool_missing
+    assert rdma_parsers.parse_ibv_devinfo("hpcnet: ibv_devinfo not found\n").tool_missing
+    assert rdma_parsers.parse_ibstat("hpcnet: ibstat not found").tool_missing
+    assert rdma_parsers.parse_rdma_link("sh: 1: rdma: not found").tool_missing
 
 
 def test_empty_and_garbage_never_raise():
-    for parse in (rdma.parse_ibv_devinfo, rdma.parse_ibstat, rdma.parse_rdma_link):
+    for parse in (
+        rdma_parsers.parse_ibv_devinfo,
+        rdma_parsers.parse_ibstat,
+        rdma_parsers.parse_rdma_link,
+    ):
         for text in ("", "\x00\xff garbage", "hca_id:\n", "port: 1\n", "[not json"):
             result = parse(text)
             assert isinstance(result, rdma.RdmaDevices)
-    assert rdma.parse_ibv_devinfo("").problems
+    assert rdma_parsers.parse_ibv_devinfo("").problems
 
 
 def test_unreadable_state_is_a_problem():
     text = "hca_id: erdma_0\n\tport: 1\n\t\tstate: WEIRD (9)\n"
-    result = rdma.parse_ibv_devinfo(text)
+    result = rdma_parsers.parse_ibv_devinfo(text)
     assert result.devices[0].port(1).state is None
     assert any("unreadable state" in p for p in result.problems)
 
 
 def test_port_count_mismatch_is_a_problem():
     text = "hca_id: mlx5_0\n\tphys_port_cnt: 2\n\tport: 1\n\t\tstate: PORT_ACTIVE (4)\n"
-    result = rdma.parse_ibv_devinfo(text)
+    result = rdma_parsers.parse_ibv_devinfo(text)
     assert any("reports 2 ports but lists 1" in p for p in result.problems)
 
 
 def test_ibstat_two_ports(fixture_text):
-    result = rdma.parse_ibstat(fixture_text("rdma", "ibstat-two-ports.txt"))
+    result = rdma_parsers.parse_ibstat(fixture_text("rdma", "ibstat-two-ports.txt"))
     dev = result.device("mlx5_0")
     assert dev.ca_type == "MT4123"
     assert dev.node_guid == "b859:9f03:0022:626e"
@@ -92,8 +98,8 @@ def test_ibstat_two_ports(fixture_text):
 
 
 def test_rdma_link_text_and_json_agree(fixture_text):
-    text = rdma.parse_rdma_link(fixture_text("rdma", "rdma-link-erdma.txt"))
-    js = rdma.parse_rdma_link(fixture_text("rdma", "rdma-link-erdma.json"))
+    text = rdma_parsers.parse_rdma_link(fixture_text("rdma", "rdma-link-erdma.txt"))
+    js = rdma_parsers.parse_rdma_link(fixture_text("rdma", "rdma-link-erdma.json"))
     assert text.names() == js.names() == ("erdma_0", "erdma_1")
     assert text.device("erdma_1").port(1).netdev == "eth2"
     assert js.device("erdma_1").port(1).state == "INIT"
@@ -129,21 +135,21 @@ def test_rdma_link_text_and_json_agree(fixture_text):
     ],
 )
 def test_rdma_link_formats(line, name, state, phys, netdev):
-    result = rdma.parse_rdma_link(line)
+    result = rdma_parsers.parse_rdma_link(line)
     port = result.device(name).port(1)
     assert (port.state, port.physical_state, port.netdev) == (state, phys, netdev)
 
 
 def test_match_devices_glob(fixture_text):
-    result = rdma.parse_ibv_devinfo(fixture_text("rdma", "erdma-two-devices.txt"))
+    result = rdma_parsers.parse_ibv_devinfo(fixture_text("rdma", "erdma-two-devices.txt"))
     assert [d.name for d in rdma.match_devices(result)] == ["erdma_0", "erdma_1"]
     assert [d.name for d in rdma.match_devices(result, "erdma_1")] == ["erdma_1"]
     assert rdma.match_devices(result.devices, "mlx5*") == ()
 
 
 def test_compare_sources_reports_state_disagreement(fixture_text):
-    ibv = rdma.parse_ibv_devinfo(fixture_text("rdma", "erdma-two-devices.txt"))
-    link = rdma.parse_rdma_link(
+    ibv = rdma_parsers.parse_ibv_devinfo(fixture_text("rdma", "erdma-two-devices.txt"))
+    link = rdma_parsers.parse_rdma_link(
         "link erdma_0/1 state DOWN physical_state DISABLED netdev eth1\n"
         "link erdma_2/1 state ACTIVE physical_state LINK_UP netdev eth3\n"
     )
@@ -155,17 +161,17 @@ def test_compare_sources_reports_state_disagreement(fixture_text):
 
 
 def test_compare_sources_agreeing(fixture_text):
-    ibv = rdma.parse_ibv_devinfo(fixture_text("rdma", "erdma-two-devices.txt"))
-    link = rdma.parse_rdma_link(fixture_text("rdma", "rdma-link-erdma.txt"))
+    ibv = rdma_parsers.parse_ibv_devinfo(fixture_text("rdma", "erdma-two-devices.txt"))
+    link = rdma_parsers.parse_rdma_link(fixture_text("rdma", "rdma-link-erdma.txt"))
     assert rdma.compare_sources(ibv, link) == ()
 
 
 def test_compare_ports_and_physical_state():
-    ibstat = rdma.parse_ibstat(
+    ibstat = rdma_parsers.parse_ibstat(
         "CA 'mlx5_0'\n\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n"
         "\tPort 2:\n\t\tState: Down\n"
     )
-    link = rdma.parse_rdma_link("link mlx5_0/1 state ACTIVE physical_state POLLING\n")
+    link = rdma_parsers.parse_rdma_link("link mlx5_0/1 state ACTIVE physical_state POLLING\n")
     diffs = rdma.compare_sources(ibstat, link)
     assert diffs == (
         "ibstat shows mlx5_0 port 2, rdma link does not",
@@ -174,11 +180,14 @@ def test_compare_ports_and_physical_state():
 
 
 def test_autodetect(fixture_text):
-    assert rdma.parse_rdma_output(fixture_text("rdma", "ibstat-two-ports.txt")).source == "ibstat"
-    assert rdma.parse_rdma_output(fixture_text("rdma", "rdma-link-erdma.txt")).source == (
+    assert (
+        rdma_parsers.parse_rdma_output(fixture_text("rdma", "ibstat-two-ports.txt")).source
+        == "ibstat"
+    )
+    assert rdma_parsers.parse_rdma_output(fixture_text("rdma", "rdma-link-erdma.txt")).source == (
         "rdma link"
     )
-    assert rdma.parse_rdma_output(fixture_text("rdma", "erdma-two-devices.txt")).source == (
+    assert rdma_parsers.parse_rdma_output(fixture_text("rdma", "erdma-two-devices.txt")).source == (
         "ibv_devinfo"
     )
 
@@ -227,7 +236,7 @@ def _sh(command: str) -> str:
 def test_commands_run_in_sh_without_the_tools():
     # on a machine without RDMA tools the guard prints the marker the parser understands
     out = _sh(rdma.ibv_devinfo_command())
-    result = rdma.parse_ibv_devinfo(out)
+    result = rdma_parsers.parse_ibv_devinfo(out)
     assert result.tool_missing or result.devices or result.no_devices
     module = rdma.parse_erdma_module(_sh(rdma.erdma_module_command()))
     assert module.loaded is not None
