@@ -15,6 +15,7 @@ import yaml
 from pytest_hpcnet.evidence import read_records
 from pytest_hpcnet.inventory import load_inventory
 from pytest_hpcnet.lab import cluster as lab
+from pytest_hpcnet.lab import links
 from tests.lab.test_static_suite import failing, run_static
 
 pytestmark = pytest.mark.lab
@@ -119,7 +120,8 @@ def test_node_lost_mid_run_fails_fast_and_keeps_finished_evidence(lab4, tmp_path
         out, _ = proc.communicate(timeout=120)
     finally:
         proc.kill()
-        subprocess.run(["ip", "link", "set", lost.host_veth, "up"], check=True)
+        links.recreate_node_link(lost)  # back, with zeroed counters (the link-down counted drops)
+        lab.ensure_sshd(lab4, lost)
     elapsed = time.monotonic() - t0
     assert proc.returncode == 1, out
     records = read_records(next(reports.iterdir()))
