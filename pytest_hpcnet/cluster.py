@@ -12,6 +12,7 @@ from pytest_hpcnet.facts import SectionOutput, facts_command, split_sections
 from pytest_hpcnet.inventory import Inventory, Node
 from pytest_hpcnet.pairs import FlowFacts, PairFacts, gather_pair_facts
 from pytest_hpcnet.perftest_rounds import (
+    PairRun,
     PerftestCampaign,
     bandwidth_ok,
     judge,
@@ -26,8 +27,9 @@ from pytest_hpcnet.probes.nccl import NcclResult, parse_nccl
 from pytest_hpcnet.probes.rdma import match_devices
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo
 from pytest_hpcnet.probes.versions import parse_versions
+from pytest_hpcnet.progress import Reporter, phase, silent
 from pytest_hpcnet.recording import Check
-from pytest_hpcnet.schedule import confirm_pairs, ring_pairs
+from pytest_hpcnet.schedule import Pair, confirm_pairs, ring_pairs
 from pytest_hpcnet.storage import FioRun, run_fio
 from pytest_hpcnet.transport import CommandResult, NodeUnreachable, Transport
 
@@ -56,9 +58,10 @@ class NodeFacts:
 class Cluster:
     """What suites talk to: the inventory, commands on nodes, and cached facts."""
 
-    def __init__(self, inventory: Inventory, transport: Transport):
+    def __init__(self, inventory: Inventory, transport: Transport, progress: Reporter = silent):
         self.inventory = inventory
         self.transport = transport
+        self.progress = progress
         self.expect = inventory.expect
         self._facts: dict[str, NodeFacts] = {}
         self._facts_lock = threading.Lock()
@@ -98,7 +101,12 @@ class Cluster:
         """Gather every node's facts in parallel, once per session."""
         with self._facts_lock:
             if not self._facts:
-                results = self.transport.run_on_all(lambda node: facts_command(node, self.expect))
+                with phase(self.progress, f"facts from {len(self.nodes)} nodes") as outcome:
+                    results = self.transport.run_on_all(
+                        lambda node: facts_command(node, self.expect)
+                    )
+                    down = sum(1 for r in results.values() if r.unreachable)
+                    outcome.text = f"{len(results) - down} answered, {down} unreachable"
                 self._facts = {
                     name: NodeFacts(name, result, split_sections(result.stdout))
                     for name, result in results.items()
@@ -132,9 +140,12 @@ class Cluster:
                 return
         self.gather_facts()
         addresses = {n.name: a for n in self.nodes if (a := self.data_address(n.name))}
-        pairs, flows = gather_pair_facts(
-            self.transport, {n.name: n for n in self.nodes}, addresses, self.ring(), self.expect
-        )
+        ring = self.ring()
+        with phase(self.progress, f"pair probes on {len(ring)} pairs") as outcome:
+            pairs, flows = gather_pair_facts(
+                self.transport, {n.name: n for n in self.nodes}, addresses, ring, self.expect
+            )
+            outcome.text = f"{len(pairs)} pairs and {len(flows)} ACL flows probed"
         with self._facts_lock:
             self._pairs, self._flows = pairs, flows
 
@@ -195,24 +206,31 @@ class Cluster:
             gid = self.inventory.node(name).rdma.gid_index
             return options_for(settings, tool, port, devices.get(name), gid)
 
+        passes = self.pair_passes(tool)
+
+        def measure(pairs: list[Pair], index: int, label: str) -> dict[Pair, PairRun]:
+            runnable = [p for p in pairs if p.a in addresses and p.b in addresses]
+            with phase(self.progress, f"{tool} {label}: {len(runnable)} pairs") as outcome:
+                runs = run_round(self.transport, runnable, index, tool, settings, addresses, side)
+                good = sum(1 for run in runs.values() if passes(run))
+                outcome.text = f"{good}/{len(runs)} pairs within bounds"
+            return runs
+
         campaign = PerftestCampaign(tool)
         rounds, campaign.schedule = planned_rounds(names, settings)
         for index, pairs in enumerate(rounds, 1):
-            runnable = [p for p in pairs if p.a in addresses and p.b in addresses]
-            campaign.runs.update(
-                run_round(self.transport, runnable, index, tool, settings, addresses, side)
-            )
-        passes = self.pair_passes(tool)
+            campaign.runs.update(measure(pairs, index, f"round {index}/{len(rounds)}"))
         campaign.localization = judge(campaign.runs, passes, names)
         doubtful = [*campaign.localization.suspects, *campaign.localization.unknown]
         if settings.confirm_suspects and doubtful:
             good = [n for n in campaign.localization.good if n in addresses]
-            for index, pairs in enumerate(confirm_pairs(doubtful, good), len(rounds) + 1):
-                runnable = [p for p in pairs if p.a in addresses and p.b in addresses]
-                campaign.confirm_runs.update(
-                    run_round(self.transport, runnable, index, tool, settings, addresses, side)
-                )
+            checks = confirm_pairs(doubtful, good)
+            for index, pairs in enumerate(checks, len(rounds) + 1):
+                label = f"confirmation {index - len(rounds)}/{len(checks)}"
+                campaign.confirm_runs.update(measure(pairs, index, label))
             campaign.localization = judge({**campaign.runs, **campaign.confirm_runs}, passes, names)
+        if campaign.localization.suspects:
+            self.progress(f"{tool}: suspect nodes {', '.join(campaign.localization.suspects)}")
         with self._facts_lock:
             self._campaigns[tool] = campaign
         return campaign
@@ -230,7 +248,10 @@ class Cluster:
             if not nodes:
                 raise NodeUnreachable("cluster", "no node reachable to launch NCCL from")
             command = launch_command(settings, [n.host for n in nodes], [n.name for n in nodes])
-            result = self.transport.run(nodes[0].name, command, settings.timeout_s)
+            what = f"NCCL all_reduce_perf on {len(nodes)} nodes ({settings.launcher})"
+            with phase(self.progress, what) as outcome:
+                result = self.transport.run(nodes[0].name, command, settings.timeout_s)
+                outcome.text = "finished" if result.ok else (result.failure or "failed")
             self._nccl = (parse_nccl(result.stdout + "\n" + result.stderr), result)
         self._record(self._nccl[1])
         return self._nccl
@@ -240,7 +261,9 @@ class Cluster:
         if self._fio is None:
             names = [n.name for n in self.reachable_nodes()]
             settings = self.inventory.benchmarks.fio
-            self._fio = run_fio(self.transport, names, self.expect.cpfs.mount, settings)
+            mount = self.expect.cpfs.mount
+            with phase(self.progress, f"fio write and read on {len(names)} nodes under {mount}"):
+                self._fio = run_fio(self.transport, names, mount, settings)
         return self._fio
 
     def placement(self) -> dict[str, MetadataFacts]:

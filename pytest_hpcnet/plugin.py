@@ -26,6 +26,7 @@ from pytest_hpcnet.inventory import Inventory, InventoryError, Node, load_invent
 from pytest_hpcnet.metrics import write_prometheus_textfile
 from pytest_hpcnet.pairs import flow_id
 from pytest_hpcnet.perftest_rounds import planned_rounds
+from pytest_hpcnet.progress import terminal_reporter
 from pytest_hpcnet.recording import (
     Check,
     attach,
@@ -71,7 +72,8 @@ class HpcnetState:
         if self.cluster is None:
             assert self.inventory is not None
             concurrency = self.config.getoption("hpcnet_concurrency")
-            self.cluster = Cluster(self.inventory, Transport(self.inventory, concurrency))
+            transport = Transport(self.inventory, concurrency)
+            self.cluster = Cluster(self.inventory, transport, terminal_reporter(self.config))
         return self.cluster
 
     # -- recording ------------------------------------------------------------------------

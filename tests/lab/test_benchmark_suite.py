@@ -16,12 +16,16 @@ from tests.lab.test_static_suite import failing, run_static
 pytestmark = pytest.mark.lab
 
 
-def run_benchmarks(inventory: str, reports: Path):
-    return run_static(inventory, reports, marker="benchmark")
+def run_benchmarks(inventory: str, reports: Path, output: list[str] | None = None):
+    return run_static(inventory, reports, marker="benchmark", output=output)
 
 
 def test_healthy_lab_passes_the_benchmarks(lab4, tmp_path):
-    code, records = run_benchmarks(lab4.inventory, tmp_path)
+    printed: list[str] = []
+    code, records = run_benchmarks(lab4.inventory, tmp_path, printed)
+    progress = "\n".join(ln for ln in printed[0].splitlines() if ln.startswith("hpcnet: "))
+    for phase in ("ib_write_bw round 1/2: 2 pairs", "NCCL all_reduce_perf on 4 nodes", "fio"):
+        assert f"hpcnet: {phase}" in progress, progress
     assert not failing(records), [r["message"] for r in failing(records)]
     assert code == 0
     checks = {r["check_id"] for r in records if r["verdict"] == "pass"}

@@ -19,9 +19,14 @@ NODE = "node02"
 
 
 def run_static(
-    inventory: str, reports: Path, *extra: str, marker: str = "static"
+    inventory: str,
+    reports: Path,
+    *extra: str,
+    marker: str = "static",
+    output: list[str] | None = None,
 ) -> tuple[int, list[dict]]:
-    """Run `pytest suites -m <marker>` as a user would; return exit code and evidence records."""
+    """Run `pytest suites -m <marker>` as a user would; return exit code and evidence records
+    (and append what the run printed to `output`, when given)."""
     proc = subprocess.run(
         [
             sys.executable,
@@ -44,6 +49,8 @@ def run_static(
         cwd=ROOT,
         timeout=300,
     )
+    if output is not None:
+        output.append(proc.stdout + proc.stderr)
     runs = sorted(reports.iterdir())
     evidence = runs[-1] / "evidence.jsonl"
     records = [json.loads(line) for line in evidence.read_text().splitlines() if line.strip()]
@@ -60,7 +67,12 @@ def failing(records: list[dict]) -> list[dict]:
 
 
 def test_healthy_lab_passes_the_static_suite(lab4, tmp_path):
-    code, records = run_static(lab4.inventory, tmp_path)
+    printed: list[str] = []
+    code, records = run_static(lab4.inventory, tmp_path, output=printed)
+    progress = [line for line in printed[0].splitlines() if line.startswith("hpcnet: ")]
+    assert progress[:2] == ["hpcnet: facts from 4 nodes ...", progress[1]], progress
+    assert progress[1].startswith("hpcnet: facts from 4 nodes: 4 answered, 0 unreachable (")
+    assert any(ln.startswith("hpcnet: pair probes on 4 pairs: 4 pairs and ") for ln in progress)
     assert not failing(records), [r["message"] for r in failing(records)]
     assert code == 0
     checks = {r["check_id"] for r in records if r["verdict"] == "pass"}
