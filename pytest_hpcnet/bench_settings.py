@@ -68,6 +68,9 @@ class NcclSettings(Strict):
     allow_run_as_root: bool = True
     hostfile: str = "/tmp/hpcnet-hostfile"
     timeout_s: Annotated[int, Field(ge=10, le=14400)] = 1800
+    bisect_max_runs: Annotated[int, Field(ge=0, le=100)] | None = None
+    """NCCL runs on halves to find a slow node the pair benchmarks do not blame (None: enough
+    for one slow node, 2*log2(N)+2; 0: off)."""
 
 
 class FioSettings(Strict):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from pytest_hpcnet.bisection import Bisection, bisect, runs_needed
 from pytest_hpcnet.collective import launch_command
 from pytest_hpcnet.facts import SectionOutput, facts_command, split_sections
 from pytest_hpcnet.inventory import Inventory, Node
@@ -70,6 +71,7 @@ class Cluster:
         self._flows: dict[str, FlowFacts] = {}
         self._campaigns: dict[str, PerftestCampaign] = {}
         self._nccl: tuple[NcclResult, CommandResult] | None = None
+        self._bisection: Bisection | None = None
         self._fio: dict[str, FioRun] | None = None
 
     @property
@@ -255,6 +257,44 @@ class Cluster:
             self._nccl = (parse_nccl(result.stdout + "\n" + result.stderr), result)
         self._record(self._nccl[1])
         return self._nccl
+
+    def nccl_passes(self, result: NcclResult) -> bool:
+        """The NCCL bounds of the expectations, met by one all_reduce_perf run."""
+        bounds = self.expect.nccl
+        if result.error is not None or not result.rows:
+            return False
+        avg, largest = result.avg_busbw_gbs, result.busbw_at_max_size_gbs
+        if bounds.min_avg_busbw_gbs is not None and not (avg or 0) >= bounds.min_avg_busbw_gbs:
+            return False
+        floor = bounds.min_busbw_largest_gbs
+        return floor is None or (largest or 0) >= floor
+
+    def nccl_bisection(self) -> Bisection:
+        """NCCL on halves of the reachable nodes until one node is left to blame (once)."""
+        if self._bisection is not None:
+            return self._bisection
+        settings = self.inventory.benchmarks.nccl
+        nodes = {n.name: n for n in self.reachable_nodes()}
+        budget = settings.bisect_max_runs
+        if budget == 0:
+            self._bisection = Bisection(reason="off (benchmarks.nccl.bisect_max_runs: 0)")
+            return self._bisection
+
+        def trial(names: list[str]) -> bool:
+            hosts = [nodes[n].host for n in names]
+            what = f"NCCL bisection on {len(names)} nodes ({names[0]} .. {names[-1]})"
+            with phase(self.progress, what) as outcome:
+                command = launch_command(settings, hosts, names)
+                result = self.transport.run(names[0], command, settings.timeout_s)
+                if self.current_check is not None:
+                    self.current_check.command(result)
+                passed = self.nccl_passes(parse_nccl(result.stdout + "\n" + result.stderr))
+                outcome.text = "passes" if passed else "fails"
+            return passed
+
+        names = list(nodes)
+        self._bisection = bisect(names, trial, budget or runs_needed(len(names)))
+        return self._bisection
 
     def fio(self) -> dict[str, FioRun]:
         """fio write+read on every reachable node at once under the CPFS mount (once)."""

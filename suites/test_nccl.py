@@ -6,10 +6,18 @@ pytestmark = [pytest.mark.benchmark, pytest.mark.check("nccl_busbw", "NCCL bus b
 
 
 def suspects(cluster, check):
-    """The nodes the pair bandwidth schedule blames, to say where a slow collective comes from."""
+    """Where a slow collective comes from: the nodes the pair bandwidth schedule blames, else
+    the node that NCCL runs on halves of the cluster leave (benchmarks.nccl.bisect_max_runs)."""
     found = cluster.perftest("ib_write_bw").localization.suspects
-    check.suspect(*found)
-    return f"suspect node: {', '.join(found)} (ib_write_bw pairs)" if found else "no suspect node"
+    if found:
+        check.suspect(*found)
+        return f"suspect node: {', '.join(found)} (ib_write_bw pairs)"
+    halving = cluster.nccl_bisection()
+    if halving.suspects:
+        check.suspect(*halving.suspects)
+        runs = len(halving.trials)
+        return f"suspect node: {', '.join(halving.suspects)} (NCCL on halves, {runs} runs)"
+    return f"no suspect node (NCCL on halves: {halving.reason})"
 
 
 def allreduce(cluster):

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pytest_hpcnet.lab import faults
 from tests.lab.test_lab_bench_support import leftovers
@@ -92,3 +93,29 @@ def test_ctrl_c_during_a_round_stops_remote_tools_and_closes_the_bundle(lab4, tm
     assert summary["interrupted"] is True and summary["verdict"] == "INCOMPLETE"
     assert "INCOMPLETE" in (run / "certificate.html").read_text()
     assert "verdict: INCOMPLETE" in out
+
+
+def test_slow_nccl_rank_is_found_by_halving(lab4, tmp_path):
+    """node03's rank is slow in NCCL only: the pairs blame nobody, NCCL on halves names it."""
+    inventory = yaml.safe_load(Path(lab4.inventory).read_text())
+    inventory["benchmarks"]["nccl"]["args"]["e"] = "4M"  # 1M..4M: each of the 5 runs is short
+    smaller = tmp_path / "lab.yaml"
+    smaller.write_text(yaml.safe_dump(inventory))
+    reports = tmp_path / "reports"
+    faults.inject("nccl-slow", "node03", "10", Path(lab4.state_dir))
+    try:
+        printed: list[str] = []
+        code, records = run_static(
+            str(smaller), reports, "-k", "bus_bandwidth", marker="benchmark", output=printed
+        )
+    finally:
+        faults.heal("node03", Path(lab4.state_dir))
+    bad = failing(records)
+    assert code == 1
+    assert {r["check_id"] for r in bad} == {"nccl_busbw"}, [r["message"] for r in bad]
+    for record in bad:
+        assert "suspect node: node03 (NCCL on halves, 4 runs)" in record["message"], record
+        assert record["suspect_nodes"] == ["node03"]
+    assert "hpcnet: NCCL bisection on 2 nodes (node01 .. node02): passes" in printed[0]
+    assert "hpcnet: NCCL bisection on 2 nodes (node03 .. node01): fails" in printed[0]
+    assert leftovers(lab4) == []
