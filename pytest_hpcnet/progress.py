@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import pytest
 
@@ -30,10 +31,11 @@ def silent(line: str) -> None:
     LOG.info(line)
 
 
+@dataclass
 class Outcome:
     """What a phase says at its end (`outcome.text = "4 answered"`)."""
 
-    text = ""
+    text: str = ""
 
 
 @contextmanager
