@@ -249,14 +249,20 @@ class Cluster:
             nodes = self.reachable_nodes()
             if not nodes:
                 raise NodeUnreachable("cluster", "no node reachable to launch NCCL from")
-            command = launch_command(settings, [n.host for n in nodes], [n.name for n in nodes])
             what = f"NCCL all_reduce_perf on {len(nodes)} nodes ({settings.launcher})"
             with phase(self.progress, what) as outcome:
-                result = self.transport.run(nodes[0].name, command, settings.timeout_s)
+                self._nccl = self._allreduce(nodes)
+                result = self._nccl[1]
                 outcome.text = "finished" if result.ok else (result.failure or "failed")
-            self._nccl = (parse_nccl(result.stdout + "\n" + result.stderr), result)
         self._record(self._nccl[1])
         return self._nccl
+
+    def _allreduce(self, nodes: list[Node]) -> tuple[NcclResult, CommandResult]:
+        """all_reduce_perf across `nodes`, launched from the first."""
+        settings = self.inventory.benchmarks.nccl
+        command = launch_command(settings, [n.host for n in nodes], [n.name for n in nodes])
+        result = self.transport.run(nodes[0].name, command, settings.timeout_s)
+        return parse_nccl(result.stdout + "\n" + result.stderr), result
 
     def nccl_passes(self, result: NcclResult) -> bool:
         """The NCCL bounds of the expectations, met by one all_reduce_perf run."""
@@ -281,14 +287,12 @@ class Cluster:
             return self._bisection
 
         def trial(names: list[str]) -> bool:
-            hosts = [nodes[n].host for n in names]
             what = f"NCCL bisection on {len(names)} nodes ({names[0]} .. {names[-1]})"
             with phase(self.progress, what) as outcome:
-                command = launch_command(settings, hosts, names)
-                result = self.transport.run(names[0], command, settings.timeout_s)
+                parsed, result = self._allreduce([nodes[n] for n in names])
                 if self.current_check is not None:
                     self.current_check.command(result)
-                passed = self.nccl_passes(parse_nccl(result.stdout + "\n" + result.stderr))
+                passed = self.nccl_passes(parsed)
                 outcome.text = "passes" if passed else "fails"
             return passed
 
