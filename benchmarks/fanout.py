@@ -7,7 +7,7 @@ For each size it brings up a lab of that many nodes, then, side by side in one r
   facts script) in a fresh process: wall time, controller CPU seconds per node,
   SSH connections opened per node, peak RSS;
 - `openssh`: the same script through `ssh` with `xargs -P 64` (the floor).
-- with `--static`: the whole `pytest suites -m static` run (facts, pair probes, reports,
+- with `--static`: the whole `pytest -m static --inventory ...` run (facts, pair probes, reports,
   certificate) in a fresh process: wall time and its CPU seconds per node.
 Medians of `--repeat` runs. Needs root (the lab). Prints Markdown tables.
 """
@@ -94,7 +94,7 @@ def measure_openssh(inventory: str, parallel: int = 64) -> dict:
 
 
 def measure_static_suite(inventory: str, reports: Path) -> dict:
-    """`pytest suites -m static` as a user runs it; wall time and the run's CPU per node."""
+    """`pytest -m static --inventory ...` as a user runs it: wall time, the run's CPU per node."""
     inv = load_inventory(inventory)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
@@ -103,7 +103,6 @@ def measure_static_suite(inventory: str, reports: Path) -> dict:
             sys.executable,
             "-m",
             "pytest",
-            str(ROOT / "suites"),
             "-m",
             "static",
             "-q",

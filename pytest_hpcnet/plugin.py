@@ -290,8 +290,24 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--hpcnet-baseline {baseline}: {exc}") from None
     config.stash[STATE] = state
     config.pluginmanager.register(state, "hpcnet-state")
+    if inventory is not None:
+        default_to_shipped_suites(config)
     if inventory is not None and not config.option.collectonly:
         _open_run_dir(config, state)
+
+
+SUITES = Path(__file__).resolve().parent / "suites"
+
+
+def default_to_shipped_suites(config: pytest.Config) -> None:
+    """With an inventory and no test paths on the command line, collect the shipped suites.
+
+    Neither the folder pytest runs in nor its `testpaths` decide what an acceptance run
+    checks: `pytest --inventory prod.yaml` runs `pytest_hpcnet/suites` wherever it is
+    started. Paths given on the command line (a site's own checks) are run as given."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args[:] = [str(SUITES)]
+        config.args_source = pytest.Config.ArgsSource.ARGS
 
 
 def free_space_problem(run_dir: Path, nodes: int) -> str | None:
@@ -431,6 +447,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     tr.write_line(f"reports: {state.run_dir}/ (certificate.html, evidence.jsonl)")
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:  # pytest-xdist: workers share the controller's run
     node.workerinput["hpcnet_run_id"] = _state(node.config).run_dir.name
 

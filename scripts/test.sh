@@ -6,5 +6,5 @@ HPCNET_EXTRA_APT="chromium ${HPCNET_EXTRA_APT:-}" bash scripts/install.sh   # ch
 if [ -z "${HPCNET_SAMPLES:-}" ] && [ -d ../shared/samples ]; then
   export HPCNET_SAMPLES="$(cd ../shared/samples && pwd)"
 fi
-.venv/bin/ruff check pytest_hpcnet suites tests benchmarks
+.venv/bin/ruff check pytest_hpcnet tests benchmarks
 .venv/bin/python -m pytest tests -p no:cacheprovider "$@"

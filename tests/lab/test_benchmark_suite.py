@@ -61,7 +61,6 @@ def test_ctrl_c_during_a_round_stops_remote_tools_and_closes_the_bundle(lab4, tm
             sys.executable,
             "-m",
             "pytest",
-            str(root / "suites"),
             "-m",
             "benchmark",
             "-k",

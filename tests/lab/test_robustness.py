@@ -170,7 +170,6 @@ def _pytest(inventory: str, reports: Path) -> tuple[int, str]:
             sys.executable,
             "-m",
             "pytest",
-            "suites",
             "-m",
             "static",
             "--inventory",

@@ -25,14 +25,13 @@ def run_static(
     marker: str = "static",
     output: list[str] | None = None,
 ) -> tuple[int, list[dict]]:
-    """Run `pytest suites -m <marker>` as a user would; return exit code and evidence records
-    (and append what the run printed to `output`, when given)."""
+    """Run `pytest -m <marker> --inventory ...` as a user would; return exit code and
+    evidence records (and append what the run printed to `output`, when given)."""
     proc = subprocess.run(
         [
             sys.executable,
             "-m",
             "pytest",
-            str(ROOT / "suites"),
             "-m",
             marker,
             "-q",

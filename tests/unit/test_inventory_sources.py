@@ -480,7 +480,7 @@ def test_any_yaml_or_json_loads_or_gives_one_line(tmp_path, tree, output):
 def test_plugin_takes_an_ansible_inventory_directly(pytester: pytest.Pytester):
     shutil.copy(FIXTURES / "hosts.ini", pytester.path / "hosts.ini")
     pytester.makepyfile(test_suite="def test_per_node(node):\n    assert node.host\n")
-    result = pytester.runpytest("--inventory", "hosts.ini", "--collect-only", "-q")
+    result = pytester.runpytest(".", "--inventory", "hosts.ini", "--collect-only", "-q")
     result.stdout.fnmatch_lines(["test_suite.py::test_per_node[bastion]", "*cpfs-client-b*"])
     assert result.ret == 0
 

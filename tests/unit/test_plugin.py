@@ -30,7 +30,7 @@ def test_ids_per_node_and_pair(pytester: pytest.Pytester):
     pytester.makefile(".yaml", inv=INVENTORY)
     pytester.makepyfile(test_suite=SUITE)
     result = pytester.runpytest(
-        "--inventory", "inv.yaml", "--collect-only", "-q", "--strict-markers"
+        ".", "--inventory", "inv.yaml", "--collect-only", "-q", "--strict-markers"
     )
     result.stdout.fnmatch_lines(
         [
@@ -47,7 +47,9 @@ def test_ids_per_node_and_pair(pytester: pytest.Pytester):
 def test_runs_and_summarises_without_contacting_nodes(pytester: pytest.Pytester):
     pytester.makefile(".yaml", inv=INVENTORY)
     pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest("--inventory", "inv.yaml", "-m", "static", "--reports-dir", "out")
+    result = pytester.runpytest(
+        ".", "--inventory", "inv.yaml", "-m", "static", "--reports-dir", "out"
+    )
     result.assert_outcomes(passed=3, deselected=3)
     result.stdout.fnmatch_lines(
         [
@@ -67,7 +69,7 @@ def test_reports_disk_too_full_is_one_clear_error_before_any_test(pytester, monk
     pytester.makepyfile(test_suite=SUITE)
     full = shutil.disk_usage(pytester.path)._replace(free=5 * 1024 * 1024)
     monkeypatch.setattr("pytest_hpcnet.plugin.shutil.disk_usage", lambda path: full)
-    result = pytester.runpytest("--inventory", "inv.yaml", "--reports-dir", "out")
+    result = pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", "out")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["ERROR: reports directory out/* has 5 MB free; a run on 3 nodes needs at least 64 MB*"]
@@ -95,14 +97,61 @@ def test_ini_option_names_the_inventory(pytester: pytest.Pytester):
     pytester.makefile(".yaml", inv=INVENTORY)
     pytester.makeini("[pytest]\nhpcnet_inventory = inv.yaml\n")
     pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest("--collect-only", "-q")
+    result = pytester.runpytest(".", "--collect-only", "-q")
     result.stdout.fnmatch_lines(["test_suite.py::test_per_node[gpu-3]"])
+
+
+def test_no_paths_runs_the_shipped_suites_whatever_the_folder_holds(pytester: pytest.Pytester):
+    """`pytest --inventory x.yaml` runs the acceptance suites, not the folder's own tests
+    nor its `testpaths`; the same with `hpcnet_inventory` in the ini file."""
+    pytester.makefile(".yaml", inv=INVENTORY)
+    pytester.makeini("[pytest]\ntestpaths = unrelated\n")
+    pytester.mkdir("unrelated")
+    pytester.makepyfile(**{"unrelated/test_unrelated": "def test_x():\n    pass\n"})
+    pytester.makepyfile(test_here="def test_y():\n    pass\n")
+    result = pytester.runpytest("--inventory", "inv.yaml", "--collect-only", "-q")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "test_mtu.py::test_interface_mtu_is_expected[gpu-1]",
+            "test_reachability.py::test_node_answers_over_ssh[[]gpu-3]",
+        ]
+    )
+    assert "test_unrelated" not in result.stdout.str()
+    assert "test_here" not in result.stdout.str()
+    pytester.makeini("[pytest]\nhpcnet_inventory = inv.yaml\n")
+    again = pytester.runpytest("--collect-only", "-q", "-m", "static")
+    again.stdout.fnmatch_lines(["test_mtu.py::test_interface_mtu_is_expected[gpu-3]"])
+    assert "test_here" not in again.stdout.str()
+
+
+def test_explicit_paths_run_a_sites_own_checks_and_can_add_the_shipped_ones(pytester):
+    pytester.makefile(".yaml", inv=INVENTORY)
+    pytester.makepyfile(test_site=SUITE)
+    own = pytester.runpytest("test_site.py", "--inventory", "inv.yaml", "--collect-only", "-q")
+    own.stdout.fnmatch_lines(["test_site.py::test_per_node[gpu-1]"])
+    assert "test_mtu.py" not in own.stdout.str()
+    both = pytester.runpytest(
+        "--inventory", "inv.yaml", "--collect-only", "-q", "--pyargs", "pytest_hpcnet.suites", "."
+    )
+    both.stdout.fnmatch_lines(["*test_mtu.py::test_interface_mtu_is_expected[[]gpu-1]"])
+    both.stdout.fnmatch_lines(["test_site.py::test_per_node[gpu-1]"])
+
+
+def test_plugin_loads_without_pytest_xdist(pytester: pytest.Pytester):
+    """An environment without xdist (the runtime dependencies only): any pytest run, in any
+    project, still works with the plugin installed."""
+    pytester.makepyfile(test_unrelated="def test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:xdist", "-p", "no:xdist.looponfail")
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
 
 
 def test_bad_inventory_is_a_usage_error_without_traceback(pytester: pytest.Pytester):
     pytester.makefile(".yaml", inv=INVENTORY.replace("region:", "regoin:"))
     pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest_subprocess("--inventory", "inv.yaml")
+    result = pytester.runpytest_subprocess(".", "--inventory", "inv.yaml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     text = result.stderr.str() + result.stdout.str()
     assert "cluster.regoin: unknown key (did you mean 'region'?)" in text
@@ -127,7 +176,7 @@ def test_answers(cluster, node):
     cluster.facts(node)
 """
     )
-    result = pytester.runpytest("--inventory", "inv.yaml")
+    result = pytester.runpytest(".", "--inventory", "inv.yaml")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*ghost unreachable: DNS: cannot resolve 'no-such-host.invalid'*"])
     result.stdout.fnmatch_lines(["nodes reached: 0/1; unreachable: 1"])

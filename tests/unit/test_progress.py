@@ -40,7 +40,7 @@ def test_phase_reports_its_end_when_it_fails():
 def test_progress_shows_while_the_test_output_is_captured(pytester: pytest.Pytester):
     pytester.makefile(".yaml", inv=INVENTORY)
     pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest("--inventory", "inv.yaml", "--reports-dir", "out", "-q")
+    result = pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", "out", "-q")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["hpcnet: facts from 3 nodes ..."])
     assert "captured test output" not in result.stdout.str()
@@ -49,6 +49,6 @@ def test_progress_shows_while_the_test_output_is_captured(pytester: pytest.Pytes
 def test_progress_silent_with_qq(pytester: pytest.Pytester):
     pytester.makefile(".yaml", inv=INVENTORY)
     pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest("--inventory", "inv.yaml", "--reports-dir", "out", "-qq")
+    result = pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", "out", "-qq")
     assert result.ret == pytest.ExitCode.OK
     assert "hpcnet: facts" not in result.stdout.str()

@@ -50,13 +50,13 @@ def test_baseline_gate_fails_a_20_percent_drop_and_passes_within_tolerance(
     pytester.makefile(".yaml", inv=INVENTORY)
     pytester.makepyfile(test_suite=MEASURING_SUITE)
     monkeypatch.setenv("HX_BW", "100")
-    first = pytester.runpytest("--inventory", "inv.yaml", "--reports-dir", "base")
+    first = pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", "base")
     first.assert_outcomes(passed=1)
     baseline = only_run(pytester.path / "base")
 
     monkeypatch.setenv("HX_BW", "80")  # 20 % below the baseline, still above the bound
     dropped = pytester.runpytest(
-        "--inventory", "inv.yaml", "--reports-dir", "drop", "--hpcnet-baseline", str(baseline)
+        ".", "--inventory", "inv.yaml", "--reports-dir", "drop", "--hpcnet-baseline", str(baseline)
     )
     dropped.assert_outcomes(failed=1)
     dropped.stdout.fnmatch_lines(["*ib_write_bw bw_avg on cluster: 80 vs baseline 100 (-20.0 %*"])
@@ -68,7 +68,7 @@ def test_baseline_gate_fails_a_20_percent_drop_and_passes_within_tolerance(
 
     monkeypatch.setenv("HX_BW", "95")  # -5 %: within the default 10 %
     within = pytester.runpytest(
-        "--inventory", "inv.yaml", "--reports-dir", "ok", "--hpcnet-baseline", str(baseline)
+        ".", "--inventory", "inv.yaml", "--reports-dir", "ok", "--hpcnet-baseline", str(baseline)
     )
     within.assert_outcomes(passed=1)
     assert within.ret == 0
@@ -79,7 +79,7 @@ def test_metrics_textfile_and_exit_status(pytester: pytest.Pytester, monkeypatch
     pytester.makepyfile(test_suite=MEASURING_SUITE)
     monkeypatch.setenv("HX_BW", "20")
     result = pytester.runpytest(
-        "--inventory", "inv.yaml", "--reports-dir", "r", "--hpcnet-metrics", "out.prom"
+        ".", "--inventory", "inv.yaml", "--reports-dir", "r", "--hpcnet-metrics", "out.prom"
     )
     assert result.ret == 1
     result.stdout.fnmatch_lines(["verdict: REJECTED"])
@@ -103,11 +103,15 @@ def test_expired(check):
     assert False, "n2: known problem"
 """
     )
-    result = pytester.runpytest("--inventory", "inv.yaml", "--reports-dir", "r", "-k", "waived")
+    result = pytester.runpytest(
+        ".", "--inventory", "inv.yaml", "--reports-dir", "r", "-k", "waived"
+    )
     result.assert_outcomes(xfailed=1)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["verdict: ACCEPTED"])
-    result = pytester.runpytest("--inventory", "inv.yaml", "--reports-dir", "r2", "-k", "expired")
+    result = pytester.runpytest(
+        ".", "--inventory", "inv.yaml", "--reports-dir", "r2", "-k", "expired"
+    )
     result.assert_outcomes(failed=1)
     records = evidence(only_run(pytester.path / "r2"))
     assert records[0]["waiver"]["expires"] == "2000-01-01" and records[0]["verdict"] == "fail"
@@ -134,6 +138,7 @@ def test_slow(check):
             sys.executable,
             "-m",
             "pytest",
+            ".",
             "--inventory",
             "inv.yaml",
             "--reports-dir",
@@ -173,7 +178,7 @@ def test_signed_run_verifies_and_a_changed_byte_fails(pytester: pytest.Pytester,
     key, pub = pytester.path / "k.pem", pytester.path / "k.pub"
     assert main(["keygen", str(key), str(pub)]) == 0
     result = pytester.runpytest(
-        "--inventory", "inv.yaml", "--reports-dir", "r", "--hpcnet-sign-key", str(key)
+        ".", "--inventory", "inv.yaml", "--reports-dir", "r", "--hpcnet-sign-key", str(key)
     )
     assert result.ret == 0
     run = only_run(pytester.path / "r")

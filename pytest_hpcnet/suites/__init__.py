@@ -1,0 +1,1 @@
+"""The acceptance suites, shipped with the plugin: `pytest --inventory x.yaml` runs them."""
