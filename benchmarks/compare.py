@@ -4,7 +4,7 @@
 
 For each size it brings up a lab of that many nodes and, side by side in one run (the
 tools interleaved, their order rotated every repeat), gathers every node's facts (the
-one-round-trip facts script of `pytest_hpcnet.facts`) with:
+one-round-trip facts script of `pytest_hpcnet.campaigns.facts`) with:
 - `hpcnet pytest`: this plugin as a user runs it, `pytest` on a generated one-test suite
   (`test_facts(cluster, node)` -> `cluster.facts(node)`) with `--inventory`: the
   reference of the ratio column;
@@ -47,8 +47,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_hpcnet.facts import MARK, facts_command
-from pytest_hpcnet.inventory import Inventory, load_inventory
+from pytest_hpcnet.campaigns.facts import MARK, facts_command
+from pytest_hpcnet.inventory.models import Inventory, load_inventory
 from pytest_hpcnet.lab import cluster as lab
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -217,7 +217,7 @@ def run_hpcnet_transport(t: Target) -> Sample:
 
 def worker(inventory: str) -> None:
     """One fresh session of the Transport gathering facts; prints one JSON line."""
-    from pytest_hpcnet.transport import Transport
+    from pytest_hpcnet.transport.fanout import Transport
 
     inv = load_inventory(inventory)
     transport = Transport(inv)

@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_hpcnet.facts import facts_command
-from pytest_hpcnet.inventory import load_inventory
+from pytest_hpcnet.campaigns.facts import facts_command
+from pytest_hpcnet.inventory.models import load_inventory
 from pytest_hpcnet.lab import cluster as lab
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def worker(inventory: str) -> None:
     """Measure one fresh session of the transport; print one JSON line."""
-    from pytest_hpcnet.transport import Transport
+    from pytest_hpcnet.transport.fanout import Transport
 
     inv = load_inventory(inventory)
     cpu0 = time.process_time()

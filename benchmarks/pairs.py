@@ -15,10 +15,10 @@ import fcntl
 import time
 from pathlib import Path
 
-from pytest_hpcnet.cluster import Cluster
-from pytest_hpcnet.inventory import load_inventory
+from pytest_hpcnet.campaigns.cluster import Cluster
+from pytest_hpcnet.inventory.models import load_inventory
 from pytest_hpcnet.lab import cluster as lab
-from pytest_hpcnet.transport import Transport
+from pytest_hpcnet.transport.fanout import Transport
 
 
 def measure(inventory: Path) -> tuple[float, int, int, float]:

@@ -6,10 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_hpcnet import bundle_cli
 from pytest_hpcnet.lab import cluster, faults
 from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR
 from pytest_hpcnet.lab.system import LabError
+from pytest_hpcnet.report import commands as bundle_cli
 
 
 def _parser() -> argparse.ArgumentParser:

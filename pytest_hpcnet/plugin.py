@@ -16,18 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpcnet.baseline import Baseline, compare_to_baseline, load_baseline
-from pytest_hpcnet.certificate import DEFAULT_REQUIREMENTS as CATALOG
-from pytest_hpcnet.certificate import CertificateContext, RequirementSpec, render_certificate
-from pytest_hpcnet.cluster import Cluster
-from pytest_hpcnet.evidence import CheckRecord, EvidenceBundle, new_run_id, read_records
-from pytest_hpcnet.html_report import add_environment, environment_rows, html_extras
-from pytest_hpcnet.inventory import Inventory, InventoryError, Node, load_inventory
-from pytest_hpcnet.metrics import write_prometheus_textfile
-from pytest_hpcnet.pairs import flow_id
-from pytest_hpcnet.perftest_rounds import planned_rounds
-from pytest_hpcnet.progress import terminal_reporter
-from pytest_hpcnet.recording import (
+from pytest_hpcnet.campaigns.cluster import Cluster
+from pytest_hpcnet.campaigns.pairs import flow_id
+from pytest_hpcnet.campaigns.perftest import planned_rounds
+from pytest_hpcnet.campaigns.progress import terminal_reporter
+from pytest_hpcnet.campaigns.schedule import ring_pairs
+from pytest_hpcnet.inventory.models import Inventory, InventoryError, Node, load_inventory
+from pytest_hpcnet.report.baseline import Baseline, compare_to_baseline, load_baseline
+from pytest_hpcnet.report.certificate import DEFAULT_REQUIREMENTS as CATALOG
+from pytest_hpcnet.report.certificate import CertificateContext, RequirementSpec, render_certificate
+from pytest_hpcnet.report.evidence import CheckRecord, EvidenceBundle, new_run_id, read_records
+from pytest_hpcnet.report.html_report import add_environment, environment_rows, html_extras
+from pytest_hpcnet.report.metrics import write_prometheus_textfile
+from pytest_hpcnet.report.recording import (
     Check,
     attach,
     classify,
@@ -36,9 +37,8 @@ from pytest_hpcnet.recording import (
     subject_of,
     waiver_applies,
 )
-from pytest_hpcnet.schedule import ring_pairs
-from pytest_hpcnet.signing import sign
-from pytest_hpcnet.transport import NodeUnreachable, Transport
+from pytest_hpcnet.report.signing import sign
+from pytest_hpcnet.transport.fanout import NodeUnreachable, Transport
 
 NO_INVENTORY = (
     "no cluster inventory: run with --inventory PATH (or set hpcnet_inventory in pytest.ini)"

@@ -42,9 +42,9 @@ from pytest_hpcnet.probes.metadata import MetadataFacts, parse_metadata
 from pytest_hpcnet.redact import register_secret
 
 if TYPE_CHECKING:
-    from pytest_hpcnet.bench_settings import CloudSettings
-    from pytest_hpcnet.cluster import Cluster
-    from pytest_hpcnet.expectations import Flow as InventoryFlow
+    from pytest_hpcnet.campaigns.cluster import Cluster
+    from pytest_hpcnet.inventory.bench_settings import CloudSettings
+    from pytest_hpcnet.inventory.expectations import Flow as InventoryFlow
     from pytest_hpcnet.probes.ports import Reachability
 
 INSTANCE_ID_BATCH = 100  # DescribeInstances InstanceIds takes up to 100 ids

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pytest_hpcnet.redact import redact, register_secret
 
 if TYPE_CHECKING:
-    from pytest_hpcnet.bench_settings import CloudSettings
+    from pytest_hpcnet.inventory.bench_settings import CloudSettings
 
 ROLE_PROBE_TIMEOUT_S = 1.0
 METADATA = "http://100.100.100.200"

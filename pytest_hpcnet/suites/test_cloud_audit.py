@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_hpcnet.campaigns.pairs import required_flows
 from pytest_hpcnet.cloud import audit
 from pytest_hpcnet.cloud.readers import CloudReadError
-from pytest_hpcnet.pairs import required_flows
 
 pytestmark = [
     pytest.mark.static,

@@ -4,8 +4,8 @@ import statistics
 
 import pytest
 
+from pytest_hpcnet.campaigns.storage import rated_aggregate_mbs
 from pytest_hpcnet.probes.fio import fstype_allowed, parse_mount
-from pytest_hpcnet.storage import rated_aggregate_mbs
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.check("cpfs", "CPFS")]
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_hpcnet.pairs import required_flows
+from pytest_hpcnet.campaigns.pairs import required_flows
 
 pytestmark = pytest.mark.static
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pytest_hpcnet.campaigns.pairs import required_flows
 from pytest_hpcnet.cloud import audit
 from pytest_hpcnet.cloud.fake import CloudWorld, FakeAliyun, instance_item, permission
-from pytest_hpcnet.inventory import load_inventory
+from pytest_hpcnet.inventory.models import load_inventory
 from pytest_hpcnet.lab import faults
-from pytest_hpcnet.pairs import required_flows
 from tests.lab.test_static_suite import failing, run_static
 
 pytest.importorskip("alibabacloud_ecs20140526")

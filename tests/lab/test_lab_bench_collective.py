@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.collective import launch_command
-from pytest_hpcnet.inventory import load_inventory
+from pytest_hpcnet.campaigns.collective import launch_command
+from pytest_hpcnet.campaigns.storage import run_fio
+from pytest_hpcnet.inventory.models import load_inventory
 from pytest_hpcnet.lab import cgroups, faults
 from pytest_hpcnet.probes.fio import fstype_allowed, mount_check_command, parse_mount
 from pytest_hpcnet.probes.nccl import parse_nccl
-from pytest_hpcnet.storage import run_fio
-from pytest_hpcnet.transport import Transport
+from pytest_hpcnet.transport.fanout import Transport
 from tests.lab.test_lab_bench_support import heal_all, leftovers
 
 pytestmark = pytest.mark.lab

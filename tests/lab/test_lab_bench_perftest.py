@@ -11,7 +11,7 @@ import pytest
 
 from pytest_hpcnet.lab import faults
 from pytest_hpcnet.probes.perftest import parse_bandwidth, parse_latency
-from pytest_hpcnet.transport import Transport
+from pytest_hpcnet.transport.fanout import Transport
 from tests.lab.test_lab_bench_support import heal_all, leftovers, perftest_pair
 
 pytestmark = pytest.mark.lab
@@ -30,7 +30,7 @@ def lab(lab4):
 
 
 def _inventory(state):
-    from pytest_hpcnet.inventory import load_inventory
+    from pytest_hpcnet.inventory.models import load_inventory
 
     return load_inventory(state.inventory)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from pytest_hpcnet.bench_settings import PerftestSettings
+from pytest_hpcnet.campaigns.perftest import PairRun, options_for, run_round
+from pytest_hpcnet.campaigns.schedule import Pair
+from pytest_hpcnet.inventory.bench_settings import PerftestSettings
 from pytest_hpcnet.lab import faults
 from pytest_hpcnet.lab.state import LabState
-from pytest_hpcnet.perftest_rounds import PairRun, options_for, run_round
-from pytest_hpcnet.schedule import Pair
-from pytest_hpcnet.transport import Transport
+from pytest_hpcnet.transport.fanout import Transport
 
 BENCH_WORDS = ("ib_write_", "all_reduce_perf", "mpirun", "orted", "fio ", "/usr/bin/fio")
 

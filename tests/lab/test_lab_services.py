@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpcnet.inventory import load_inventory
+from pytest_hpcnet.inventory.models import load_inventory
 from pytest_hpcnet.lab.state import METADATA_ADDRESS, LabState
 from pytest_hpcnet.probes.metadata import metadata_command, parse_metadata
 from pytest_hpcnet.probes.rdma import ibv_devinfo_command, rdma_link_command
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
-from pytest_hpcnet.transport import Transport
+from pytest_hpcnet.transport.fanout import Transport
 
 pytestmark = pytest.mark.lab
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_hpcnet.evidence import read_records
-from pytest_hpcnet.inventory import load_inventory
+from pytest_hpcnet.inventory.models import load_inventory
 from pytest_hpcnet.lab import cluster as lab
 from pytest_hpcnet.lab import links
+from pytest_hpcnet.report.evidence import read_records
 from tests.lab.test_static_suite import failing, run_static
 
 pytestmark = pytest.mark.lab

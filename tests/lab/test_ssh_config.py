@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_hpcnet.inventory import load_inventory
+from pytest_hpcnet.inventory.models import load_inventory
 from pytest_hpcnet.lab.state import LabState
-from pytest_hpcnet.transport import Transport
+from pytest_hpcnet.transport.fanout import Transport
 
 pytestmark = pytest.mark.lab
 

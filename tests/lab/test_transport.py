@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.lab import cluster as lab
-from pytest_hpcnet.transport import Transport
+from pytest_hpcnet.transport.fanout import Transport
 
 pytestmark = pytest.mark.lab
 

@@ -8,11 +8,11 @@ from itertools import permutations
 
 import pytest
 
-from pytest_hpcnet.bundle_merge import MergeRefused, merge
-from pytest_hpcnet.certificate import render_certificate
 from pytest_hpcnet.cli import main
-from pytest_hpcnet.evidence import CheckRecord, EvidenceBundle, Waiver
-from pytest_hpcnet.signing import generate_keypair, sign, verify
+from pytest_hpcnet.report.certificate import render_certificate
+from pytest_hpcnet.report.evidence import CheckRecord, EvidenceBundle, Waiver
+from pytest_hpcnet.report.merge import MergeRefused, merge
+from pytest_hpcnet.report.signing import generate_keypair, sign, verify
 from tests.unit.test_certificate import CONTEXT, RUN_START, bandwidth, latency, mtu
 
 PART_A, PART_B = ["gpu-a", "gpu-b"], ["gpu-c", "gpu-d"]

@@ -9,21 +9,21 @@ from datetime import date, datetime, timezone
 
 import pytest
 
-from pytest_hpcnet.certificate import (
+from pytest_hpcnet.redact import clear_secrets, register_secret
+from pytest_hpcnet.report.certificate import (
     RequirementSpec,
     format_margin,
     render_certificate,
     requirement_rows,
 )
-from pytest_hpcnet.evidence import (
+from pytest_hpcnet.report.evidence import (
     CheckRecord,
     CommandRecord,
     EvidenceBundle,
     Measurement,
     Waiver,
 )
-from pytest_hpcnet.redact import clear_secrets, register_secret
-from pytest_hpcnet.signing import html_facts
+from pytest_hpcnet.report.signing import html_facts
 
 RUN_START = datetime(2026, 11, 30, 5, 27, 50, tzinfo=timezone.utc)
 RUN_DATE = RUN_START.date()

@@ -13,12 +13,12 @@ pytest.importorskip("alibabacloud_credentials")
 from alibabacloud_credentials.client import Client as CredentialClient
 from alibabacloud_credentials.models import Config as CredentialConfig
 
-from pytest_hpcnet.bench_settings import CloudSettings
 from pytest_hpcnet.cloud import audit, credentials
 from pytest_hpcnet.cloud.audit import NodeLocator
 from pytest_hpcnet.cloud.fake import CloudWorld, FakeAliyun, error, instance_item, permission
 from pytest_hpcnet.cloud.readers import CloudPermissionError, CloudReadError
-from pytest_hpcnet.expectations import Flow as InventoryFlow
+from pytest_hpcnet.inventory.bench_settings import CloudSettings
+from pytest_hpcnet.inventory.expectations import Flow as InventoryFlow
 from pytest_hpcnet.probes.ports import Reachability
 from pytest_hpcnet.redact import clear_secrets, redact
 

@@ -9,9 +9,10 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from pytest_hpcnet import evidence
-from pytest_hpcnet.baseline import compare_to_baseline, load_baseline
-from pytest_hpcnet.evidence import (
+from pytest_hpcnet.redact import clear_secrets, register_secret
+from pytest_hpcnet.report import evidence
+from pytest_hpcnet.report.baseline import compare_to_baseline, load_baseline
+from pytest_hpcnet.report.evidence import (
     CheckRecord,
     CommandRecord,
     EvidenceBundle,
@@ -24,8 +25,7 @@ from pytest_hpcnet.evidence import (
     read_records,
     read_summary,
 )
-from pytest_hpcnet.metrics import prometheus_text, write_prometheus_textfile
-from pytest_hpcnet.redact import clear_secrets, register_secret
+from pytest_hpcnet.report.metrics import prometheus_text, write_prometheus_textfile
 
 RUN_START = datetime(2026, 11, 30, 5, 27, 50, tzinfo=timezone.utc)
 RUN_DATE = RUN_START.date()

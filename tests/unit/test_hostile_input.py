@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpcnet.bench_settings import NcclSettings
-from pytest_hpcnet.collective import launch_command
+from pytest_hpcnet.campaigns.collective import launch_command
+from pytest_hpcnet.inventory.bench_settings import NcclSettings
 from pytest_hpcnet.probes.fio import FioJobSpec, fio_command, mount_check_command
 from pytest_hpcnet.probes.links import ip_addr_command
 from pytest_hpcnet.probes.perftest import PerftestOptions, client_command
 from pytest_hpcnet.probes.ping import path_mtu_ping_command
 from pytest_hpcnet.probes.ports import connect_command
 from pytest_hpcnet.probes.rdma import ibv_devinfo_command
-from pytest_hpcnet.transport import remote_command
+from pytest_hpcnet.transport.fanout import remote_command
 
 STUBS = ("ibv_devinfo", "ip", "findmnt", "fio", "ib_write_bw", "ping", "mpirun", "python3")
 

@@ -12,8 +12,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_hpcnet.inventory import InventoryError, load_inventory
-from pytest_hpcnet.inventory_sources import (
+from pytest_hpcnet.inventory.models import InventoryError, load_inventory
+from pytest_hpcnet.inventory.sources import (
     InventorySourceError,
     detect_kind,
     expand_ansible_range,

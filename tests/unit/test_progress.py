@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.progress import phase
+from pytest_hpcnet.campaigns.progress import phase
 
 pytest_plugins = ["pytester"]
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pytest_hpcnet.schedule import (
+from pytest_hpcnet.campaigns.schedule import (
     OK,
     SUSPECT,
     UNKNOWN,

@@ -8,9 +8,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from pytest_hpcnet.certificate import render_certificate
-from pytest_hpcnet.evidence import CheckRecord, CommandRecord, EvidenceBundle, Measurement
-from pytest_hpcnet.signing import (
+from pytest_hpcnet.report.certificate import render_certificate
+from pytest_hpcnet.report.evidence import CheckRecord, CommandRecord, EvidenceBundle, Measurement
+from pytest_hpcnet.report.signing import (
     bundle_digest,
     generate_keypair,
     sign,

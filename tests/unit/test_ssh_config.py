@@ -11,9 +11,9 @@ import fabric.config
 import paramiko
 import pytest
 
-from pytest_hpcnet.inventory import InventoryError, load_inventory
-from pytest_hpcnet.ssh_connect import AcceptNewPolicy, gateway_chain
-from pytest_hpcnet.transport import Transport
+from pytest_hpcnet.inventory.models import InventoryError, load_inventory
+from pytest_hpcnet.transport.connect import AcceptNewPolicy, gateway_chain
+from pytest_hpcnet.transport.fanout import Transport
 
 BASTION_KEY = "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pytest_hpcnet.bundle_merge import MergeRefused, merge
-from pytest_hpcnet.signing import generate_keypair, verify
+from pytest_hpcnet.report.merge import MergeRefused, merge
+from pytest_hpcnet.report.signing import generate_keypair, verify
 
 COMMANDS = ("verify", "keygen", "merge")
 

@@ -29,10 +29,9 @@ from tenacity import (
     wait_exponential,
 )
 
-from pytest_hpcnet.inventory import Inventory, Node
+from pytest_hpcnet.inventory.models import Inventory, Node
 from pytest_hpcnet.redact import redact
-from pytest_hpcnet.remote_shell import RemoteShell, ShellBroken
-from pytest_hpcnet.ssh_connect import (
+from pytest_hpcnet.transport.connect import (
     AcceptNewPolicy,
     close_chain,
     connect_timeouts,
@@ -43,6 +42,7 @@ from pytest_hpcnet.ssh_connect import (
     is_connection_level,
     whole_seconds,
 )
+from pytest_hpcnet.transport.remote_shell import RemoteShell, ShellBroken
 
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 KILL_GRACE_S = 2.0

@@ -23,7 +23,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from pytest_hpcnet.evidence import _write_atomic, sha256_file, utc_now
+from pytest_hpcnet.report.evidence import _write_atomic, sha256_file, utc_now
 
 CERTIFICATE_HTML = "certificate.html"
 CERTIFICATE_JSON = "certificate.json"
@@ -253,7 +253,7 @@ def _explain_changes(root: Path, facts: dict[str, Any], result: VerifyResult) ->
 
 
 def _check_rendering(root: Path, facts: dict[str, Any], html: str, result: VerifyResult) -> None:
-    from pytest_hpcnet import certificate  # the page is a pure function of the facts
+    from pytest_hpcnet.report import certificate  # the page is a pure function of the facts
 
     generator = facts.get("generator", {})
     if generator.get("version") != certificate.generator_info()["version"]:

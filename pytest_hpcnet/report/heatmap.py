@@ -7,8 +7,8 @@ from datetime import date
 
 from markupsafe import Markup, escape
 
-from pytest_hpcnet.certificate_format import format_value, headroom, number_of, pair_nodes
-from pytest_hpcnet.evidence import CheckRecord, Measurement, effective_verdict
+from pytest_hpcnet.report.certificate_format import format_value, headroom, number_of, pair_nodes
+from pytest_hpcnet.report.evidence import CheckRecord, Measurement, effective_verdict
 
 MAX_HEATMAP_LABELLED = 16
 

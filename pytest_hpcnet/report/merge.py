@@ -23,9 +23,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from pytest_hpcnet.certificate import CertificateContext, render_certificate
-from pytest_hpcnet.certificate_rows import DEFAULT_REQUIREMENTS, RequirementSpec
-from pytest_hpcnet.evidence import (
+from pytest_hpcnet.report.certificate import CertificateContext, render_certificate
+from pytest_hpcnet.report.certificate_rows import DEFAULT_REQUIREMENTS, RequirementSpec
+from pytest_hpcnet.report.evidence import (
     CheckRecord,
     EvidenceError,
     RunSummary,
@@ -35,7 +35,7 @@ from pytest_hpcnet.evidence import (
     read_summary,
     run_date_of,
 )
-from pytest_hpcnet.signing import (
+from pytest_hpcnet.report.signing import (
     key_fingerprint,
     load_private_key,
     load_public_key,

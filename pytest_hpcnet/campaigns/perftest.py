@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pytest_hpcnet.bench_settings import PerftestSettings
+from pytest_hpcnet.campaigns.schedule import (
+    Localization,
+    Pair,
+    localize,
+    pick_schedule_for_budget,
+    schedule_rounds,
+)
+from pytest_hpcnet.inventory.bench_settings import PerftestSettings
 from pytest_hpcnet.probes.perftest import (
     BandwidthResult,
     LatencyResult,
@@ -20,14 +27,7 @@ from pytest_hpcnet.probes.perftest import (
     parse_latency,
     server_command,
 )
-from pytest_hpcnet.schedule import (
-    Localization,
-    Pair,
-    localize,
-    pick_schedule_for_budget,
-    schedule_rounds,
-)
-from pytest_hpcnet.transport import CommandResult, Transport
+from pytest_hpcnet.transport.fanout import CommandResult, Transport
 
 LISTEN_WAIT_TENTHS = 100
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from pytest_hpcnet.bench_settings import FioSettings
+from pytest_hpcnet.inventory.bench_settings import FioSettings
 from pytest_hpcnet.probes.fio import (
     FioJobSpec,
     FioResult,
@@ -13,7 +13,7 @@ from pytest_hpcnet.probes.fio import (
     fio_command,
     parse_fio_json,
 )
-from pytest_hpcnet.transport import CommandResult, Transport
+from pytest_hpcnet.transport.fanout import CommandResult, Transport
 
 PER_CLIENT_MAX_MBS = 25_000
 READ_MBS_PER_TIB, READ_MAX_MBS = 400, 400_000

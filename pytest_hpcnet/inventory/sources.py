@@ -17,16 +17,16 @@ from typing import Any, Literal
 import yaml
 from pydantic import model_validator
 
-from pytest_hpcnet.ansible_inventory import (
+from pytest_hpcnet.inventory.ansible import (
     GROUP_KEYS,
     expand_ansible_range,
     parse_ansible_ini,
     parse_ansible_yaml,
 )
-from pytest_hpcnet.expectations import Strict
-from pytest_hpcnet.source_errors import InventorySourceError, one_line
-from pytest_hpcnet.terraform_output import terraform_nodes
-from pytest_hpcnet.yaml_mapping import YamlMappingError, load_mapping
+from pytest_hpcnet.inventory.expectations import Strict
+from pytest_hpcnet.inventory.source_errors import InventorySourceError, one_line
+from pytest_hpcnet.inventory.terraform import terraform_nodes
+from pytest_hpcnet.inventory.yaml_mapping import YamlMappingError, load_mapping
 
 __all__ = [
     "InventorySourceError",

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_hpcnet.evidence import EVIDENCE_FILE, SUMMARY_FILE, CheckRecord, read_records
+from pytest_hpcnet.report.evidence import EVIDENCE_FILE, SUMMARY_FILE, CheckRecord, read_records
 
 MetricKey = tuple[str, str, str]  # (check_id, measurement name, subject)
 

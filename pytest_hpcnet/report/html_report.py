@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hpcnet.inventory import Inventory
+from pytest_hpcnet.inventory.models import Inventory
 
 try:
     from pytest_html import extras as html_extra

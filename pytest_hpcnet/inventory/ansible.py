@@ -9,7 +9,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_hpcnet.source_errors import InventorySourceError
+from pytest_hpcnet.inventory.source_errors import InventorySourceError
 
 MAX_HOSTS = 10000
 GROUP_KEYS = ("hosts", "children", "vars")

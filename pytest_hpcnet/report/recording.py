@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from pytest_hpcnet.evidence import EvidenceBundle
-from pytest_hpcnet.inventory import Waiver
-from pytest_hpcnet.transport import CommandResult, NodeUnreachable
+from pytest_hpcnet.inventory.models import Waiver
+from pytest_hpcnet.report.evidence import EvidenceBundle
+from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable
 
 RECORD_ATTR = "hpcnet_record"
 

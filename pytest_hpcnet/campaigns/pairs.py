@@ -12,9 +12,9 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from pytest_hpcnet.expectations import Expectations, Flow
-from pytest_hpcnet.facts import sections_script, split_sections
-from pytest_hpcnet.inventory import Node
+from pytest_hpcnet.campaigns.facts import sections_script, split_sections
+from pytest_hpcnet.inventory.expectations import Expectations, Flow
+from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes.ping import (
     PingResult,
     latency_ping_command,
@@ -31,7 +31,7 @@ from pytest_hpcnet.probes.ports import (
     parse_listener,
 )
 from pytest_hpcnet.probes.ports import Flow as PortFlow
-from pytest_hpcnet.transport import CommandResult, Transport
+from pytest_hpcnet.transport.fanout import CommandResult, Transport
 
 LISTENER_LIFETIME_S = 60
 LISTENER_READY_TENTHS = 80

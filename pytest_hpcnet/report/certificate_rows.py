@@ -9,8 +9,8 @@ from datetime import date
 
 from pydantic import BaseModel, Field
 
-from pytest_hpcnet.certificate_format import format_threshold, headroom, pair_nodes
-from pytest_hpcnet.evidence import CheckRecord, Measurement, effective_verdict, utc_now
+from pytest_hpcnet.report.certificate_format import format_threshold, headroom, pair_nodes
+from pytest_hpcnet.report.evidence import CheckRecord, Measurement, effective_verdict, utc_now
 
 #: The requirements a certificate lists, in order; those without records show "not run".
 DEFAULT_REQUIREMENTS: tuple[tuple[str, str], ...] = (

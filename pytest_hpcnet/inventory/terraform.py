@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pytest_hpcnet.source_errors import InventorySourceError
+from pytest_hpcnet.inventory.source_errors import InventorySourceError
 
 TF_KEYS = ("name", "host", "labels", "interface")
 

@@ -11,8 +11,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_hpcnet.expectations import Expectations
-from pytest_hpcnet.inventory import Node
+from pytest_hpcnet.inventory.expectations import Expectations
+from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes.fio import mount_check_command
 from pytest_hpcnet.probes.links import ip_addr_command, ip_link_command
 from pytest_hpcnet.probes.metadata import metadata_command

@@ -20,11 +20,12 @@ from markupsafe import Markup
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_hpcnet import __version__
-from pytest_hpcnet.certificate_format import (
+from pytest_hpcnet.redact import redact
+from pytest_hpcnet.report.certificate_format import (
     format_margin,
     format_value,
 )
-from pytest_hpcnet.certificate_rows import (  # noqa: F401 - re-exported
+from pytest_hpcnet.report.certificate_rows import (  # noqa: F401 - re-exported
     DEFAULT_REQUIREMENTS,
     NodeInfo,
     NodeRow,
@@ -36,7 +37,7 @@ from pytest_hpcnet.certificate_rows import (  # noqa: F401 - re-exported
     requirement_rows,
     waiver_rows,
 )
-from pytest_hpcnet.evidence import (
+from pytest_hpcnet.report.evidence import (
     CheckRecord,
     RunSummary,
     _write_atomic,
@@ -50,9 +51,8 @@ from pytest_hpcnet.evidence import (
     run_date_of,
     utc_now,
 )
-from pytest_hpcnet.heatmap import headline_metric, heatmap_svg
-from pytest_hpcnet.redact import redact
-from pytest_hpcnet.signing import (
+from pytest_hpcnet.report.heatmap import headline_metric, heatmap_svg
+from pytest_hpcnet.report.signing import (
     CERTIFICATE_HTML,
     CERTIFICATE_JSON,
     DIGEST_KEY,

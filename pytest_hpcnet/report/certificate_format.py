@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pytest_hpcnet.evidence import Measurement
+from pytest_hpcnet.report.evidence import Measurement
 
 
 def number_of(value: Any) -> float | None:

@@ -7,12 +7,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from pytest_hpcnet.bisection import Bisection, bisect, runs_needed
-from pytest_hpcnet.collective import launch_command
-from pytest_hpcnet.facts import SectionOutput, facts_command, split_sections
-from pytest_hpcnet.inventory import Inventory, Node
-from pytest_hpcnet.pairs import FlowFacts, PairFacts, gather_pair_facts
-from pytest_hpcnet.perftest_rounds import (
+from pytest_hpcnet.campaigns.bisection import Bisection, bisect, runs_needed
+from pytest_hpcnet.campaigns.collective import launch_command
+from pytest_hpcnet.campaigns.facts import SectionOutput, facts_command, split_sections
+from pytest_hpcnet.campaigns.pairs import FlowFacts, PairFacts, gather_pair_facts
+from pytest_hpcnet.campaigns.perftest import (
     PairRun,
     PerftestCampaign,
     bandwidth_ok,
@@ -22,17 +21,18 @@ from pytest_hpcnet.perftest_rounds import (
     planned_rounds,
     run_round,
 )
+from pytest_hpcnet.campaigns.progress import Reporter, phase, silent
+from pytest_hpcnet.campaigns.schedule import Pair, confirm_pairs, ring_pairs
+from pytest_hpcnet.campaigns.storage import FioRun, run_fio
+from pytest_hpcnet.inventory.models import Inventory, Node
 from pytest_hpcnet.probes.links import parse_interfaces
 from pytest_hpcnet.probes.metadata import MetadataFacts, parse_metadata
 from pytest_hpcnet.probes.nccl import NcclResult, parse_nccl
 from pytest_hpcnet.probes.rdma import match_devices
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo
 from pytest_hpcnet.probes.versions import parse_versions
-from pytest_hpcnet.progress import Reporter, phase, silent
-from pytest_hpcnet.recording import Check
-from pytest_hpcnet.schedule import Pair, confirm_pairs, ring_pairs
-from pytest_hpcnet.storage import FioRun, run_fio
-from pytest_hpcnet.transport import CommandResult, NodeUnreachable, Transport
+from pytest_hpcnet.report.recording import Check
+from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable, Transport
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_hpcnet.bench_settings import NcclSettings
-from pytest_hpcnet.launch import (
+from pytest_hpcnet.campaigns.launch import (
     MpirunSpec,
     NcclBenchArgs,
     SrunSpec,
@@ -12,6 +11,7 @@ from pytest_hpcnet.launch import (
     template_command,
     write_hostfile_command,
 )
+from pytest_hpcnet.inventory.bench_settings import NcclSettings
 
 
 def bench_args(settings: NcclSettings) -> NcclBenchArgs:

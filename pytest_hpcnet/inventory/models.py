@@ -26,8 +26,8 @@ from pydantic import (
     model_validator,
 )
 
-from pytest_hpcnet.bench_settings import BenchmarkSettings, CloudSettings
-from pytest_hpcnet.expectations import (
+from pytest_hpcnet.inventory.bench_settings import BenchmarkSettings, CloudSettings
+from pytest_hpcnet.inventory.expectations import (
     DEFAULT_SYSCTL,
     Expectations,
     Strict,
@@ -35,7 +35,7 @@ from pytest_hpcnet.expectations import (
     merge,
     profile_names,
 )
-from pytest_hpcnet.inventory_sources import (
+from pytest_hpcnet.inventory.sources import (
     InventorySourceError,
     NodesFrom,
     SourceNodes,
@@ -43,9 +43,9 @@ from pytest_hpcnet.inventory_sources import (
     one_line,
     read_nodes_from,
 )
+from pytest_hpcnet.inventory.validation_messages import first_error
+from pytest_hpcnet.inventory.yaml_mapping import YamlMappingError, load_mapping
 from pytest_hpcnet.redact import register_secret
-from pytest_hpcnet.validation_messages import first_error
-from pytest_hpcnet.yaml_mapping import YamlMappingError, load_mapping
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 RANGE = re.compile(r"\[(\d+)-(\d+)\]")

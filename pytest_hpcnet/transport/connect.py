@@ -15,7 +15,7 @@ from pathlib import Path
 import paramiko
 from fabric import Config, Connection
 
-from pytest_hpcnet.inventory import SshSettings
+from pytest_hpcnet.inventory.models import SshSettings
 
 
 class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from datetime import date
 from pathlib import Path
 
-from pytest_hpcnet.evidence import CheckRecord, _write_atomic, effective_verdict
 from pytest_hpcnet.redact import redact
+from pytest_hpcnet.report.evidence import CheckRecord, _write_atomic, effective_verdict
 
 PREFIX = "hpcnet_"
 _NAME_BAD = re.compile(r"[^a-zA-Z0-9_]")
