@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_hpcnet.campaigns.bisection import Bisection, bisect, runs_needed
-from pytest_hpcnet.campaigns.collective import launch_command
 from pytest_hpcnet.campaigns.facts import SectionOutput, facts_command, split_sections
+from pytest_hpcnet.campaigns.launch import launch_command
 from pytest_hpcnet.campaigns.pairs import FlowFacts, PairFacts, gather_pair_facts
 from pytest_hpcnet.campaigns.perftest import (
     PairRun,
@@ -22,6 +22,7 @@ from pytest_hpcnet.campaigns.perftest import (
     run_round,
 )
 from pytest_hpcnet.campaigns.progress import Reporter, phase, silent
+from pytest_hpcnet.campaigns.recorder import Recorder
 from pytest_hpcnet.campaigns.schedule import Pair, confirm_pairs, ring_pairs
 from pytest_hpcnet.campaigns.storage import FioRun, run_fio
 from pytest_hpcnet.inventory.models import Inventory, Node
@@ -31,7 +32,6 @@ from pytest_hpcnet.probes.nccl import NcclResult, parse_nccl
 from pytest_hpcnet.probes.rdma import match_devices
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo
 from pytest_hpcnet.probes.versions import parse_versions
-from pytest_hpcnet.report.recording import Check
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable, Transport
 
 
@@ -66,7 +66,7 @@ class Cluster:
         self.expect = inventory.expect
         self._facts: dict[str, NodeFacts] = {}
         self._facts_lock = threading.Lock()
-        self.current_check: Check | None = None
+        self.current_check: Recorder | None = None
         self._pairs: dict[tuple[str, str], PairFacts] | None = None
         self._flows: dict[str, FlowFacts] = {}
         self._campaigns: dict[str, PerftestCampaign] = {}

@@ -3,7 +3,9 @@
 Three launchers, all pure: Open MPI `mpirun` (with a generated hostfile), Slurm
 `srun`, or a user template. `*_argv` functions return argv lists (no shell
 involved); `*_command` functions return one shell string in which every value is
-quoted with `shlex`. The output is parsed by `pytest_hpcnet.probes.nccl`.
+quoted with `shlex`. `launch_command` picks one from the inventory's `benchmarks.nccl`
+(the whole-cluster run and the bisection trials use it). The output is parsed by
+`pytest_hpcnet.probes.nccl`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import shlex
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from pytest_hpcnet.inventory.bench_settings import NcclSettings
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.:\-\[\]]+$")
@@ -226,3 +230,46 @@ def template_command(
                 f"unknown field {{{name}}} in launch template; known: {', '.join(TEMPLATE_FIELDS)}"
             )
     return template.format(**values)
+
+
+def bench_args(settings: NcclSettings) -> NcclBenchArgs:
+    """The inventory's `-b -e -f -g -c -n -w` as nccl-tests arguments."""
+    a = settings.args
+    return NcclBenchArgs(
+        min_bytes=a.b,
+        max_bytes=a.e,
+        step_factor=a.f,
+        gpus_per_process=a.g,
+        check=a.c,
+        iters=a.n,
+        warmup_iters=a.w,
+    )
+
+
+def launch_command(settings: NcclSettings, hosts: list[str], names: list[str]) -> str:
+    """The command the launch node runs: mpirun (hostfile written first), srun or a template."""
+    bench = bench_args(settings)
+    ppn = settings.gpus_per_node
+    if settings.launcher == "srun":
+        spec = SrunSpec(
+            nodes=tuple(names), tasks_per_node=ppn, env=settings.env, binary=settings.binary
+        )
+        return srun_command(spec, bench)
+    if settings.launcher == "template":
+        if not settings.template:
+            raise ValueError("benchmarks.nccl.template is required with launcher: template")
+        return template_command(
+            settings.template, hosts, ppn, bench, settings.env, settings.binary, settings.hostfile
+        )
+    spec = MpirunSpec(
+        hosts=tuple(hosts),
+        procs_per_node=ppn,
+        hostfile_path=settings.hostfile,
+        env=settings.env,
+        binary=settings.binary,
+        plm_rsh_args=settings.plm_rsh_args,
+        allow_run_as_root=settings.allow_run_as_root,
+        extra_mpi_args=tuple(settings.mpirun_args),
+    )
+    hostfile = write_hostfile_command(spec.hostfile_path, [(h, ppn) for h in hosts])
+    return f"{hostfile} && {mpirun_command(spec, bench)}"

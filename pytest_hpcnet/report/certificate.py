@@ -1,7 +1,7 @@
 """The handover certificate: `certificate.json` (facts) and `certificate.html` (the page).
 
 The page is a pure function of the facts and the bundle's evidence (`render_html`),
-so `signing.verify` can re-render it and detect edits. It is self-contained: inline
+so `verify.verify` can re-render it and detect edits. It is self-contained: inline
 CSS and inline SVG, no scripts (the facts are embedded as inert JSON data).
 """
 

@@ -11,7 +11,8 @@ import argparse
 from pathlib import Path
 
 from pytest_hpcnet.report.merge import MergeRefused, merge
-from pytest_hpcnet.report.signing import generate_keypair, verify
+from pytest_hpcnet.report.signing import generate_keypair
+from pytest_hpcnet.report.verify import verify
 
 COMMANDS = ("verify", "keygen", "merge")
 

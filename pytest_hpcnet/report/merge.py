@@ -41,8 +41,8 @@ from pytest_hpcnet.report.signing import (
     load_public_key,
     read_facts,
     sign,
-    verify,
 )
+from pytest_hpcnet.report.verify import verify
 
 PathLike = str | os.PathLike[str]
 CROSS_PARTITION = RequirementSpec(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.campaigns.collective import launch_command
+from pytest_hpcnet.campaigns.launch import launch_command
 from pytest_hpcnet.campaigns.storage import run_fio
 from pytest_hpcnet.inventory.models import load_inventory
 from pytest_hpcnet.lab import cgroups, faults

@@ -12,7 +12,8 @@ from pytest_hpcnet.cli import main
 from pytest_hpcnet.report.certificate import render_certificate
 from pytest_hpcnet.report.evidence import CheckRecord, EvidenceBundle, Waiver
 from pytest_hpcnet.report.merge import MergeRefused, merge
-from pytest_hpcnet.report.signing import generate_keypair, sign, verify
+from pytest_hpcnet.report.signing import generate_keypair, sign
+from pytest_hpcnet.report.verify import verify
 from tests.unit.test_certificate import CONTEXT, RUN_START, bandwidth, latency, mtu
 
 PART_A, PART_B = ["gpu-a", "gpu-b"], ["gpu-c", "gpu-d"]

@@ -14,8 +14,8 @@ from pytest_hpcnet.report.signing import (
     bundle_digest,
     generate_keypair,
     sign,
-    verify,
 )
+from pytest_hpcnet.report.verify import verify
 
 RUN_START = datetime(2026, 11, 30, 5, 27, 50, tzinfo=timezone.utc)
 
