@@ -23,7 +23,6 @@ from pytest_hpcnet.campaigns.progress import terminal_reporter
 from pytest_hpcnet.campaigns.schedule import ring_pairs
 from pytest_hpcnet.inventory.models import Inventory, InventoryError, Node, load_inventory
 from pytest_hpcnet.report.baseline import Baseline, compare_to_baseline, load_baseline
-from pytest_hpcnet.report.certificate import DEFAULT_REQUIREMENTS as CATALOG
 from pytest_hpcnet.report.certificate import CertificateContext, RequirementSpec, render_certificate
 from pytest_hpcnet.report.evidence import CheckRecord, EvidenceBundle, new_run_id, read_records
 from pytest_hpcnet.report.html_report import add_environment, environment_rows, html_extras
@@ -38,6 +37,7 @@ from pytest_hpcnet.report.recording import (
     waiver_applies,
 )
 from pytest_hpcnet.report.signing import sign
+from pytest_hpcnet.requirements.registry import certificate_specs
 from pytest_hpcnet.transport.fanout import NodeUnreachable, Transport
 
 NO_INVENTORY = (
@@ -45,7 +45,6 @@ NO_INVENTORY = (
 )
 STATE = pytest.StashKey["HpcnetState"]()
 CHECK = pytest.StashKey[Check]()
-REQUIREMENTS = (("reachability", "Nodes reachable over SSH"),)
 MIN_FREE_BYTES = 64 * 1024 * 1024
 FREE_BYTES_PER_NODE = 512 * 1024
 
@@ -203,7 +202,7 @@ class HpcnetState:
             expectations_sha256=inv.expect_sha256,
             unreachable_nodes=sorted(self.unreachable),
             requirements=[
-                RequirementSpec(check_id=c, requirement=r) for c, r in (*REQUIREMENTS, *CATALOG)
+                RequirementSpec(check_id=c, requirement=r) for c, r in certificate_specs()
             ],
         )
         metrics = self.config.getoption("hpcnet_metrics")

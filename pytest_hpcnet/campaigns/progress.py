@@ -59,7 +59,11 @@ def terminal_reporter(config: pytest.Config) -> Reporter:
         return silent
 
     def write(line: str) -> None:
-        writer = getattr(terminal, "_tw", None)  # -q: a row of dots that ensure_newline misses
+        # Private API, read defensively: under -q pytest leaves a row of progress dots that
+        # the public `ensure_newline()` does not know about (it tracks file paths, not
+        # columns), and no public call says whether the current line is dirty. Without
+        # `_tw` (another pytest), the line is written as is.
+        writer = getattr(terminal, "_tw", None)
         if writer is not None and writer.width_of_current_line:
             writer.line()
         terminal.write_line(PREFIX + line)

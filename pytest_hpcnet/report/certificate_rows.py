@@ -11,22 +11,11 @@ from pydantic import BaseModel, Field
 
 from pytest_hpcnet.report.certificate_format import format_threshold, headroom, pair_nodes
 from pytest_hpcnet.report.evidence import CheckRecord, Measurement, effective_verdict, utc_now
+from pytest_hpcnet.requirements.registry import certificate_specs
 
-#: The requirements a certificate lists, in order; those without records show "not run".
-DEFAULT_REQUIREMENTS: tuple[tuple[str, str], ...] = (
-    ("erdma", "eRDMA devices"),
-    ("mtu", "Jumbo MTU"),
-    ("path_mtu", "Path MTU"),
-    ("security_group", "Security group"),
-    ("acl", "Network ACL"),
-    ("cloud_audit", "Cloud control plane"),
-    ("placement", "Placement"),
-    ("tuning", "Host tuning"),
-    ("ib_write_bw", "RDMA write bandwidth (ib_write_bw)"),
-    ("ib_write_lat", "RDMA write latency (ib_write_lat)"),
-    ("nccl_busbw", "NCCL bus bandwidth"),
-    ("cpfs", "CPFS"),
-)
+#: The rows a certificate lists by default (the registry's, reachability aside: the plugin adds
+#: it); those without records show "not run".
+DEFAULT_REQUIREMENTS: tuple[tuple[str, str], ...] = certificate_specs(with_reachability=False)
 
 _VERDICT_ORDER = {"fail": 0, "error": 1, "waived": 2, "pass": 3, "skipped": 4, "not_run": 5}
 

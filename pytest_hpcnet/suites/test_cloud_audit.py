@@ -12,11 +12,12 @@ import pytest
 from pytest_hpcnet.campaigns.pairs import required_flows
 from pytest_hpcnet.cloud import audit
 from pytest_hpcnet.cloud.readers import CloudReadError
+from pytest_hpcnet.requirements.registry import mark
 
 pytestmark = [
     pytest.mark.static,
     pytest.mark.audit,
-    pytest.mark.check("cloud_audit", "Cloud control plane"),
+    mark("cloud_audit"),
 ]
 
 

@@ -6,8 +6,9 @@ import pytest
 
 from pytest_hpcnet.campaigns.storage import rated_aggregate_mbs
 from pytest_hpcnet.probes.fio import fstype_allowed, parse_mount
+from pytest_hpcnet.requirements.registry import mark
 
-pytestmark = [pytest.mark.benchmark, pytest.mark.check("cpfs", "CPFS")]
+pytestmark = [pytest.mark.benchmark, mark("cpfs")]
 
 
 def test_cpfs_mounted(cluster, node, check):

@@ -9,8 +9,9 @@ from pytest_hpcnet.probes.rdma import (
     parse_erdma_module,
 )
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
+from pytest_hpcnet.requirements.registry import mark
 
-pytestmark = [pytest.mark.static, pytest.mark.check("erdma", "eRDMA devices")]
+pytestmark = [pytest.mark.static, mark("erdma")]
 
 
 def expected_devices(cluster, node):

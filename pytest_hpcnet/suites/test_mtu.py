@@ -4,6 +4,7 @@ import pytest
 
 from pytest_hpcnet.probes.links import erdma_mtu_verdict, mtu_matches, parse_interfaces
 from pytest_hpcnet.probes.ping import path_mtu_ok
+from pytest_hpcnet.requirements.registry import mark
 
 pytestmark = pytest.mark.static
 
@@ -18,7 +19,7 @@ def data_interface(cluster, node):
     return iface
 
 
-@pytest.mark.check("mtu", "Jumbo MTU")
+@mark("mtu")
 def test_interface_mtu_is_expected(cluster, node, check):
     expected = cluster.expect.mtu
     iface = data_interface(cluster, node)
@@ -27,14 +28,14 @@ def test_interface_mtu_is_expected(cluster, node, check):
     assert verdict.ok, f"{node.name}: {verdict.reason}"
 
 
-@pytest.mark.check("mtu", "Jumbo MTU")
+@mark("mtu")
 def test_erdma_mtu_rule_for_nccl_ll128(cluster, node, check):
     iface = data_interface(cluster, node)
     verdict = erdma_mtu_verdict(iface.mtu, cluster.expect.jumbo_frames)
     assert verdict.ok, f"{node.name}: {verdict.reason}"
 
 
-@pytest.mark.check("mtu", "Jumbo MTU")
+@mark("mtu")
 def test_mtu_same_on_all_nodes(cluster, check):
     mtus = {}
     for node in cluster.nodes:
@@ -53,7 +54,7 @@ def test_mtu_same_on_all_nodes(cluster, check):
     assert len(groups) <= 1, f"nodes disagree on the MTU: {listing}"
 
 
-@pytest.mark.check("path_mtu", "Path MTU")
+@mark("path_mtu")
 def test_full_mtu_crosses_the_path(cluster, node_pair, check):
     source, target = node_pair
     facts = cluster.pair_facts(source, target)

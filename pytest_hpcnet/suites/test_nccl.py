@@ -2,7 +2,9 @@
 
 import pytest
 
-pytestmark = [pytest.mark.benchmark, pytest.mark.check("nccl_busbw", "NCCL bus bandwidth")]
+from pytest_hpcnet.requirements.registry import mark
+
+pytestmark = [pytest.mark.benchmark, mark("nccl_busbw")]
 
 
 def suspects(cluster, check):

@@ -3,8 +3,9 @@
 import pytest
 
 from pytest_hpcnet.probes.metadata import group_by_value, parse_metadata
+from pytest_hpcnet.requirements.registry import mark
 
-pytestmark = [pytest.mark.static, pytest.mark.check("placement", "Placement")]
+pytestmark = [pytest.mark.static, mark("placement")]
 
 KEYS = [("vswitch-id", "vswitch_id"), ("vpc-id", "vpc_id"), ("zone-id", "zone_id")]
 

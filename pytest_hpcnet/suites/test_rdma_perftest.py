@@ -2,6 +2,8 @@
 
 import pytest
 
+from pytest_hpcnet.requirements.registry import mark
+
 pytestmark = pytest.mark.benchmark
 
 
@@ -22,7 +24,7 @@ def record_run(check, campaign, run):
     check.suspect(*[n for n in (run.pair.a, run.pair.b) if n in campaign.localization.suspects])
 
 
-@pytest.mark.check("ib_write_bw", "RDMA write bandwidth (ib_write_bw)")
+@mark("ib_write_bw")
 def test_rdma_write_bandwidth(cluster, perftest_pair, check):
     campaign = cluster.perftest("ib_write_bw")
     run = campaign.runs.get(perftest_pair)
@@ -40,7 +42,7 @@ def test_rdma_write_bandwidth(cluster, perftest_pair, check):
     )
 
 
-@pytest.mark.check("ib_write_lat", "RDMA write latency (ib_write_lat)")
+@mark("ib_write_lat")
 def test_rdma_write_latency(cluster, perftest_pair, check):
     campaign = cluster.perftest("ib_write_lat")
     run = campaign.runs.get(perftest_pair)
@@ -66,7 +68,7 @@ def test_rdma_write_latency(cluster, perftest_pair, check):
 
 
 @pytest.mark.parametrize("tool", ["ib_write_bw", "ib_write_lat"])
-@pytest.mark.check("perftest_localization", "No suspect node in the pair schedule")
+@mark("perftest_localization")
 def test_no_suspect_nodes(cluster, tool, check):
     campaign = cluster.perftest(tool)
     loc = campaign.localization

@@ -2,7 +2,9 @@
 
 import pytest
 
-pytestmark = [pytest.mark.static, pytest.mark.check("reachability", "Nodes reachable over SSH")]
+from pytest_hpcnet.requirements.registry import mark
+
+pytestmark = [pytest.mark.static, mark("reachability")]
 
 
 def test_node_answers_over_ssh(cluster, node, check):

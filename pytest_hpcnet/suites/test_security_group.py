@@ -3,6 +3,7 @@
 import pytest
 
 from pytest_hpcnet.campaigns.pairs import required_flows
+from pytest_hpcnet.requirements.registry import mark
 
 pytestmark = pytest.mark.static
 
@@ -12,7 +13,7 @@ MEANING = {
 }
 
 
-@pytest.mark.check("security_group", "Security group")
+@mark("security_group")
 def test_required_ports_open_between_nodes(cluster, node_pair, check):
     source, target = node_pair
     facts = cluster.pair_facts(source, target)
@@ -34,7 +35,7 @@ def test_required_ports_open_between_nodes(cluster, node_pair, check):
     assert not closed, f"{source.name}->{target.name} ({facts.target_address}): {'; '.join(closed)}"
 
 
-@pytest.mark.check("acl", "Network ACL")
+@mark("acl")
 def test_acl_flow_enforced(cluster, acl_flow, check):
     kind, flow = acl_flow
     subject = f"{flow.protocol}/{flow.port} {flow.source}->{flow.target}"

@@ -4,8 +4,9 @@ import pytest
 
 from pytest_hpcnet.probes.links import counters_verdict, parse_interfaces
 from pytest_hpcnet.probes.sysctl import ExpectedSysctl, compare_sysctl, parse_sysctl
+from pytest_hpcnet.requirements.registry import mark
 
-pytestmark = [pytest.mark.static, pytest.mark.check("tuning", "Host tuning")]
+pytestmark = [pytest.mark.static, mark("tuning")]
 
 
 def test_sysctl_tuned(cluster, node, check):

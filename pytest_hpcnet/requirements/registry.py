@@ -1,0 +1,88 @@
+"""The one catalogue of requirements.
+
+Each requirement is declared here once. The suites' `check` markers (`mark`), the
+certificate's requirement table (`certificate_specs`) and the terminal summary
+(`title`) all read it; add a requirement here, then its judge, probe and suite test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import pytest
+
+Selector = Literal["static", "benchmark"]
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One acceptance requirement.
+
+    `expects` names the inventory `expect.*` keys its judge reads; `marker` the suite marker
+    that selects it; `row` whether the certificate's requirement table lists it (a row with
+    no records shows "not run")."""
+
+    id: str
+    title: str
+    expects: tuple[str, ...]
+    marker: Selector
+    row: bool = True
+
+
+REQUIREMENTS: tuple[Requirement, ...] = (
+    Requirement("reachability", "Nodes reachable over SSH", (), "static"),
+    Requirement("erdma", "eRDMA devices", ("rdma",), "static"),
+    Requirement("mtu", "Jumbo MTU", ("mtu", "jumbo_frames"), "static"),
+    Requirement("path_mtu", "Path MTU", ("mtu",), "static"),
+    Requirement("security_group", "Security group", ("ports",), "static"),
+    Requirement("acl", "Network ACL", ("flows",), "static"),
+    Requirement("cloud_audit", "Cloud control plane", ("ports", "flows", "rdma"), "static"),
+    Requirement("placement", "Placement", ("placement",), "static"),
+    Requirement(
+        "tuning", "Host tuning", ("sysctl", "nic_max_errors", "nic_max_dropped", "ping"), "static"
+    ),
+    Requirement("ib_write_bw", "RDMA write bandwidth (ib_write_bw)", ("ib_write_bw",), "benchmark"),
+    Requirement(
+        "ib_write_lat", "RDMA write latency (ib_write_lat)", ("ib_write_lat",), "benchmark"
+    ),
+    Requirement(
+        "perftest_localization",
+        "No suspect node in the pair schedule",
+        ("ib_write_bw", "ib_write_lat"),
+        "benchmark",
+        row=False,
+    ),
+    Requirement("nccl_busbw", "NCCL bus bandwidth", ("nccl",), "benchmark"),
+    Requirement("cpfs", "CPFS", ("cpfs",), "benchmark"),
+)
+
+BY_ID: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}
+
+
+def requirement(check_id: str) -> Requirement:
+    """The registered requirement `check_id` (KeyError names the unknown id)."""
+    try:
+        return BY_ID[check_id]
+    except KeyError:
+        raise KeyError(f"no requirement {check_id!r} in the registry") from None
+
+
+def title(check_id: str) -> str:
+    """The requirement's title, or the id itself for a site's own unregistered check."""
+    found = BY_ID.get(check_id)
+    return found.title if found else check_id
+
+
+def mark(check_id: str) -> pytest.MarkDecorator:
+    """`pytest.mark.check(id, title)` for a registered requirement (what a suite test carries)."""
+    return pytest.mark.check(check_id, requirement(check_id).title)
+
+
+def certificate_specs(*, with_reachability: bool = True) -> tuple[tuple[str, str], ...]:
+    """(id, title) of the certificate's requirement rows, in registry order."""
+    return tuple(
+        (r.id, r.title)
+        for r in REQUIREMENTS
+        if r.row and (with_reachability or r.id != "reachability")
+    )
