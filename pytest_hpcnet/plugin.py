@@ -11,7 +11,7 @@ import getpass
 import shutil
 import socket
 from collections import Counter
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,13 @@ from pytest_hpcnet.campaigns.schedule import ring_pairs
 from pytest_hpcnet.inventory.models import Inventory, InventoryError, Node, load_inventory
 from pytest_hpcnet.report.baseline import Baseline, compare_to_baseline, load_baseline
 from pytest_hpcnet.report.certificate import CertificateContext, RequirementSpec, render_certificate
-from pytest_hpcnet.report.evidence import CheckRecord, EvidenceBundle, new_run_id, read_records
+from pytest_hpcnet.report.evidence import (
+    CheckRecord,
+    EvidenceBundle,
+    new_run_id,
+    read_records,
+    utc_now,
+)
 from pytest_hpcnet.report.html_report import add_environment, environment_rows, html_extras
 from pytest_hpcnet.report.metrics import write_prometheus_textfile
 from pytest_hpcnet.report.recording import (
@@ -33,11 +39,12 @@ from pytest_hpcnet.report.recording import (
     classify,
     detach,
     find_waiver,
+    show_verdict,
     subject_of,
-    waiver_applies,
 )
 from pytest_hpcnet.report.signing import sign
-from pytest_hpcnet.requirements.registry import certificate_specs
+from pytest_hpcnet.report.verdict import check_verdict, run_date
+from pytest_hpcnet.requirements.registry import certificate_specs, title
 from pytest_hpcnet.transport.fanout import NodeUnreachable, Transport
 
 NO_INVENTORY = (
@@ -66,6 +73,12 @@ class HpcnetState:
         self.verdict: str | None = None
         self.certificate: Path | None = None
         self.baseline: Baseline | None = None
+        self.failing: Counter[str] = Counter()
+
+    @property
+    def run_date(self) -> date:
+        """The date the run is judged on: the UTC date of the controller's start."""
+        return run_date(self.bundle.started_at if self.bundle else utc_now())
 
     def open_cluster(self) -> Cluster:
         if self.cluster is None:
@@ -107,13 +120,13 @@ class HpcnetState:
             regressions = self._regressions(record)
             if regressions:
                 verdict, message = "fail", "; ".join(r.describe() for r in regressions)
-                record.update(verdict=verdict, message=message)
-                report.outcome = "failed"
+        # The one decision (report.verdict), on the run's UTC date: what the evidence, the
+        # terminal, JUnit and the certificate all show.
+        verdict = check_verdict(verdict, waiver, self.run_date)
+        record.update(verdict=verdict, message=message)
+        show_verdict(report, verdict, message, waiver)
         if verdict == "fail" and item.config.option.tbstyle == "auto":
             report.longrepr = f"{_failing_line(item, call)}: {message}"  # the criterion, one line
-        if verdict == "fail" and waiver_applies(waiver, date.today()):
-            report.outcome = "skipped"
-            report.wasxfail = f"waived until {waiver.expires}: {waiver.reason}"
         attach(report, record, check.unreachable)
         html_extras(report, record)
         if self.cluster is not None:
@@ -139,6 +152,8 @@ class HpcnetState:
         if carried is None or self.bundle is None or self.is_worker:
             return  # only the controller writes the evidence
         record, unreachable = carried
+        if record["verdict"] in ("fail", "error"):
+            self.failing[record["check_id"]] += 1
         self.contacted = self.contacted or bool(record["commands"])
         self.unreachable.update(unreachable)
         self.bundle.append(record)
@@ -208,7 +223,8 @@ class HpcnetState:
         metrics = self.config.getoption("hpcnet_metrics")
         if metrics:
             labels = {"cluster": inv.cluster.name}
-            write_prometheus_textfile(metrics, read_records(self.run_dir), labels)
+            records = read_records(self.run_dir)
+            write_prometheus_textfile(metrics, records, labels, self.run_date)
         self.certificate = render_certificate(self.run_dir, context)
         key = self.config.getoption("hpcnet_sign_key")
         if key:
@@ -344,6 +360,9 @@ def _open_run_dir(config: pytest.Config, state: HpcnetState) -> None:
             state.run_dir.rmdir()  # only if still empty: nothing of another process
         raise pytest.UsageError(problem)
     state.bundle = EvidenceBundle(state.run_dir, state.run_dir.name)
+    started = getattr(config, "workerinput", {}).get("hpcnet_run_started")
+    if started:
+        state.bundle.started_at = datetime.fromisoformat(started)
     if state.is_worker:
         return
     add_environment(config, state.inventory)
@@ -441,6 +460,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         f"checks: {o['passed']} passed, {o['failed']} failed, {o['error']} errors, "
         f"{o['waived']} waived, {o['skipped']} skipped"
     )
+    for check_id, count in sorted(state.failing.items()):
+        tr.write_line(f"  {title(check_id)} ({check_id}): {count} failed or errored", red=True)
     verdict = state.verdict or "INCOMPLETE"
     tr.write_line(f"verdict: {verdict}", green=verdict == "ACCEPTED", red=verdict != "ACCEPTED")
     tr.write_line(f"reports: {state.run_dir}/ (certificate.html, evidence.jsonl)")
@@ -448,7 +469,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:  # pytest-xdist: workers share the controller's run
-    node.workerinput["hpcnet_run_id"] = _state(node.config).run_dir.name
+    state = _state(node.config)
+    node.workerinput["hpcnet_run_id"] = state.run_dir.name
+    if state.bundle is not None:  # workers judge on the controller's run date
+        node.workerinput["hpcnet_run_started"] = state.bundle.started_at.isoformat()
 
 
 @pytest.hookimpl(optionalhook=True)

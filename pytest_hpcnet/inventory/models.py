@@ -137,15 +137,18 @@ class ClusterInfo(Strict):
 
 
 class Waiver(Strict):
-    """A check waived until `expires`, with the reason and who granted it."""
+    """An accepted deviation: the check (`id` or `id[subject]`) waived, why, who granted it and
+    until when (inclusive). The one waiver model: the inventory declares it, the evidence
+    carries it, `report.verdict` judges it on the run's date."""
 
-    check: str
+    check: str = ""
     reason: str
     by: str | None = None
     expires: date
 
-    def active(self, on: date) -> bool:
-        return on <= self.expires
+    def applies_on(self, run_date: date) -> bool:
+        """True unless the waiver expired before `run_date` (the run's UTC date)."""
+        return run_date <= self.expires
 
 
 class InventoryFile(Strict):
@@ -161,6 +164,14 @@ class InventoryFile(Strict):
     benchmarks: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
     cloud: CloudSettings = Field(default_factory=CloudSettings)
     waivers: list[Waiver] = Field(default_factory=list)
+
+    @field_validator("waivers")
+    @classmethod
+    def _waivers_name_a_check(cls, waivers: list[Waiver]) -> list[Waiver]:
+        for waiver in waivers:
+            if not waiver.check:
+                raise ValueError("a waiver needs check: (a check id, or id[subject])")
+        return waivers
 
     @field_validator("nodes")
     @classmethod

@@ -225,7 +225,7 @@ def waiver_rows(records: Iterable[CheckRecord], run_date: date) -> list[WaiverRo
             check_id=r.check_id,
             subject=r.subject,
             reason=r.waiver.reason,
-            by=r.waiver.by,
+            by=r.waiver.by or "",
             expires=r.waiver.expires.isoformat() if r.waiver.expires else "",
             applied=r.waiver.applies_on(run_date),
         )

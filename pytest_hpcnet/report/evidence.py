@@ -20,23 +20,36 @@ import secrets
 import shutil
 import threading
 from collections.abc import Iterable, Mapping
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from pytest_hpcnet.inventory.models import Waiver  # noqa: F401 - re-exported
 from pytest_hpcnet.redact import redact
+from pytest_hpcnet.report.records import (  # noqa: F401 - re-exported
+    VERDICTS,
+    CheckRecord,
+    CommandRecord,
+    Comparison,
+    Measurement,
+    OverallVerdict,
+    RunSummary,
+    Verdict,
+)
+from pytest_hpcnet.report.verdict import (  # noqa: F401 - re-exported
+    check_verdict,
+    count_verdicts,
+    effective_verdict,
+    overall_verdict,
+    run_date,
+    run_date_of,
+)
 
 EVIDENCE_FILE = "evidence.jsonl"
 SUMMARY_FILE = "summary.json"
 OUTPUTS_DIR = "outputs"
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024
 
-Verdict = Literal["pass", "fail", "error", "waived", "skipped"]
-OverallVerdict = Literal["ACCEPTED", "REJECTED", "INCOMPLETE"]
-Comparison = Literal[">=", "<=", "==", "in"]
-VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "waived", "skipped")
 
 
 class EvidenceError(ValueError):
@@ -52,119 +65,6 @@ def new_run_id(now: datetime | None = None) -> str:
     """A run id such as `20261130-052750-ab12`: UTC time plus four random hex digits."""
     moment = (now or utc_now()).astimezone(timezone.utc)
     return f"{moment:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
-
-
-class Measurement(BaseModel):
-    """One measured quantity and the threshold it was judged against."""
-
-    name: str
-    value: float | str | None = None
-    unit: str = ""
-    threshold: float | str | list[float | str] | None = None
-    comparison: Comparison | None = None
-    threshold_source: str = ""
-    baseline: float | None = None
-    delta: float | None = Field(
-        default=None, description="(value - baseline) / baseline, as a fraction"
-    )
-
-
-class CommandRecord(BaseModel):
-    """One command run on one node for a check; its output lives in `outputs/<digest>.txt`."""
-
-    node: str
-    command: str
-    exit_status: int | None = None
-    duration_s: float | None = None
-    started_at: datetime | None = None
-    output_digest: str | None = None
-
-
-class Waiver(BaseModel):
-    """An accepted deviation: who accepted it, why, and until when (inclusive)."""
-
-    reason: str
-    by: str
-    expires: date | None = None
-
-    def applies_on(self, run_date: date) -> bool:
-        """True unless the waiver expired before `run_date`."""
-        return self.expires is None or self.expires >= run_date
-
-
-class CheckRecord(BaseModel):
-    """The outcome of one check on one subject (a node, a pair `a->b`, or the cluster)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    check_id: str
-    requirement: str
-    nodeid: str = ""
-    subject: str
-    kind: Literal["node", "pair", "cluster"] = "node"
-    measured: list[Measurement] = Field(default_factory=list)
-    verdict: Verdict
-    message: str = ""
-    commands: list[CommandRecord] = Field(default_factory=list)
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    tool_versions: dict[str, str] = Field(default_factory=dict)
-    suspect_nodes: list[str] = Field(default_factory=list)
-    waiver: Waiver | None = None
-
-
-class RunSummary(BaseModel):
-    """What `summary.json` holds; extra keys given to `close()` are kept as they are."""
-
-    model_config = ConfigDict(extra="allow")
-
-    run_id: str
-    cluster: str = ""
-    inventory_sha256: str = ""
-    expectations_sha256: str = ""
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    unreachable_nodes: list[str] = Field(default_factory=list)
-    interrupted: bool = False
-    counts: dict[str, int] = Field(default_factory=dict)
-    verdict: OverallVerdict = "INCOMPLETE"
-
-
-def effective_verdict(record: CheckRecord, run_date: date | None = None) -> str:
-    """The verdict that counts: a `fail` with a valid waiver is `waived`;
-    a `waived` without a valid (present, unexpired) waiver is `fail`."""
-    run_date = run_date or utc_now().date()
-    waiver_valid = record.waiver is not None and record.waiver.applies_on(run_date)
-    if record.verdict == "fail" and waiver_valid:
-        return "waived"
-    if record.verdict == "waived" and not waiver_valid:
-        return "fail"
-    return record.verdict
-
-
-def count_verdicts(records: Iterable[CheckRecord], run_date: date | None = None) -> dict[str, int]:
-    """Records per effective verdict; every verdict appears, zero where absent."""
-    counts = dict.fromkeys(VERDICTS, 0)
-    for record in records:
-        counts[effective_verdict(record, run_date)] += 1
-    return counts
-
-
-def overall_verdict(
-    records: Iterable[CheckRecord],
-    unreachable_nodes: Iterable[str] = (),
-    run_date: date | None = None,
-    interrupted: bool = False,
-) -> OverallVerdict:
-    """INCOMPLETE if interrupted, any node unreachable, any check errored or nothing
-    was judged; else REJECTED if any check failed; else ACCEPTED."""
-    counts = count_verdicts(records, run_date)
-    judged = counts["pass"] + counts["fail"] + counts["waived"]
-    if interrupted or list(unreachable_nodes) or counts["error"] or not judged:
-        return "INCOMPLETE"
-    if counts["fail"]:
-        return "REJECTED"
-    return "ACCEPTED"
 
 
 def sha256_file(path: Path) -> str:
@@ -284,23 +184,13 @@ class EvidenceBundle:
         given.setdefault("ended_at", utc_now())
         result = RunSummary.model_validate(given)
         records = self.records()
-        run_date = run_date_of(result, records)
-        result.counts = count_verdicts(records, run_date)
-        result.verdict = overall_verdict(
-            records, result.unreachable_nodes, run_date, result.interrupted
-        )
+        on = run_date_of(result, records)
+        result.counts = count_verdicts(records, on)
+        result.verdict = overall_verdict(records, result.unreachable_nodes, on, result.interrupted)
         data = redact_data(result.model_dump(mode="json"))
         text = json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
         _write_atomic(self.run_dir / SUMMARY_FILE, text.encode("utf-8"))
         return result
-
-
-def run_date_of(summary: RunSummary | None, records: Iterable[CheckRecord]) -> date:
-    """The date waivers are judged on: the run's start, else the first record's, else today."""
-    if summary is not None and summary.started_at is not None:
-        return summary.started_at.date()
-    starts = [r.started_at for r in records if r.started_at is not None]
-    return min(starts).date() if starts else utc_now().date()
 
 
 def read_records(run_dir: str | os.PathLike[str]) -> list[CheckRecord]:

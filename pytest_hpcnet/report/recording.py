@@ -9,7 +9,7 @@ controller appends it to the evidence bundle.
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -108,11 +108,7 @@ class Check:
             "ended_at": datetime.now(timezone.utc),
             "tool_versions": self.tool_versions,
             "suspect_nodes": self.suspects,
-            "waiver": (
-                {"reason": waiver.reason, "by": waiver.by or "", "expires": waiver.expires}
-                if waiver
-                else None
-            ),
+            "waiver": waiver.model_dump(mode="json") if waiver else None,
         }
 
 
@@ -156,8 +152,17 @@ def classify(report: pytest.TestReport, excinfo: pytest.ExceptionInfo | None) ->
     return "error", f"{type(exc).__name__}: {first}"
 
 
-def waiver_applies(waiver: Waiver | None, today: date) -> bool:
-    return waiver is not None and waiver.active(today)
+def show_verdict(
+    report: pytest.TestReport, verdict: str, message: str, waiver: Waiver | None
+) -> None:
+    """Make the report (terminal, JUnit) say the decided verdict: a waived failure shows as
+    xfailed with its waiver, a baseline regression as failed."""
+    if verdict == "waived" and waiver is not None:
+        report.outcome = "skipped"
+        report.wasxfail = f"waived until {waiver.expires}: {waiver.reason}"
+    elif verdict == "fail" and report.passed:
+        report.outcome = "failed"
+        report.longrepr = message
 
 
 def attach(report: pytest.TestReport, record: dict[str, Any], unreachable: dict[str, str]) -> None:
