@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -14,16 +15,14 @@ from pytest_hpcnet.campaigns.pairs import FlowFacts, PairFacts, gather_pair_fact
 from pytest_hpcnet.campaigns.perftest import (
     PairRun,
     PerftestCampaign,
-    bandwidth_ok,
-    judge,
-    latency_ok,
+    judged,
     options_for,
     planned_rounds,
     run_round,
 )
 from pytest_hpcnet.campaigns.progress import Reporter, phase, silent
 from pytest_hpcnet.campaigns.recorder import Recorder
-from pytest_hpcnet.campaigns.schedule import Pair, confirm_pairs, ring_pairs
+from pytest_hpcnet.campaigns.schedule import Pair, confirm_pairs, localize, ring_pairs
 from pytest_hpcnet.campaigns.storage import FioRun, run_fio
 from pytest_hpcnet.inventory.models import Inventory, Node
 from pytest_hpcnet.probes.links import parse_interfaces
@@ -32,6 +31,7 @@ from pytest_hpcnet.probes.nccl import NcclResult, parse_nccl
 from pytest_hpcnet.probes.rdma import match_devices
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo
 from pytest_hpcnet.probes.versions import parse_versions
+from pytest_hpcnet.requirements.judges import judge_nccl, judge_perftest
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable, Transport
 
 
@@ -185,13 +185,9 @@ class Cluster:
         matching = match_devices(parse_ibv_devinfo(out.text), glob)
         return matching[0].name if matching else None
 
-    def pair_passes(self, tool: str):
-        """The pass criterion of one perftest tool, from the expectations."""
-        if tool.endswith("_lat"):
-            lat = self.expect.ib_write_lat
-            return lambda run: latency_ok(run, lat.max_avg_us, lat.max_p99_us)
-        bound = self.expect.ib_write_bw.bound_gbps
-        return lambda run: bandwidth_ok(run, bound)
+    def pair_passes(self, tool: str) -> Callable[[PairRun], bool]:
+        """The pass criterion of one perftest tool: its requirement's judge."""
+        return lambda run: judge_perftest(tool, run, self.expect).passed
 
     def perftest(self, tool: str) -> PerftestCampaign:
         """Every scheduled pair measured with `tool`, localized (run once per session)."""
@@ -222,7 +218,8 @@ class Cluster:
         rounds, campaign.schedule = planned_rounds(names, settings)
         for index, pairs in enumerate(rounds, 1):
             campaign.runs.update(measure(pairs, index, f"round {index}/{len(rounds)}"))
-        campaign.localization = judge(campaign.runs, passes, names)
+        campaign.passed = judged(campaign.runs, passes)
+        campaign.localization = localize(campaign.passed, nodes=names)
         doubtful = [*campaign.localization.suspects, *campaign.localization.unknown]
         if settings.confirm_suspects and doubtful:
             good = [n for n in campaign.localization.good if n in addresses]
@@ -230,7 +227,9 @@ class Cluster:
             for index, pairs in enumerate(checks, len(rounds) + 1):
                 label = f"confirmation {index - len(rounds)}/{len(checks)}"
                 campaign.confirm_runs.update(measure(pairs, index, label))
-            campaign.localization = judge({**campaign.runs, **campaign.confirm_runs}, passes, names)
+            every = {**campaign.runs, **campaign.confirm_runs}
+            campaign.passed = judged(every, passes)
+            campaign.localization = localize(campaign.passed, nodes=names)
         if campaign.localization.suspects:
             self.progress(f"{tool}: suspect nodes {', '.join(campaign.localization.suspects)}")
         with self._facts_lock:
@@ -265,15 +264,8 @@ class Cluster:
         return parse_nccl(result.stdout + "\n" + result.stderr), result
 
     def nccl_passes(self, result: NcclResult) -> bool:
-        """The NCCL bounds of the expectations, met by one all_reduce_perf run."""
-        bounds = self.expect.nccl
-        if result.error is not None or not result.rows:
-            return False
-        avg, largest = result.avg_busbw_gbs, result.busbw_at_max_size_gbs
-        if bounds.min_avg_busbw_gbs is not None and not (avg or 0) >= bounds.min_avg_busbw_gbs:
-            return False
-        floor = bounds.min_busbw_largest_gbs
-        return floor is None or (largest or 0) >= floor
+        """One all_reduce_perf run meets the NCCL bounds: the requirement's judge."""
+        return judge_nccl(result, self.expect).passed
 
     def nccl_bisection(self) -> Bisection:
         """NCCL on halves of the reachable nodes until one node is left to blame (once)."""

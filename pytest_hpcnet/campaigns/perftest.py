@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pytest_hpcnet.campaigns.schedule import (
     Localization,
     Pair,
-    localize,
     pick_schedule_for_budget,
     schedule_rounds,
 )
@@ -65,6 +64,8 @@ class PerftestCampaign:
     confirm_runs: dict[Pair, PairRun] = field(default_factory=dict)
     localization: Localization | None = None
     schedule: str = ""
+    passed: dict[Pair, bool] = field(default_factory=dict)
+    """Each measured pair as the requirement's judge saw it (what localization is fed)."""
 
 
 def options_for(
@@ -214,9 +215,9 @@ def _pair_run(
     )
 
 
-def judge(runs: dict[Pair, PairRun], passes: Callable[[PairRun], bool], nodes: list[str]):
-    """Localization of failing pairs to suspect nodes (see `schedule.localize`)."""
-    return localize({pair: passes(run) for pair, run in runs.items()}, nodes=nodes)
+def judged(runs: dict[Pair, PairRun], passes: Callable[[PairRun], bool]) -> dict[Pair, bool]:
+    """Each pair's run through the requirement's judge: what `schedule.localize` is fed."""
+    return {pair: passes(run) for pair, run in runs.items()}
 
 
 def planned_rounds(nodes: list[str], settings: PerftestSettings) -> tuple[list[list[Pair]], str]:
@@ -230,18 +231,3 @@ def planned_rounds(nodes: list[str], settings: PerftestSettings) -> tuple[list[l
         kind, rounds = "random", int(kind[7:])
     chosen = schedule_rounds(nodes, kind if kind != "random" else f"random:{rounds}", rounds)
     return chosen, f"{settings.schedule}: {len(chosen)} rounds"
-
-
-def bandwidth_ok(run: PairRun, bound_gbps: float | None) -> bool:
-    """The pair measured a bandwidth at or above the bound (no bound: any clean measurement)."""
-    value = run.value
-    return value is not None and (bound_gbps is None or value >= bound_gbps)
-
-
-def latency_ok(run: PairRun, max_avg_us: float, max_p99_us: float) -> bool:
-    """The pair's t_avg and 99th percentile are within their bounds."""
-    lat = run.latency
-    if run.error or lat is None or lat.t_avg_us is None:
-        return False
-    p99 = lat.p99_us if lat.p99_us is not None else lat.t_avg_us
-    return lat.t_avg_us <= max_avg_us and p99 <= max_p99_us

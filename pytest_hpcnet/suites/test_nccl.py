@@ -2,6 +2,11 @@
 
 import pytest
 
+from pytest_hpcnet.requirements.judges import (
+    judge_nccl_avg_busbw,
+    judge_nccl_largest_busbw,
+    judge_nccl_run,
+)
 from pytest_hpcnet.requirements.registry import mark
 
 pytestmark = [pytest.mark.benchmark, mark("nccl_busbw")]
@@ -24,8 +29,9 @@ def suspects(cluster, check):
 
 def allreduce(cluster):
     result, command = cluster.nccl()
-    assert result.error is None, f"all_reduce_perf failed: {result.error}"
-    assert result.rows, f"all_reduce_perf printed no results table ({command.failure or 'no rows'})"
+    ran = judge_nccl_run(result)
+    detail = f" ({command.failure or 'no rows'})" if result.error is None else ""
+    assert ran, ran.reason + detail
     return result
 
 
@@ -39,10 +45,10 @@ def test_average_bus_bandwidth(cluster, check):
         pytest.skip(
             f"no bound set (expect.nccl.min_avg_busbw_gbs); measured {result.avg_busbw_gbs}"
         )
-    ok = result.avg_busbw_gbs is not None and result.avg_busbw_gbs >= bound
-    assert ok, (
-        f"average bus bandwidth {result.avg_busbw_gbs} GB/s < {bound} GB/s "
-        f"over {len(result.hosts) or len(cluster.nodes)} nodes; {suspects(cluster, check)}"
+    verdict = judge_nccl_avg_busbw(result, cluster.expect)
+    assert verdict, (
+        f"{verdict.reason} over {len(result.hosts) or len(cluster.nodes)} nodes; "
+        f"{suspects(cluster, check)}"
     )
 
 
@@ -59,11 +65,8 @@ def test_bus_bandwidth_at_largest_size(cluster, check):
     )
     if bound is None:
         pytest.skip("no bound set (expect.nccl.min_busbw_largest_gbs)")
-    ok = result.busbw_at_max_size_gbs is not None and result.busbw_at_max_size_gbs >= bound
-    assert ok, (
-        f"bus bandwidth at {result.max_size_bytes} bytes is {result.busbw_at_max_size_gbs} GB/s "
-        f"< {bound} GB/s; {suspects(cluster, check)}"
-    )
+    verdict = judge_nccl_largest_busbw(result, cluster.expect)
+    assert verdict, f"{verdict.reason}; {suspects(cluster, check)}"
 
 
 def test_no_wrong_results(cluster, check):

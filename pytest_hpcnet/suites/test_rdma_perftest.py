@@ -2,6 +2,7 @@
 
 import pytest
 
+from pytest_hpcnet.requirements.judges import judge_ib_write_bw, judge_ib_write_lat
 from pytest_hpcnet.requirements.registry import mark
 
 pytestmark = pytest.mark.benchmark
@@ -30,16 +31,9 @@ def test_rdma_write_bandwidth(cluster, perftest_pair, check):
     run = campaign.runs.get(perftest_pair)
     assert run is not None, f"{perftest_pair.a}->{perftest_pair.b}: not measured (node unreachable)"
     record_run(check, campaign, run)
-    bound = cluster.expect.ib_write_bw.bound_gbps
-    pair = f"{run.pair.a}->{run.pair.b}"
-    check.measure("bw_avg", run.value, "Gbit/s", bound, ">=", "expect.ib_write_bw")
-    assert run.error is None, (
-        f"{pair}: ib_write_bw failed: {run.error} ({blame(campaign, run.pair)})"
-    )
-    assert bound is None or run.value >= bound, (
-        f"{pair}: BW average {run.value:.2f} Gbit/s < {bound:.2f} Gbit/s "
-        f"({blame(campaign, run.pair)})"
-    )
+    verdict = judge_ib_write_bw(run, cluster.expect)
+    check.measure("bw_avg", run.value, "Gbit/s", verdict.bound, ">=", "expect.ib_write_bw")
+    assert verdict, f"{run.pair.a}->{run.pair.b}: {verdict.reason} ({blame(campaign, run.pair)})"
 
 
 @mark("ib_write_lat")
@@ -48,23 +42,12 @@ def test_rdma_write_latency(cluster, perftest_pair, check):
     run = campaign.runs.get(perftest_pair)
     assert run is not None, f"{perftest_pair.a}->{perftest_pair.b}: not measured (node unreachable)"
     record_run(check, campaign, run)
-    bounds = cluster.expect.ib_write_lat
-    pair = f"{run.pair.a}->{run.pair.b}"
-    lat = run.latency
-    assert run.error is None, (
-        f"{pair}: ib_write_lat failed: {run.error} ({blame(campaign, run.pair)})"
-    )
-    check.measure("t_avg", lat.t_avg_us, "usec", bounds.max_avg_us, "<=", "expect.ib_write_lat")
-    check.measure("t_p99", lat.p99_us, "usec", bounds.max_p99_us, "<=", "expect.ib_write_lat")
-    assert lat.t_avg_us <= bounds.max_avg_us, (
-        f"{pair}: t_avg {lat.t_avg_us:.2f} usec > {bounds.max_avg_us} usec "
-        f"({blame(campaign, run.pair)})"
-    )
-    if lat.p99_us is not None:
-        assert lat.p99_us <= bounds.max_p99_us, (
-            f"{pair}: 99% {lat.p99_us:.2f} usec > {bounds.max_p99_us} usec "
-            f"({blame(campaign, run.pair)})"
-        )
+    verdict = judge_ib_write_lat(run, cluster.expect)
+    if run.error is None and run.latency is not None:
+        bounds, lat = cluster.expect.ib_write_lat, run.latency
+        check.measure("t_avg", lat.t_avg_us, "usec", bounds.max_avg_us, "<=", "expect.ib_write_lat")
+        check.measure("t_p99", lat.p99_us, "usec", bounds.max_p99_us, "<=", "expect.ib_write_lat")
+    assert verdict, f"{run.pair.a}->{run.pair.b}: {verdict.reason} ({blame(campaign, run.pair)})"
 
 
 @pytest.mark.parametrize("tool", ["ib_write_bw", "ib_write_lat"])
