@@ -100,8 +100,6 @@ class HpcnetState:
         subject, kind = subject_of(item)
         check = Check(check_id, requirement, subject, kind, item.nodeid, self.bundle)
         item.stash[CHECK] = check
-        if self.cluster is not None:
-            self.cluster.current_check = check
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
@@ -129,8 +127,6 @@ class HpcnetState:
             report.longrepr = f"{_failing_line(item, call)}: {message}"  # the criterion, one line
         attach(report, record, check.unreachable)
         html_extras(report, record)
-        if self.cluster is not None:
-            self.cluster.current_check = None
 
     def _regressions(self, record: dict) -> list:
         """Compare one record's numbers with the baseline; the deltas land in the record."""
@@ -409,11 +405,11 @@ def cluster(request: pytest.FixtureRequest) -> Cluster:
 
 @pytest.fixture
 def check(request: pytest.FixtureRequest, cluster: Cluster) -> Check:
-    """The evidence of the current test (its `check` marker names the requirement)."""
+    """The evidence of the current test (its `check` marker names the requirement); pass it
+    to the cluster (`cluster.facts(node, check)`) to record what the test ran."""
     found = request.node.stash.get(CHECK, None)
     if found is None:
         found = Check(request.node.name, request.node.name, "cluster", "cluster", "", None)
-    cluster.current_check = found
     return found
 
 

@@ -8,22 +8,27 @@ line after each section, so adding a check adds no round trip.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pytest_hpcnet.campaigns.progress import Reporter, phase, silent
 from pytest_hpcnet.inventory.expectations import Expectations
-from pytest_hpcnet.inventory.models import Node
+from pytest_hpcnet.inventory.models import Inventory, Node
 from pytest_hpcnet.probes.fio import mount_check_command
-from pytest_hpcnet.probes.links import ip_addr_command, ip_link_command
-from pytest_hpcnet.probes.metadata import metadata_command
+from pytest_hpcnet.probes.links import ip_addr_command, ip_link_command, parse_interfaces
+from pytest_hpcnet.probes.metadata import MetadataFacts, metadata_command, parse_metadata
 from pytest_hpcnet.probes.rdma import (
     compat_mode_command,
     erdma_module_command,
     ibv_devinfo_command,
+    match_devices,
     rdma_link_command,
 )
+from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo
 from pytest_hpcnet.probes.sysctl import sysctl_command
 from pytest_hpcnet.probes.versions import versions_command
+from pytest_hpcnet.transport.fanout import CommandResult, Transport
 
 MARK = "@@hpcnet"
 _SECTION = re.compile(rf"^{MARK} begin (\S+)$")
@@ -129,3 +134,84 @@ def split_sections(output: str) -> dict[str, SectionOutput]:
     return {
         name: SectionOutput(out.text.rstrip("\n"), out.status) for name, out in sections.items()
     }
+
+
+class MissingMeasurement(AssertionError):
+    """A check's data is missing (a facts section, a pair not measured): the check fails with
+    this one line. An `AssertionError`, so a suite test fails rather than errors."""
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """The sections gathered from one node in its single facts round trip."""
+
+    node: str
+    result: CommandResult
+    sections: dict[str, SectionOutput]
+
+    def text(self, section: str) -> str:
+        """A section's output; raises `MissingMeasurement` when the node did not give it."""
+        out = self.sections.get(section)
+        if out is None:
+            why = self.result.failure or "output cut short"
+            raise MissingMeasurement(f"{self.node}: facts lack section {section!r} ({why})")
+        return out.text
+
+
+class FactsCampaign:
+    """Every node's facts in one round trip per node, gathered once and cached."""
+
+    def __init__(self, inventory: Inventory, transport: Transport, progress: Reporter = silent):
+        self.inventory = inventory
+        self.transport = transport
+        self.progress = progress
+        self._facts: dict[str, NodeFacts] = {}
+        self._lock = threading.Lock()
+
+    def gather(self) -> dict[str, NodeFacts]:
+        """Gather every node's facts in parallel (once)."""
+        with self._lock:
+            if not self._facts:
+                nodes = self.inventory.nodes
+                expect = self.inventory.expect
+                with phase(self.progress, f"facts from {len(nodes)} nodes") as outcome:
+                    results = self.transport.run_on_all(lambda node: facts_command(node, expect))
+                    down = sum(1 for r in results.values() if r.unreachable)
+                    outcome.text = f"{len(results) - down} answered, {down} unreachable"
+                self._facts = {
+                    name: NodeFacts(name, result, split_sections(result.stdout))
+                    for name, result in results.items()
+                }
+            return self._facts
+
+    def data_address(self, name: str) -> str | None:
+        """The node's IPv4 address on its data-plane interface."""
+        out = self.gather()[name].sections.get("addr")
+        interface = self.inventory.node(name).interface
+        iface = parse_interfaces(out.text).get(interface) if out else None
+        addresses = iface.ipv4() if iface else ()
+        return addresses[0] if addresses else None
+
+    def rdma_device(self, name: str) -> str | None:
+        """The node's first RDMA device matching its expected glob (perftest's `-d`)."""
+        node = self.inventory.node(name)
+        out = self.gather()[name].sections.get("ibv_devinfo")
+        if out is None:
+            return None
+        glob = node.rdma.device_glob or self.inventory.expect.rdma.device_glob
+        matching = match_devices(parse_ibv_devinfo(out.text), glob)
+        return matching[0].name if matching else None
+
+    def reachable_nodes(self) -> list[Node]:
+        """Nodes whose facts came back."""
+        facts = self.gather()
+        return [n for n in self.inventory.nodes if not facts[n.name].result.unreachable]
+
+    def placement(self) -> dict[str, MetadataFacts]:
+        """Each reached node's instance metadata, if facts were gathered."""
+        out = {}
+        for name, facts in self._facts.items():
+            section = facts.sections.get("metadata")
+            if section is not None and not facts.result.unreachable:
+                out[name] = parse_metadata(section.text)
+        return out

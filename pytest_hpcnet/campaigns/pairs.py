@@ -10,9 +10,17 @@ from __future__ import annotations
 
 import re
 import shlex
+import threading
 from dataclasses import dataclass, field
 
-from pytest_hpcnet.campaigns.facts import sections_script, split_sections
+from pytest_hpcnet.campaigns.facts import (
+    FactsCampaign,
+    MissingMeasurement,
+    sections_script,
+    split_sections,
+)
+from pytest_hpcnet.campaigns.progress import phase
+from pytest_hpcnet.campaigns.schedule import ring_pairs
 from pytest_hpcnet.inventory.expectations import Expectations, Flow
 from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes.ping import (
@@ -228,3 +236,53 @@ def gather_pair_facts(
 def _section(sections: dict, name: str) -> str:
     out = sections.get(name)
     return out.text if out is not None else ""
+
+
+class PairCampaign:
+    """Every ring pair and inventory ACL flow probed at once (once), from the nodes' facts."""
+
+    def __init__(self, facts: FactsCampaign):
+        self.facts = facts
+        self.inventory = facts.inventory
+        self._pairs: dict[tuple[str, str], PairFacts] | None = None
+        self._flows: dict[str, FlowFacts] = {}
+        self._lock = threading.Lock()
+
+    def ring(self) -> list[tuple[str, str]]:
+        """The pairs every pair check covers: each node to the next around the ring."""
+        return [(p.a, p.b) for p in ring_pairs([n.name for n in self.inventory.nodes])]
+
+    def gather(self) -> None:
+        """Probe every pair and flow (once)."""
+        with self._lock:
+            if self._pairs is not None:
+                return
+            nodes = self.inventory.nodes
+            self.facts.gather()
+            addresses = {n.name: a for n in nodes if (a := self.facts.data_address(n.name))}
+            ring = self.ring()
+            with phase(self.facts.progress, f"pair probes on {len(ring)} pairs") as outcome:
+                pairs, flows = gather_pair_facts(
+                    self.facts.transport,
+                    {n.name: n for n in nodes},
+                    addresses,
+                    ring,
+                    self.inventory.expect,
+                )
+                outcome.text = f"{len(pairs)} pairs and {len(flows)} ACL flows probed"
+            self._pairs, self._flows = pairs, flows
+
+    def pair(self, source: str, target: str) -> PairFacts:
+        """What `source` saw of `target`; `MissingMeasurement` when the pair was not probed."""
+        self.gather()
+        found = self._pairs.get((source, target)) if self._pairs else None
+        if found is None:
+            addressed = self.facts.data_address(target)
+            reason = "not probed" if addressed else "no data-plane address"
+            raise MissingMeasurement(f"{source}->{target}: pair not measured ({reason})")
+        return found
+
+    def flow(self, flow_id: str) -> FlowFacts | None:
+        """The outcome of one inventory ACL flow, or None when it could not be tried."""
+        self.gather()
+        return self._flows.get(flow_id)

@@ -7,12 +7,17 @@ interrupt) and collect its output. No perftest is left running on any node.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pytest_hpcnet.campaigns.facts import FactsCampaign
+from pytest_hpcnet.campaigns.progress import phase
 from pytest_hpcnet.campaigns.schedule import (
     Localization,
     Pair,
+    confirm_pairs,
+    localize,
     pick_schedule_for_budget,
     schedule_rounds,
 )
@@ -26,6 +31,7 @@ from pytest_hpcnet.probes.perftest import (
     parse_latency,
     server_command,
 )
+from pytest_hpcnet.requirements.judges import judge_perftest
 from pytest_hpcnet.transport.fanout import CommandResult, Transport
 
 LISTEN_WAIT_TENTHS = 100
@@ -231,3 +237,67 @@ def planned_rounds(nodes: list[str], settings: PerftestSettings) -> tuple[list[l
         kind, rounds = "random", int(kind[7:])
     chosen = schedule_rounds(nodes, kind if kind != "random" else f"random:{rounds}", rounds)
     return chosen, f"{settings.schedule}: {len(chosen)} rounds"
+
+
+class PerftestCampaigns:
+    """One campaign per perftest tool: every scheduled pair measured, judged by the tool's
+    requirement judge, localized, suspects confirmed (each tool once)."""
+
+    def __init__(self, facts: FactsCampaign):
+        self.facts = facts
+        self.inventory = facts.inventory
+        self._campaigns: dict[str, PerftestCampaign] = {}
+        self._lock = threading.Lock()
+
+    def passes(self, tool: str) -> Callable[[PairRun], bool]:
+        """The pass criterion of one tool: its requirement's judge."""
+        expect = self.inventory.expect
+        return lambda run: judge_perftest(tool, run, expect).passed
+
+    def campaign(self, tool: str) -> PerftestCampaign:
+        """Every scheduled pair measured with `tool` and localized (once per tool)."""
+        with self._lock:
+            if tool not in self._campaigns:
+                self._campaigns[tool] = self._run(tool)
+            return self._campaigns[tool]
+
+    def _run(self, tool: str) -> PerftestCampaign:
+        settings = self.inventory.benchmarks.perftest
+        transport, progress = self.facts.transport, self.facts.progress
+        names = [n.name for n in self.inventory.nodes]
+        reachable = [n for n in names if n not in transport.unreachable()]
+        addresses = {n: a for n in reachable if (a := self.facts.data_address(n))}
+        devices = {n: self.facts.rdma_device(n) for n in addresses}
+
+        def side(name: str, port: int) -> PerftestOptions:
+            gid = self.inventory.node(name).rdma.gid_index
+            return options_for(settings, tool, port, devices.get(name), gid)
+
+        passes = self.passes(tool)
+
+        def measure(pairs: list[Pair], index: int, label: str) -> dict[Pair, PairRun]:
+            runnable = [p for p in pairs if p.a in addresses and p.b in addresses]
+            with phase(progress, f"{tool} {label}: {len(runnable)} pairs") as outcome:
+                runs = run_round(transport, runnable, index, tool, settings, addresses, side)
+                good = sum(1 for run in runs.values() if passes(run))
+                outcome.text = f"{good}/{len(runs)} pairs within bounds"
+            return runs
+
+        campaign = PerftestCampaign(tool)
+        rounds, campaign.schedule = planned_rounds(names, settings)
+        for index, pairs in enumerate(rounds, 1):
+            campaign.runs.update(measure(pairs, index, f"round {index}/{len(rounds)}"))
+        campaign.passed = judged(campaign.runs, passes)
+        campaign.localization = localize(campaign.passed, nodes=names)
+        doubtful = [*campaign.localization.suspects, *campaign.localization.unknown]
+        if settings.confirm_suspects and doubtful:
+            good = [n for n in campaign.localization.good if n in addresses]
+            checks = confirm_pairs(doubtful, good)
+            for index, pairs in enumerate(checks, len(rounds) + 1):
+                label = f"confirmation {index - len(rounds)}/{len(checks)}"
+                campaign.confirm_runs.update(measure(pairs, index, label))
+            campaign.passed = judged({**campaign.runs, **campaign.confirm_runs}, passes)
+            campaign.localization = localize(campaign.passed, nodes=names)
+        if campaign.localization.suspects:
+            progress(f"{tool}: suspect nodes {', '.join(campaign.localization.suspects)}")
+        return campaign

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import shlex
+import threading
 from dataclasses import dataclass
 
+from pytest_hpcnet.campaigns.facts import FactsCampaign
+from pytest_hpcnet.campaigns.progress import phase
 from pytest_hpcnet.inventory.bench_settings import FioSettings
 from pytest_hpcnet.probes.fio import (
     FioJobSpec,
@@ -98,3 +101,25 @@ def run_fio(
             commands=tuple(x for x in (w, r, cleaned.get(n)) if x is not None),
         )
     return runs
+
+
+class FioCampaign:
+    """fio write+read on every reachable node at once under the CPFS mount (once)."""
+
+    def __init__(self, facts: FactsCampaign):
+        self.facts = facts
+        self.inventory = facts.inventory
+        self._runs: dict[str, FioRun] | None = None
+        self._lock = threading.Lock()
+
+    def runs(self) -> dict[str, FioRun]:
+        """Each reachable node's fio run (measured on first use)."""
+        with self._lock:
+            if self._runs is None:
+                names = [n.name for n in self.facts.reachable_nodes()]
+                settings = self.inventory.benchmarks.fio
+                mount = self.inventory.expect.cpfs.mount
+                what = f"fio write and read on {len(names)} nodes under {mount}"
+                with phase(self.facts.progress, what):
+                    self._runs = run_fio(self.facts.transport, names, mount, settings)
+            return self._runs

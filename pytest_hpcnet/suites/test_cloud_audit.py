@@ -63,7 +63,7 @@ def test_control_plane_agrees_with_data_plane(cluster, node_pair, cloud, check):
     source, target = node_pair
     gaps = plane.gaps(source.name, target.name)
     assert not gaps, "; ".join(gaps)
-    facts = cluster.pair_facts(source, target)
+    facts = cluster.pair_facts(source, target, check)
     disagreements = [
         found
         for flow in required_flows(cluster.expect)

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.benchmark, mark("cpfs")]
 
 def test_cpfs_mounted(cluster, node, check):
     cpfs = cluster.expect.cpfs
-    mount = parse_mount(cluster.facts(node).text("cpfs_mount"), cpfs.mount)
+    mount = parse_mount(cluster.facts(node, check).text("cpfs_mount"), cpfs.mount)
     check.measure("fstype", mount.fstype, "", cpfs.fstypes, "in", "expect.cpfs.fstypes")
     where = mount.error or f"inside {mount.target}"
     assert mount.error is None and mount.target == cpfs.mount, (

@@ -23,15 +23,15 @@ def expected_devices(cluster, node):
     return glob, minimum, source
 
 
-def devinfo(cluster, node):
-    found = parse_ibv_devinfo(cluster.facts(node).text("ibv_devinfo"))
+def devinfo(cluster, node, check):
+    found = parse_ibv_devinfo(cluster.facts(node, check).text("ibv_devinfo"))
     assert not found.tool_missing, f"{node.name}: ibv_devinfo is not installed (rdma-core)"
     return found
 
 
 def test_expected_rdma_devices_present(cluster, node, check):
     glob, minimum, source = expected_devices(cluster, node)
-    found = devinfo(cluster, node)
+    found = devinfo(cluster, node, check)
     matching = match_devices(found, glob)
     check.measure("devices", len(matching), "devices", minimum, ">=", source)
     seen = ", ".join(found.names()) or ("none: No IB devices found" if found.no_devices else "none")
@@ -43,7 +43,7 @@ def test_expected_rdma_devices_present(cluster, node, check):
 
 def test_rdma_ports_active(cluster, node, check):
     glob, _, _ = expected_devices(cluster, node)
-    matching = match_devices(devinfo(cluster, node), glob)
+    matching = match_devices(devinfo(cluster, node, check), glob)
     assert matching, f"{node.name}: no RDMA device matches {glob!r}, so no port can be active"
     inactive = [
         f"{dev.name} port {port.number} is {port.reported_state or 'in an unknown state'}"
@@ -63,7 +63,7 @@ def test_rdma_ports_active(cluster, node, check):
 
 
 def test_rdma_tools_agree(cluster, node, check):
-    facts = cluster.facts(node)
+    facts = cluster.facts(node, check)
     verbs = parse_ibv_devinfo(facts.text("ibv_devinfo"))
     links = parse_rdma_link(facts.text("rdma_link"))
     if verbs.tool_missing or links.tool_missing:
@@ -76,7 +76,7 @@ def test_erdma_kernel_module_loaded(cluster, node, check):
     module = cluster.expect.rdma.kernel_module
     if not module:
         pytest.skip("no kernel module expected (expect.rdma.kernel_module is null)")
-    state = parse_erdma_module(cluster.facts(node).text("erdma_module"), module)
+    state = parse_erdma_module(cluster.facts(node, check).text("erdma_module"), module)
     check.measure("module_loaded", str(state.loaded), "", "True", "==", "expect.rdma.kernel_module")
     assert state.loaded, f"{node.name}: kernel module {module} is not loaded"
 
@@ -85,6 +85,6 @@ def test_erdma_compat_mode(cluster, node, check):
     wanted = cluster.expect.rdma.compat_mode
     if wanted is None:
         pytest.skip("no compat_mode expected (expect.rdma.compat_mode is unset)")
-    mode = parse_compat_mode(cluster.facts(node).text("compat_mode"))
+    mode = parse_compat_mode(cluster.facts(node, check).text("compat_mode"))
     check.measure("compat_mode", mode.raw, "", wanted, "==", "expect.rdma.compat_mode")
     assert mode.raw == wanted, f"{node.name}: compat_mode is {mode.raw!r}, expected {wanted!r}"

@@ -9,8 +9,8 @@ from pytest_hpcnet.requirements.registry import mark
 pytestmark = pytest.mark.static
 
 
-def data_interface(cluster, node):
-    interfaces = parse_interfaces(cluster.facts(node).text("links"))
+def data_interface(cluster, node, check):
+    interfaces = parse_interfaces(cluster.facts(node, check).text("links"))
     iface = interfaces.get(node.interface)
     assert iface is not None, (
         f"{node.name}: data-plane interface {node.interface!r} not found "
@@ -22,7 +22,7 @@ def data_interface(cluster, node):
 @mark("mtu")
 def test_interface_mtu_is_expected(cluster, node, check):
     expected = cluster.expect.mtu
-    iface = data_interface(cluster, node)
+    iface = data_interface(cluster, node, check)
     check.measure("mtu", iface.mtu, "bytes", expected, "==", "expect.mtu")
     verdict = mtu_matches(expected, iface)
     assert verdict.ok, f"{node.name}: {verdict.reason}"
@@ -30,7 +30,7 @@ def test_interface_mtu_is_expected(cluster, node, check):
 
 @mark("mtu")
 def test_erdma_mtu_rule_for_nccl_ll128(cluster, node, check):
-    iface = data_interface(cluster, node)
+    iface = data_interface(cluster, node, check)
     verdict = erdma_mtu_verdict(iface.mtu, cluster.expect.jumbo_frames)
     assert verdict.ok, f"{node.name}: {verdict.reason}"
 
@@ -41,7 +41,7 @@ def test_mtu_same_on_all_nodes(cluster, check):
     for node in cluster.nodes:
         if node.name in cluster.transport.unreachable():
             continue
-        iface = parse_interfaces(cluster.facts(node).text("links")).get(node.interface)
+        iface = parse_interfaces(cluster.facts(node, check).text("links")).get(node.interface)
         mtus[node.name] = iface.mtu if iface else None
     groups = {}
     for name, mtu in mtus.items():
@@ -57,7 +57,7 @@ def test_mtu_same_on_all_nodes(cluster, check):
 @mark("path_mtu")
 def test_full_mtu_crosses_the_path(cluster, node_pair, check):
     source, target = node_pair
-    facts = cluster.pair_facts(source, target)
+    facts = cluster.pair_facts(source, target, check)
     mtu = cluster.expect.mtu
     verdict = path_mtu_ok(facts.path_mtu, mtu)
     check.measure(

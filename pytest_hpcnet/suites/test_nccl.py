@@ -19,7 +19,7 @@ def suspects(cluster, check):
     if found:
         check.suspect(*found)
         return f"suspect node: {', '.join(found)} (ib_write_bw pairs)"
-    halving = cluster.nccl_bisection()
+    halving = cluster.nccl_bisection(check)
     if halving.suspects:
         check.suspect(*halving.suspects)
         runs = len(halving.trials)
@@ -27,8 +27,8 @@ def suspects(cluster, check):
     return f"no suspect node (NCCL on halves: {halving.reason})"
 
 
-def allreduce(cluster):
-    result, command = cluster.nccl()
+def allreduce(cluster, check):
+    result, command = cluster.nccl(check)
     ran = judge_nccl_run(result)
     detail = f" ({command.failure or 'no rows'})" if result.error is None else ""
     assert ran, ran.reason + detail
@@ -36,7 +36,7 @@ def allreduce(cluster):
 
 
 def test_average_bus_bandwidth(cluster, check):
-    result = allreduce(cluster)
+    result = allreduce(cluster, check)
     bound = cluster.expect.nccl.min_avg_busbw_gbs
     check.measure(
         "avg_busbw", result.avg_busbw_gbs, "GB/s", bound, ">=", "expect.nccl.min_avg_busbw_gbs"
@@ -53,7 +53,7 @@ def test_average_bus_bandwidth(cluster, check):
 
 
 def test_bus_bandwidth_at_largest_size(cluster, check):
-    result = allreduce(cluster)
+    result = allreduce(cluster, check)
     bound = cluster.expect.nccl.min_busbw_largest_gbs
     check.measure(
         "busbw_largest",
@@ -70,7 +70,7 @@ def test_bus_bandwidth_at_largest_size(cluster, check):
 
 
 def test_no_wrong_results(cluster, check):
-    result = allreduce(cluster)
+    result = allreduce(cluster, check)
     check.measure("wrong", result.total_wrong, "values", 0, "==", "nccl-tests validation (-c 1)")
     assert not result.oob_failed and not result.total_wrong, (
         f"all_reduce_perf reported {result.total_wrong} wrong values"

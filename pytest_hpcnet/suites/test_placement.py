@@ -13,7 +13,7 @@ KEYS = [("vswitch-id", "vswitch_id"), ("vpc-id", "vpc_id"), ("zone-id", "zone_id
 @pytest.mark.parametrize(("key", "field"), KEYS, ids=[k for k, _ in KEYS])
 def test_nodes_share_placement(cluster, key, field, check):
     facts = {
-        node.name: parse_metadata(cluster.facts(node).text("metadata"))
+        node.name: parse_metadata(cluster.facts(node, check).text("metadata"))
         for node in cluster.nodes
         if node.name not in cluster.transport.unreachable()
     }

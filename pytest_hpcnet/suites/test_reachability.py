@@ -8,7 +8,7 @@ pytestmark = [pytest.mark.static, mark("reachability")]
 
 
 def test_node_answers_over_ssh(cluster, node, check):
-    facts = cluster.facts(node)
+    facts = cluster.facts(node, check)
     hostname = facts.text("hostname").strip()
     kernel = facts.text("kernel").strip()
     check.measure("hostname", hostname)

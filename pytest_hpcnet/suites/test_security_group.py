@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_hpcnet.campaigns.pairs import required_flows
+from pytest_hpcnet.campaigns.pairs import flow_id, required_flows
 from pytest_hpcnet.requirements.registry import mark
 
 pytestmark = pytest.mark.static
@@ -16,7 +16,7 @@ MEANING = {
 @mark("security_group")
 def test_required_ports_open_between_nodes(cluster, node_pair, check):
     source, target = node_pair
-    facts = cluster.pair_facts(source, target)
+    facts = cluster.pair_facts(source, target, check)
     assert not facts.ports.tool_missing, f"{source.name}: python3 is needed to probe ports"
     closed = []
     for flow in required_flows(cluster.expect):
@@ -39,7 +39,7 @@ def test_required_ports_open_between_nodes(cluster, node_pair, check):
 def test_acl_flow_enforced(cluster, acl_flow, check):
     kind, flow = acl_flow
     subject = f"{flow.protocol}/{flow.port} {flow.source}->{flow.target}"
-    facts = cluster.flow_facts(f"{kind}:{flow.protocol}/{flow.port}:{flow.source}->{flow.target}")
+    facts = cluster.flow_facts(flow_id(kind, flow), check)
     assert facts is not None, f"{kind} flow {subject}: could not be tried (node unreachable?)"
     result = facts.result.get(flow.protocol, flow.port)
     assert result is not None, f"{kind} flow {subject}: no result ({facts.result.problems})"

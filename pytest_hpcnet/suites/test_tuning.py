@@ -16,7 +16,7 @@ def test_sysctl_tuned(cluster, node, check):
     ]
     if not expected:
         pytest.skip("no sysctl expectations (expect.sysctl is empty)")
-    values = parse_sysctl(cluster.facts(node).text("sysctl"))
+    values = parse_sysctl(cluster.facts(node, check).text("sysctl"))
     deviations = compare_sysctl(values, expected)
     for exp in expected:
         check.measure(
@@ -32,7 +32,7 @@ def test_sysctl_tuned(cluster, node, check):
 
 def test_nic_error_counters(cluster, node, check):
     limit, drop_limit = cluster.expect.nic_max_errors, cluster.expect.nic_max_dropped
-    iface = parse_interfaces(cluster.facts(node).text("links")).get(node.interface)
+    iface = parse_interfaces(cluster.facts(node, check).text("links")).get(node.interface)
     assert iface is not None, f"{node.name}: interface {node.interface!r} not found"
     assert iface.stats is not None, f"{node.name}: no counters for {node.interface} (ip -s)"
     stats = iface.stats
@@ -46,7 +46,7 @@ def test_nic_error_counters(cluster, node, check):
 
 def test_icmp_latency(cluster, node_pair, check):
     source, target = node_pair
-    ping = cluster.pair_facts(source, target).latency
+    ping = cluster.pair_facts(source, target, check).latency
     bounds = cluster.expect.ping
     assert ping.received, (
         f"{source.name}->{target.name}: no ICMP reply ({ping.error or 'all lost'})"
