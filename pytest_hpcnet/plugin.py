@@ -19,7 +19,7 @@ import pytest
 from pytest_hpcnet.campaigns.cluster import Cluster
 from pytest_hpcnet.campaigns.pairs import flow_id
 from pytest_hpcnet.campaigns.perftest import planned_rounds
-from pytest_hpcnet.campaigns.progress import terminal_reporter
+from pytest_hpcnet.campaigns.progress import LOG, PREFIX, Reporter, silent
 from pytest_hpcnet.campaigns.schedule import ring_pairs
 from pytest_hpcnet.inventory.models import Inventory, InventoryError, Node, load_inventory
 from pytest_hpcnet.report.baseline import Baseline, compare_to_baseline, load_baseline
@@ -225,6 +225,34 @@ class HpcnetState:
         key = self.config.getoption("hpcnet_sign_key")
         if key:
             sign(self.run_dir, key)
+
+
+def terminal_reporter(config: pytest.Config) -> Reporter:
+    """Write progress lines past pytest's output capture (and log them)."""
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if terminal is None or hasattr(config, "workerinput") or config.get_verbosity() < -1:
+        return silent
+
+    def write(line: str) -> None:
+        # Private API, read defensively: under -q pytest leaves a row of progress dots that
+        # the public `ensure_newline()` does not know about (it tracks file paths, not
+        # columns), and no public call says whether the current line is dirty. Without
+        # `_tw` (another pytest), the line is written as is.
+        writer = getattr(terminal, "_tw", None)
+        if writer is not None and writer.width_of_current_line:
+            writer.line()
+        terminal.write_line(PREFIX + line)
+
+    def report(line: str) -> None:
+        LOG.info(line)
+        if capture is None:
+            write(line)
+            return
+        with capture.global_and_fixture_disabled():
+            write(line)
+
+    return report
 
 
 def _failing_line(item: pytest.Item, call: pytest.CallInfo) -> str:

@@ -6,9 +6,9 @@ run never sits silent behind the first test that needs the cluster's data:
     hpcnet: facts from 128 nodes ...
     hpcnet: facts from 128 nodes: 127 answered, 1 unreachable (4.2 s)
 
-The lines go to the terminal while pytest captures the test's output (shown unless `-qq`;
-an xdist worker's terminal is not the user's, so workers stay silent) and to the
-`pytest_hpcnet` logger at INFO.
+The plugin's reporter (`plugin.terminal_reporter`) writes the lines to the terminal while
+pytest captures the test's output (shown unless `-qq`; an xdist worker's terminal is not the
+user's, so workers stay silent) and to the `pytest_hpcnet` logger at INFO.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-
-import pytest
 
 Reporter = Callable[[str], None]
 PREFIX = "hpcnet: "
@@ -49,31 +47,3 @@ def phase(report: Reporter, what: str) -> Iterator[Outcome]:
     finally:
         took = f"{time.monotonic() - t0:.1f} s"
         report(f"{what}: {outcome.text} ({took})" if outcome.text else f"{what}: done ({took})")
-
-
-def terminal_reporter(config: pytest.Config) -> Reporter:
-    """Write progress lines past pytest's output capture (and log them)."""
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
-    capture = config.pluginmanager.get_plugin("capturemanager")
-    if terminal is None or hasattr(config, "workerinput") or config.get_verbosity() < -1:
-        return silent
-
-    def write(line: str) -> None:
-        # Private API, read defensively: under -q pytest leaves a row of progress dots that
-        # the public `ensure_newline()` does not know about (it tracks file paths, not
-        # columns), and no public call says whether the current line is dirty. Without
-        # `_tw` (another pytest), the line is written as is.
-        writer = getattr(terminal, "_tw", None)
-        if writer is not None and writer.width_of_current_line:
-            writer.line()
-        terminal.write_line(PREFIX + line)
-
-    def report(line: str) -> None:
-        LOG.info(line)
-        if capture is None:
-            write(line)
-            return
-        with capture.global_and_fixture_disabled():
-            write(line)
-
-    return report
