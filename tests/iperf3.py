@@ -1,4 +1,4 @@
-"""iperf3 TCP/UDP throughput: command builders, JSON and text parsers, typed result.
+"""iperf3 TCP/UDP throughput (test-only: no suite runs iperf3): builders, parsers, typed result.
 
 Bandwidth in results is Gb/s (10^9 bits/s); iperf3 JSON `bits_per_second` is bits/s,
 its text output prints K/M/G bits/sec (decimal).
