@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -36,3 +38,16 @@ def ssh_home(tmp_path_factory, monkeypatch) -> Path:
     home = make_ssh_home(tmp_path_factory.mktemp("home"))
     monkeypatch.setenv("HOME", str(home))
     return home
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def popen_interruptible(argv: list[str], **kwargs) -> subprocess.Popen:
+    """Start a process that Ctrl-C (SIGINT) reaches, as it does a user's pytest.
+
+    A process started with SIGINT ignored (a background job of a non-interactive shell, as
+    CI runners start them) passes that on: Python then keeps ignoring SIGINT, and a test of
+    what Ctrl-C does would see nothing happen. The child gets the default disposition."""
+    return subprocess.Popen(argv, preexec_fn=_default_sigint, **kwargs)
