@@ -3,8 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HPCNET_EXTRA_APT="chromium ${HPCNET_EXTRA_APT:-}" bash scripts/install.sh   # chromium: certificate test
-if [ -z "${HPCNET_SAMPLES:-}" ] && [ -d ../shared/samples ]; then
-  export HPCNET_SAMPLES="$(cd ../shared/samples && pwd)"
-fi
 .venv/bin/ruff check pytest_hpcnet tests benchmarks
 .venv/bin/python -m pytest tests -p no:cacheprovider "$@"

@@ -43,6 +43,7 @@ from pytest_hpcnet.inventory.sources import (
     one_line,
     read_nodes_from,
 )
+from pytest_hpcnet.inventory.ssh_files import file_problem, ssh_file_problems
 from pytest_hpcnet.inventory.validation_messages import first_error
 from pytest_hpcnet.inventory.yaml_mapping import YamlMappingError, load_mapping
 from pytest_hpcnet.redact import register_secret
@@ -77,8 +78,11 @@ class SshSettings(Strict):
     @classmethod
     def _config_file_exists(cls, value: str | None) -> str | None:
         """Like `ssh -F`: only this file is read, so it must be there."""
-        if value is not None and not Path(value).expanduser().is_file():
+        if value is not None and not Path(value).expanduser().exists():
             raise ValueError(f"ssh_config file {value!r} not found")
+        problem = file_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(f"ssh_config file {problem}")
         return value
 
 
@@ -404,16 +408,22 @@ def _load(path: Path, raw_bytes: bytes) -> Inventory:
     except ValidationError as exc:
         raise InventoryError(first_error(exc, InventoryFile)) from None
     digest = hashlib.sha256(raw_bytes)
+    known_hosts_named = "known_hosts" in parsed.ssh.model_fields_set
     if parsed.nodes_from is not None:  # the digest covers the node source too
         digest.update(_nodes_from(path, parsed, direct=False).raw)
-    return _build(path, digest.hexdigest(), parsed)
+    return _build(path, digest.hexdigest(), parsed, known_hosts_named)
 
 
-def _build(path: Path, sha256: str, parsed: InventoryFile) -> Inventory:
+def _build(
+    path: Path, sha256: str, parsed: InventoryFile, known_hosts_named: bool = False
+) -> Inventory:
     assert parsed.nodes is not None
     register_secret(parsed.ssh.passphrase)
     expect, expect_digest = _merged_expectations(parsed.expect)
     nodes = _expand_nodes(parsed.nodes)
+    problems = ssh_file_problems(parsed.ssh, nodes, known_hosts_named)
+    if problems:
+        raise InventoryError(problems[0])
     try:
         return Inventory(
             path=path,

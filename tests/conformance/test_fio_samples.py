@@ -54,8 +54,7 @@ def test_fio_sample(path):
 
 def test_io_bytes_units_differ_between_fio2_and_fio3():
     files = {p.name: p for p in corpus_files("fio_json")}
-    if not files:
-        pytest.skip("corpus not available")
+    assert files, "corpus missing: tests/fixtures/samples"
     fio2 = parse_fio_json(files["pkb-fio-2.17-randread-pd.json"].read_text())
     assert fio2.jobs[0].read.io_bytes == 1294256 * 1024  # printed in KiB
     fio3 = parse_fio_json(files["fioplot-fio3.6-ceph-rbd-hdd-randread-16jobs.json"].read_text())

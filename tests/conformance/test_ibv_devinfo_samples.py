@@ -174,8 +174,7 @@ def _shape(result: rdma.RdmaDevices) -> dict:
 
 def test_every_sample_has_an_expectation():
     names = {p.name for p in corpus_files("ibv_devinfo")}
-    if not names:
-        pytest.skip("corpus not available (HPCNET_SAMPLES)")
+    assert names, "corpus missing: tests/fixtures/samples"
     assert names == set(EXPECTED)
 
 
@@ -195,8 +194,7 @@ def test_sample(path):
 @pytest.mark.parametrize("name", sorted(DEVICE_FACTS), ids=lambda n: n)
 def test_device_facts(name):
     files = {p.name: p for p in corpus_files("ibv_devinfo")}
-    if name not in files:
-        pytest.skip("corpus not available (HPCNET_SAMPLES)")
+    assert name in files, f"{name}: not in the corpus"
     dev_name, transport, fw, guid, vendor, part, count = DEVICE_FACTS[name]
     dev = rdma_parsers.parse_rdma_output(files[name].read_text()).device(dev_name)
     assert dev is not None
@@ -212,8 +210,7 @@ def test_device_facts(name):
 
 def test_erdma_sample_is_selected_by_default_glob_and_vendor():
     files = {p.name: p for p in corpus_files("ibv_devinfo")}
-    if not files:
-        pytest.skip("corpus not available (HPCNET_SAMPLES)")
+    assert files, "corpus missing: tests/fixtures/samples"
     erdma = rdma_parsers.parse_ibv_devinfo(
         files["erdma-h20-stepmesh-pr32-erdma_0-block.txt"].read_text()
     )
@@ -225,8 +222,7 @@ def test_erdma_sample_is_selected_by_default_glob_and_vendor():
 
 def test_ibstat_and_ibv_devinfo_of_same_host_agree():
     files = {p.name: p for p in corpus_files("ibv_devinfo")}
-    if not files:
-        pytest.skip("corpus not available (HPCNET_SAMPLES)")
+    assert files, "corpus missing: tests/fixtures/samples"
     for ibv_name, ibstat_name in (
         ("kaust-ibex-cx6-hdr100-ibv_devinfo.txt", "kaust-ibex-cx6-hdr100-ibstat.txt"),
         ("k8s-sriov-cx5-mofed44-ibv_devinfo-d-mlx5_0.txt", "k8s-sriov-cx5-ibstat-mlx5_0.txt"),
@@ -239,8 +235,7 @@ def test_ibstat_and_ibv_devinfo_of_same_host_agree():
 
 def test_rdma_link_active_vs_down_samples_disagree():
     files = {p.name: p for p in corpus_files("ibv_devinfo")}
-    if not files:
-        pytest.skip("corpus not available (HPCNET_SAMPLES)")
+    assert files, "corpus missing: tests/fixtures/samples"
     up = rdma_parsers.parse_rdma_link(files["rdma-link-ib-mlx5_7-active-rccl-1423.txt"].read_text())
     down = rdma_parsers.parse_rdma_link(
         files["rdma-link-ib-mlx5_7-down-polling-rccl-1423.txt"].read_text()

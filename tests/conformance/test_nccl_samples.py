@@ -28,13 +28,23 @@ TABLES = {
         34, 68.4048, 235.26, 8589934592, None, False, 8, ("localhost",)),
     "superbench-alltoall-a100x8.txt": (
         34, 58.6481, 224.31, 8589934592, None, False, 8, ("localhost",)),
+    "h200-nccl-tests-2.19.6-g1-debug-info-socket-fallback-c0.txt": (
+        1, 0.0, 0.0, 67108864, None, False, 1, ("vm",)),
 }  # fmt: skip
 
+# file -> (a line of the error, ranks listed before it failed)
 ERRORS = {
     "error-cuda-device-busy-8gpu-2node-issue369.txt": (
         "gpu-1-1: Test CUDA failure common.cu:1304 "
-        "'CUDA-capable device(s) is/are busy or unavailable'"
+        "'CUDA-capable device(s) is/are busy or unavailable'",
+        8,
     ),
+    "h200-nccl-tests-2.19.6-mpirun-np2-one-gpu-failure.txt": (
+        ".. vm pid 1559: Test failure common.cu:1454",
+        0,
+    ),
+    # `-J` JSON output: not what hpcnet launches, and never read as a table
+    "h200-nccl-tests-2.19.6-g1-json.json": ("unparseable output: no result table", 0),
 }
 
 
@@ -42,9 +52,10 @@ ERRORS = {
 def test_nccl_sample(path):
     result = parse_nccl(path.read_text())
     if path.name in ERRORS:
+        line, ranks = ERRORS[path.name]
         assert result.error is not None and not result.ok
-        assert ERRORS[path.name] in result.error.splitlines()
-        assert result.rows == () and len(result.ranks) == 8
+        assert any(err.startswith(line) for err in result.error.splitlines()), result.error
+        assert result.rows == () and len(result.ranks) == ranks
         return
     assert path.name in TABLES, f"no expectation for new sample {path.name}"
     rows, avg, busbw, size, wrong, oob_failed, ranks, hosts = TABLES[path.name]
@@ -62,8 +73,7 @@ def test_nccl_sample(path):
 
 def test_versions_are_read():
     files = {p.name: p for p in corpus_files("nccl_allreduce")}
-    if not files:
-        pytest.skip("corpus not available")
+    assert files, "corpus missing: tests/fixtures/samples"
     cscs = parse_nccl(files["cscs-alps-gh200-2node-nccl-tests-2.18.2.txt"].read_text())
     assert (cscs.tests_version, cscs.nccl_version) == ("2.18.2", 23007)
     rccl = parse_nccl(files["rccl-tests-r9700-2node-collective-starting.txt"].read_text())

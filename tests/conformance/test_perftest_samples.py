@@ -78,8 +78,6 @@ def test_ib_write_bw_sample(path):
 
 def test_bw_min_column_and_gid_index_are_read():
     files = {p.name: p for p in corpus_files("ib_write_bw")}
-    if "gb200-cuda-dmabuf-gbits-bwmin-column.txt" not in files:
-        pytest.skip("corpus not available")
     r = parse_bandwidth(files["gb200-cuda-dmabuf-gbits-bwmin-column.txt"].read_text())
     assert r.rows[0].min_gbps == 0.0
     assert r.header.gid_index == 3 and r.header.mtu == 4096

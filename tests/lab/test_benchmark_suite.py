@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from pytest_hpcnet.lab import faults
+from tests.conftest import popen_interruptible
 from tests.lab.test_lab_bench_support import leftovers
 from tests.lab.test_static_suite import failing, run_static
 
@@ -56,7 +57,7 @@ def test_ctrl_c_during_a_round_stops_remote_tools_and_closes_the_bundle(lab4, tm
     import time
 
     root = Path(__file__).resolve().parents[2]
-    proc = subprocess.Popen(
+    proc = popen_interruptible(
         [
             sys.executable,
             "-m",

@@ -15,10 +15,11 @@ from pytest_hpcnet.probes.metadata import metadata_command, parse_metadata
 from pytest_hpcnet.probes.rdma import ibv_devinfo_command, rdma_link_command
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
 from pytest_hpcnet.transport.fanout import Transport
+from tests.corpus import sample
 
 pytestmark = pytest.mark.lab
 
-SAMPLE = Path("/work/shared/samples/ibv_devinfo/erdma-h20-stepmesh-pr32-erdma_0-block.txt")
+SAMPLE = sample("ibv_devinfo", "erdma-h20-stepmesh-pr32-erdma_0-block.txt")
 BASE = f"http://{METADATA_ADDRESS}/latest"
 TTL = "X-aliyun-ecs-metadata-token-ttl-seconds: 60"
 
@@ -127,10 +128,10 @@ def test_emulated_output_is_the_real_layout(lab4, ssh):
     out = ssh("node01", "ibv_devinfo").stdout
     assert out.startswith("hca_id:\terdma_0\n\ttransport:\t\t\teRDMA (0)\n")
     assert out.endswith("\t\t\tlink_layer:\t\tEthernet\n\n")
-    if SAMPLE.exists():  # the published block is the same text with tabs expanded
-        ours = out.expandtabs().replace("0216:3eff:fe18:000b", "GUID").rstrip("\n")
-        theirs = SAMPLE.read_text().replace("0216:3eff:fe2f:3775", "GUID").rstrip("\n")
-        assert ours == theirs
+    # the published block is the same text with tabs expanded
+    ours = out.expandtabs().replace("0216:3eff:fe18:000b", "GUID").rstrip("\n")
+    theirs = SAMPLE.read_text().replace("0216:3eff:fe2f:3775", "GUID").rstrip("\n")
+    assert ours == theirs
     link = ssh("node01", "rdma link show erdma_0/1; rdma -j link").stdout.splitlines()
     assert link[0] == "link erdma_0/1 state ACTIVE physical_state LINK_UP netdev eth0 "
     assert link[1].startswith('[{"ifindex":0,"ifname":"erdma_0","port":1,"state":"ACTIVE"')

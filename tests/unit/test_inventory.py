@@ -29,7 +29,7 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_example_inventory_loads():
+def test_example_inventory_loads(ssh_home):
     inv = load_inventory(ROOT / "inventories" / "example.yaml")
     assert [n.name for n in inv.nodes][:3] == ["gpu-001", "gpu-002", "gpu-003"]
     assert inv.nodes[15].host == "192.168.10.26"
@@ -226,3 +226,40 @@ def test_any_structure_loads_or_gives_one_line(tmp_path, section, value):
         load_inventory(path)
     except InventoryError as exc:
         assert "\n" not in str(exc)
+
+
+def test_missing_identity_file_is_one_line_naming_key_and_path(tmp_path):
+    """Caught at load time, before any connection (not as every node unreachable)."""
+    path = write(tmp_path, GOOD.replace("{user: root}", "{user: root, identity_file: nokey}"))
+    with pytest.raises(InventoryError) as err:
+        load_inventory(path)
+    assert str(err.value) == f"{path}: ssh.identity_file: nokey: no such file"
+
+
+def test_missing_identity_file_of_one_node_names_the_node(tmp_path):
+    key = tmp_path / "key"
+    key.write_text("k")
+    text = GOOD.replace("{user: root}", f"{{user: root, identity_file: {key}}}")
+    text = text.replace("host: 198.18.0.12}", "host: 198.18.0.12, ssh: {identity_file: ~/nokey}}")
+    with pytest.raises(
+        InventoryError, match=r"nodes\[n2\]\.ssh\.identity_file: ~/nokey \(.*nokey\): no such file$"
+    ):
+        load_inventory(write(tmp_path, text))
+
+
+def test_named_known_hosts_must_exist_when_host_keys_are_strict(tmp_path):
+    text = GOOD.replace("{user: root}", "{user: root, known_hosts: kh}")
+    with pytest.raises(
+        InventoryError, match=r"ssh\.known_hosts: kh: no such file \(host_key_policy strict"
+    ):
+        load_inventory(write(tmp_path, text))
+    lenient = text.replace("known_hosts: kh}", "known_hosts: kh, host_key_policy: accept-new}")
+    assert load_inventory(write(tmp_path, lenient)).ssh.known_hosts == "kh"  # created on first use
+
+
+def test_unreadable_or_directory_files_are_refused(tmp_path):
+    folder = tmp_path / "keys"
+    folder.mkdir()
+    text = GOOD.replace("{user: root}", f"{{user: root, identity_file: {folder}}}")
+    with pytest.raises(InventoryError, match=r"ssh\.identity_file: .*keys: not a file$"):
+        load_inventory(write(tmp_path, text))

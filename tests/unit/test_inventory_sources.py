@@ -20,6 +20,7 @@ from pytest_hpcnet.inventory.sources import (
     read_ansible,
     read_terraform,
 )
+from tests.conftest import make_ssh_home
 
 pytest_plugins = ["pytester"]
 
@@ -69,6 +70,7 @@ def test_detection_by_content():
 # --- Ansible ----------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("ssh_home")
 def test_ansible_ini_given_directly():
     inv = load_inventory(FIXTURES / "hosts.ini")
     assert (inv.cluster.name, inv.cluster.region) == ("hosts", "unknown")
@@ -87,6 +89,7 @@ def test_ansible_ini_given_directly():
     assert len(inv.sha256) == 64
 
 
+@pytest.mark.usefixtures("ssh_home")
 def test_ansible_yaml_gives_the_same_nodes_as_ini():
     ini = load_inventory(FIXTURES / "hosts.ini")
     yml = load_inventory(FIXTURES / "hosts.yml")
@@ -111,6 +114,7 @@ def test_group_selection_includes_children(source, group, names):
     assert found.ssh == {"user": "ubuntu"}
 
 
+@pytest.mark.usefixtures("ssh_home")
 def test_nodes_from_ansible_keeps_cluster_ssh_and_expectations():
     inv = load_inventory(FIXTURES / "cluster-ansible.yaml")
     assert inv.cluster.name == "prod-h800"
@@ -123,6 +127,7 @@ def test_nodes_from_ansible_keeps_cluster_ssh_and_expectations():
     assert inv.expect.ib_write_bw.bound_gbps == pytest.approx(80.0)
 
 
+@pytest.mark.usefixtures("ssh_home")
 def test_nodes_from_digest_covers_the_source(tmp_path):
     for name in ("cluster-ansible.yaml", "hosts.ini"):
         shutil.copy(FIXTURES / name, tmp_path / name)
@@ -478,6 +483,7 @@ def test_any_yaml_or_json_loads_or_gives_one_line(tmp_path, tree, output):
 
 
 def test_plugin_takes_an_ansible_inventory_directly(pytester: pytest.Pytester):
+    make_ssh_home(pytester.path)  # pytester's HOME
     shutil.copy(FIXTURES / "hosts.ini", pytester.path / "hosts.ini")
     pytester.makepyfile(test_suite="def test_per_node(node):\n    assert node.host\n")
     result = pytester.runpytest(".", "--inventory", "hosts.ini", "--collect-only", "-q")

@@ -161,6 +161,7 @@ def test_bad_inventory_is_a_usage_error_without_traceback(pytester: pytest.Pytes
 
 def test_unreachable_node_fails_fast_with_reason(pytester: pytest.Pytester):
     """A node whose name does not resolve: its test fails with the DNS reason, once."""
+    pytester.makefile("", kh="")
     pytester.makefile(
         ".yaml",
         inv="""\

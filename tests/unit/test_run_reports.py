@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import popen_interruptible
+
 pytest_plugins = ["pytester"]
 
 INVENTORY = """\
@@ -133,7 +135,7 @@ def test_slow(check):
     time.sleep(60)
 """
     )
-    proc = subprocess.Popen(
+    proc = popen_interruptible(
         [
             sys.executable,
             "-m",

@@ -113,6 +113,7 @@ def test_hops_built_from_ssh_config_get_the_inventory_timeouts(tmp_path, build):
 
 def test_inventory_values_override_ssh_config(tmp_path, build):
     key = tmp_path / "inventory_key"
+    key.write_text("placeholder")
     conn = build(
         inventory(
             tmp_path,
