@@ -7,9 +7,7 @@ a project that merely has it installed: only tests asking for its fixtures are s
 from __future__ import annotations
 
 import contextlib
-import getpass
 import shutil
-import socket
 from collections import Counter
 from datetime import date, datetime
 from pathlib import Path
@@ -23,16 +21,14 @@ from pytest_hpcnet.campaigns.progress import LOG, PREFIX, Reporter, silent
 from pytest_hpcnet.campaigns.schedule import ring_pairs
 from pytest_hpcnet.inventory.models import Inventory, InventoryError, Node, load_inventory
 from pytest_hpcnet.report.baseline import Baseline, compare_to_baseline, load_baseline
-from pytest_hpcnet.report.certificate import CertificateContext, RequirementSpec, render_certificate
 from pytest_hpcnet.report.evidence import (
     CheckRecord,
     EvidenceBundle,
     new_run_id,
-    read_records,
     utc_now,
 )
+from pytest_hpcnet.report.handover import finish_run, run_context
 from pytest_hpcnet.report.html_report import add_environment, environment_rows, html_extras
-from pytest_hpcnet.report.metrics import write_prometheus_textfile
 from pytest_hpcnet.report.recording import (
     Check,
     attach,
@@ -42,9 +38,8 @@ from pytest_hpcnet.report.recording import (
     show_verdict,
     subject_of,
 )
-from pytest_hpcnet.report.signing import sign
 from pytest_hpcnet.report.verdict import check_verdict, run_date
-from pytest_hpcnet.requirements.registry import certificate_specs, title
+from pytest_hpcnet.requirements.registry import title
 from pytest_hpcnet.transport.fanout import NodeUnreachable, Transport
 
 NO_INVENTORY = (
@@ -184,47 +179,15 @@ class HpcnetState:
         """Render (and sign) the certificate after every other report is written."""
         if self.bundle is None or self.inventory is None or self.verdict is None:
             return
-        inv = self.inventory
         placement = self.cluster.placement() if self.cluster is not None else {}
-        first = next(iter(placement.values()), None)
-
-        def shared(field: str) -> str:
-            values = {getattr(m, field) for m in placement.values() if getattr(m, field)}
-            return ", ".join(sorted(values))
-
-        context = CertificateContext(
-            cluster=inv.cluster.name,
-            region=inv.cluster.region,
-            vpc_id=shared("vpc_id") if first else "",
-            vswitch_id=shared("vswitch_id") if first else "",
-            zone=shared("zone_id") if first else "",
-            nodes=[
-                {
-                    "name": n.name,
-                    "instance_type": (
-                        placement[n.name].instance_type or "" if n.name in placement else ""
-                    ),
-                }
-                for n in inv.nodes
-            ],
-            operator=f"{getpass.getuser()}@{socket.gethostname()}",
-            contacts=[{"name": c.name, "role": c.role or ""} for c in inv.cluster.contacts],
-            inventory_sha256=inv.sha256,
-            expectations_sha256=inv.expect_sha256,
-            unreachable_nodes=sorted(self.unreachable),
-            requirements=[
-                RequirementSpec(check_id=c, requirement=r) for c, r in certificate_specs()
-            ],
+        context = run_context(self.inventory, placement, self.unreachable)
+        self.certificate = finish_run(
+            self.run_dir,
+            context,
+            self.run_date,
+            metrics=self.config.getoption("hpcnet_metrics"),
+            sign_key=self.config.getoption("hpcnet_sign_key"),
         )
-        metrics = self.config.getoption("hpcnet_metrics")
-        if metrics:
-            labels = {"cluster": inv.cluster.name}
-            records = read_records(self.run_dir)
-            write_prometheus_textfile(metrics, records, labels, self.run_date)
-        self.certificate = render_certificate(self.run_dir, context)
-        key = self.config.getoption("hpcnet_sign_key")
-        if key:
-            sign(self.run_dir, key)
 
 
 def terminal_reporter(config: pytest.Config) -> Reporter:
