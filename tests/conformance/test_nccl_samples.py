@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.probes.nccl import parse_nccl
+from pytest_hpcnet.probes.nccl import NcclExpected, parse_nccl
 from tests.corpus import corpus_files
 
 # file -> (rows, avg busbw GB/s, busbw at largest size, largest size, total #wrong,
@@ -28,23 +28,37 @@ TABLES = {
         34, 68.4048, 235.26, 8589934592, None, False, 8, ("localhost",)),
     "superbench-alltoall-a100x8.txt": (
         34, 58.6481, 224.31, 8589934592, None, False, 8, ("localhost",)),
+    "h200-nccl-tests-2.19.6-g1-debug-info-socket-fallback-c0.txt": (
+        1, 0.0, 0.0, 67108864, None, False, 1, ("vm",)),
 }  # fmt: skip
 
+# file -> (a line of the error, ranks listed before the failure)
 ERRORS = {
     "error-cuda-device-busy-8gpu-2node-issue369.txt": (
         "gpu-1-1: Test CUDA failure common.cu:1304 "
-        "'CUDA-capable device(s) is/are busy or unavailable'"
+        "'CUDA-capable device(s) is/are busy or unavailable'",
+        8,
+    ),
+    "h200-nccl-tests-2.19.6-mpirun-np2-one-gpu-failure.txt": (
+        ".. vm pid 1559: Test failure common.cu:1454",
+        0,
     ),
 }
+# nccl-tests' `-J` JSON file is not what the launcher reads: an error, never a pass
+UNREAD = {"h200-nccl-tests-2.19.6-g1-json.json"}
 
 
 @pytest.mark.parametrize("path", corpus_files("nccl_allreduce"), ids=lambda p: p.name)
 def test_nccl_sample(path):
     result = parse_nccl(path.read_text())
     if path.name in ERRORS:
+        line, ranks = ERRORS[path.name]
         assert result.error is not None and not result.ok
-        assert ERRORS[path.name] in result.error.splitlines()
-        assert result.rows == () and len(result.ranks) == 8
+        assert line in result.error.splitlines() and result.reason.startswith(line)
+        assert result.rows == () and len(result.ranks) == ranks
+        return
+    if path.name in UNREAD:
+        assert not result.ok and result.reason.startswith("unparseable output")
         return
     assert path.name in TABLES, f"no expectation for new sample {path.name}"
     rows, avg, busbw, size, wrong, oob_failed, ranks, hosts = TABLES[path.name]
@@ -72,3 +86,14 @@ def test_versions_are_read():
     assert len(oob.failures) == 2 and oob.oob_values == 4
     wrong_row = next(r for r in oob.rows if r.size_bytes == 1048576)
     assert (wrong_row.oop_wrong, wrong_row.ip_wrong) == (96, 32)
+
+
+def test_validation_off_sample_fails_when_validation_was_asked():
+    files = {p.name: p for p in corpus_files("nccl_allreduce")}
+    if not files:
+        pytest.skip("corpus not available")
+    text = files["h200-nccl-tests-2.19.6-g1-debug-info-socket-fallback-c0.txt"].read_text()
+    asked = NcclExpected(max_bytes=64 * 2**20, ranks=1, nodes=1)
+    assert parse_nccl(text, asked).ok
+    r = parse_nccl(text, NcclExpected(max_bytes=64 * 2**20, ranks=1, nodes=1, validation=True))
+    assert not r.ok and "validation: 0" in r.reason
