@@ -343,7 +343,7 @@ def parse_mount(text: str, path: str | None = None) -> MountInfo:
     With findmnt -T the single entry is the answer; with /proc/mounts (or several
     findmnt entries) the longest mount target containing `path` wins.
     """
-    text = text or ""
+    text = strip_ansi(text)
     entries: list[MountInfo] = []
     start = text.find("{")
     if start >= 0:

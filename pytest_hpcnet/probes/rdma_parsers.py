@@ -413,7 +413,7 @@ def _parse_rdma_link_json(text: str) -> RdmaDevices | None:
 
 def parse_rdma_output(text: str) -> RdmaDevices:
     """Detect which of `ibv_devinfo`, `ibstat` or `rdma link` printed `text`, and parse it."""
-    body = text or ""
+    body = strip_ansi(text)
     if re.search(r"^\s*CA\s+'[^']+'\s*$", body, re.M) or _tool_missing(body, "ibstat"):
         return parse_ibstat(body)
     if re.search(r"^\s*(?:link\s+\S+/\d+\s|\d+/\d+:\s+\S+/\d+:?\s)", body, re.M) or (

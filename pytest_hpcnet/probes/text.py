@@ -12,6 +12,7 @@ import re
 _ANSI_RE = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, underline, cursor moves (ESC [ ... m)
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: window titles, hyperlinks
+    r"|\x1b[ -/]+[0-~]"  # nF: character sets (ESC ( B)
     r"|\x1b[@-Z\\-_]"  # other two-byte escapes
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
