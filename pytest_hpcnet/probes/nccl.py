@@ -228,7 +228,8 @@ def _header_facts(body: str, facts: dict[str, object]) -> None:
 
 
 def _mib(size: int) -> str:
-    return f"{size} bytes ({size / 2**20:g} MiB)"
+    """`8388608 bytes (8 MiB)`; small sizes in bytes only."""
+    return f"{size} bytes ({size / 2**20:g} MiB)" if size >= 2**20 else f"{size} bytes"
 
 
 def _last_step_floor(facts: dict[str, object], asked: int) -> int:
