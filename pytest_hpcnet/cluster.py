@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_hpcnet.bisection import Bisection, bisect, runs_needed
-from pytest_hpcnet.collective import launch_command
+from pytest_hpcnet.collective import expected_run, launch_command
 from pytest_hpcnet.facts import SectionOutput, facts_command, split_sections
 from pytest_hpcnet.inventory import Inventory, Node
 from pytest_hpcnet.pairs import FlowFacts, PairFacts, gather_pair_facts
@@ -262,12 +262,13 @@ class Cluster:
         settings = self.inventory.benchmarks.nccl
         command = launch_command(settings, [n.host for n in nodes], [n.name for n in nodes])
         result = self.transport.run(nodes[0].name, command, settings.timeout_s)
-        return parse_nccl(result.stdout + "\n" + result.stderr), result
+        expected = expected_run(settings, len(nodes))
+        return parse_nccl(result.stdout + "\n" + result.stderr, expected), result
 
     def nccl_passes(self, result: NcclResult) -> bool:
         """The NCCL bounds of the expectations, met by one all_reduce_perf run."""
         bounds = self.expect.nccl
-        if result.error is not None or not result.rows:
+        if not result.ok or not result.rows:  # cut short, wrong values, other ranks: fails
             return False
         avg, largest = result.avg_busbw_gbs, result.busbw_at_max_size_gbs
         if bounds.min_avg_busbw_gbs is not None and not (avg or 0) >= bounds.min_avg_busbw_gbs:

@@ -12,6 +12,7 @@ from pytest_hpcnet.launch import (
     template_command,
     write_hostfile_command,
 )
+from pytest_hpcnet.probes.nccl import NcclExpected, nccl_size
 
 
 def bench_args(settings: NcclSettings) -> NcclBenchArgs:
@@ -26,6 +27,13 @@ def bench_args(settings: NcclSettings) -> NcclBenchArgs:
         iters=a.n,
         warmup_iters=a.w,
     )
+
+
+def expected_run(settings: NcclSettings, nodes: int) -> NcclExpected:
+    """What `launch_command` starts on `nodes` nodes, for the parser to hold the output to."""
+    a = settings.args
+    ranks = nodes * settings.gpus_per_node * (a.g or 1)
+    return NcclExpected(max_bytes=nccl_size(a.e), ranks=ranks, nodes=nodes, validation=a.c == 1)
 
 
 def launch_command(settings: NcclSettings, hosts: list[str], names: list[str]) -> str:

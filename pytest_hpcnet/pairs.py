@@ -16,6 +16,7 @@ from pytest_hpcnet.expectations import Expectations, Flow
 from pytest_hpcnet.facts import sections_script, split_sections
 from pytest_hpcnet.inventory import Node
 from pytest_hpcnet.probes.ping import (
+    PATH_MTU_COUNT,
     PingResult,
     latency_ping_command,
     parse_ping,
@@ -207,8 +208,8 @@ def gather_pair_facts(
                 source=source,
                 target=target,
                 target_address=addresses.get(target, ""),
-                path_mtu=parse_ping(_section(sections, "path_mtu")),
-                latency=parse_ping(_section(sections, "latency")),
+                path_mtu=parse_ping(_section(sections, "path_mtu"), PATH_MTU_COUNT),
+                latency=parse_ping(_section(sections, "latency"), LATENCY_COUNT),
                 ports=parse_connect(_section(sections, "ports")),
                 listener=listeners.get(target, ListenerStatus()),
                 commands=own,
