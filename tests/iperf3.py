@@ -13,6 +13,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_hpcnet.probes.text import strip_ansi
+
 
 def server_command(port: int = 5201, timeout_s: int = 120) -> str:
     """A one-shot server (`-1`), bounded by `timeout`."""
@@ -96,7 +98,7 @@ def _parse_text(text: str) -> Iperf3Result:
 
 def parse_iperf3(text: str) -> Iperf3Result:
     """Parse `iperf3 -J` JSON (anything before the first `{` ignored) or text output."""
-    text = text or ""
+    text = strip_ansi(text)
     start = text.find("{")
     if start < 0:
         return _parse_text(text)

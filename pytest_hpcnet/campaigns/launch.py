@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pytest_hpcnet.inventory.bench_settings import NcclSettings
+from pytest_hpcnet.probes.nccl import NcclExpected, nccl_size
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.:\-\[\]]+$")
@@ -244,6 +245,13 @@ def bench_args(settings: NcclSettings) -> NcclBenchArgs:
         iters=a.n,
         warmup_iters=a.w,
     )
+
+
+def expected_run(settings: NcclSettings, nodes: int) -> NcclExpected:
+    """What `launch_command` starts on `nodes` nodes, for the parser to hold the output to."""
+    a = settings.args
+    ranks = nodes * settings.gpus_per_node * (a.g or 1)
+    return NcclExpected(max_bytes=nccl_size(a.e), ranks=ranks, nodes=nodes, validation=a.c == 1)
 
 
 def launch_command(settings: NcclSettings, hosts: list[str], names: list[str]) -> str:

@@ -7,7 +7,7 @@ import threading
 
 from pytest_hpcnet.campaigns.bisection import Bisection, bisect, runs_needed
 from pytest_hpcnet.campaigns.facts import FactsCampaign
-from pytest_hpcnet.campaigns.launch import launch_command
+from pytest_hpcnet.campaigns.launch import expected_run, launch_command
 from pytest_hpcnet.campaigns.progress import phase
 from pytest_hpcnet.campaigns.recorder import Recorder
 from pytest_hpcnet.inventory.models import Node
@@ -46,7 +46,8 @@ class NcclCampaign:
         settings = self.inventory.benchmarks.nccl
         command = launch_command(settings, [n.host for n in nodes], [n.name for n in nodes])
         result = self.facts.transport.run(nodes[0].name, command, settings.timeout_s)
-        return parse_nccl(result.stdout + "\n" + result.stderr), result
+        expected = expected_run(settings, len(nodes))
+        return parse_nccl(result.stdout + "\n" + result.stderr, expected), result
 
     def passes(self, result: NcclResult) -> bool:
         """One all_reduce_perf run meets the NCCL bounds: the requirement's judge."""

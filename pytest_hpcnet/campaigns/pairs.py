@@ -24,6 +24,7 @@ from pytest_hpcnet.campaigns.schedule import ring_pairs
 from pytest_hpcnet.inventory.expectations import Expectations, Flow
 from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes.ping import (
+    PATH_MTU_COUNT,
     PingResult,
     latency_ping_command,
     parse_ping,
@@ -215,8 +216,8 @@ def gather_pair_facts(
                 source=source,
                 target=target,
                 target_address=addresses.get(target, ""),
-                path_mtu=parse_ping(_section(sections, "path_mtu")),
-                latency=parse_ping(_section(sections, "latency")),
+                path_mtu=parse_ping(_section(sections, "path_mtu"), PATH_MTU_COUNT),
+                latency=parse_ping(_section(sections, "latency"), LATENCY_COUNT),
                 ports=parse_connect(_section(sections, "ports")),
                 listener=listeners.get(target, ListenerStatus()),
                 commands=own,

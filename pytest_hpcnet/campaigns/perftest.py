@@ -27,6 +27,7 @@ from pytest_hpcnet.probes.perftest import (
     LatencyResult,
     PerftestOptions,
     client_command,
+    largest_size,
     parse_bandwidth,
     parse_latency,
     server_command,
@@ -170,8 +171,16 @@ def run_round(
         commands = tuple(
             r for r in (started.get(pair.b), ran.get(pair.a), stopped.get(pair.b)) if r
         )
+        asked = largest_size(side_options(pair.a, port[pair]))
         out[pair] = _pair_run(
-            pair, index, tool, started.get(pair.b), ran.get(pair.a), stopped.get(pair.b), commands
+            pair,
+            index,
+            tool,
+            started.get(pair.b),
+            ran.get(pair.a),
+            stopped.get(pair.b),
+            commands,
+            asked,
         )
     return out
 
@@ -184,6 +193,7 @@ def _pair_run(
     client: CommandResult | None,
     stopped: CommandResult | None,
     commands: tuple[CommandResult, ...],
+    asked: int | None = None,
 ) -> PairRun:
     server_output = stopped.stdout if stopped is not None else ""
     if started is None or not started.ok:
@@ -209,12 +219,12 @@ def _pair_run(
         )
     text = client.stdout + ("\n" + client.stderr if client.stderr else "")
     if tool.endswith("_lat"):
-        lat = parse_latency(text)
+        lat = parse_latency(text, expected_size=asked)
         error = lat.error or (None if lat.ok else f"unparseable output: {'; '.join(lat.problems)}")
         return PairRun(
             pair, index, latency=lat, error=error, server_output=server_output, commands=commands
         )
-    bw = parse_bandwidth(text)
+    bw = parse_bandwidth(text, expected_size=asked)
     error = bw.error or (None if bw.ok else f"unparseable output: {'; '.join(bw.problems)}")
     return PairRun(
         pair, index, bandwidth=bw, error=error, server_output=server_output, commands=commands

@@ -90,13 +90,14 @@ def run_fio(
             nodes=nodes,
         )
     runs = {}
+    asked = settings.runtime_s  # --time_based: a shorter run was cut short
     for n in nodes:
         w, r = written.get(n), read.get(n)
         failures = [x.failure for x in (w, r) if x is not None and x.failure]
         runs[n] = FioRun(
             node=n,
-            write=parse_fio_json(w.stdout) if w is not None and not w.unreachable else None,
-            read=parse_fio_json(r.stdout) if r is not None and not r.unreachable else None,
+            write=parse_fio_json(w.stdout, asked) if w is not None and not w.unreachable else None,
+            read=parse_fio_json(r.stdout, asked) if r is not None and not r.unreachable else None,
             error=failures[0] if failures else None,
             commands=tuple(x for x in (w, r, cleaned.get(n)) if x is not None),
         )

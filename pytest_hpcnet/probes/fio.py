@@ -4,6 +4,10 @@ Bandwidth in results is MB/s = 10^6 bytes/s (fio's own JSON `bw` is KiB/s,
 `bw_bytes` bytes/s). fio 2.x prints `io_bytes` in KiB and `clat` in usec; fio 3.x
 prints `io_bytes` in bytes (with `io_kbytes` beside it) and `clat_ns` in ns.
 Completion latencies in results are microseconds.
+
+Fail closed: a run interrupted by a signal (`fio: terminating on signal N` before the
+JSON) or shorter than the time-based runtime asked (by the caller, or by the JSON's own
+`runtime` + `time_based` job options) is an `error`, not a throughput.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
+
+from pytest_hpcnet.probes.text import strip_ansi
 
 # --------------------------------------------------------------------------- commands
 
@@ -99,6 +105,12 @@ class FioJob:
     read: FioDirection
     write: FioDirection
     rw: str | None = None
+    runtime_asked_s: float | None = None  # `runtime` of a `time_based` job, from its options
+
+    @property
+    def runtime_ms(self) -> int:
+        """How long the job ran (the longer of its two directions)."""
+        return max(self.read.runtime_ms, self.write.runtime_ms)
 
 
 @dataclass(frozen=True)
@@ -173,9 +185,40 @@ def _direction(side: Any, problems: list[str], where: str) -> FioDirection:
     )
 
 
-def parse_fio_json(text: str) -> FioResult:
-    """Parse `fio --output-format=json` output, tolerating text lines before the JSON."""
-    text = text or ""
+RUNTIME_TOLERANCE = 0.05
+"""A time-based job may end this fraction short of its runtime and still count as complete."""
+_SIGNAL_RE = re.compile(r"^fio: terminating on signal \d+", re.M)
+
+
+def _time_based_runtime(options: dict[str, Any], global_options: dict[str, Any]) -> float | None:
+    """The `runtime` of a `time_based` job in seconds (fio's default unit), else None."""
+    merged = {**global_options, **options}
+    if "time_based" not in merged or str(merged["time_based"]) in ("0", "false"):
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", str(merged.get("runtime", "")))
+    if not m:
+        return None
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2) or "s"]
+    return float(m.group(1)) * scale
+
+
+def _short_jobs(jobs: list[FioJob], expected_runtime_s: float | None) -> str | None:
+    """`job J ran 2.8 s of 30 s asked` for jobs that stopped early, else None."""
+    short = []
+    for job in jobs:
+        asked = expected_runtime_s if expected_runtime_s is not None else job.runtime_asked_s
+        if asked and job.runtime_ms < asked * 1000 * (1 - RUNTIME_TOLERANCE):
+            short.append(f"job {job.name} ran {job.runtime_ms / 1000:.1f} s of {asked:g} s asked")
+    return "; ".join(short) + " (run cut short?)" if short else None
+
+
+def parse_fio_json(text: str, expected_runtime_s: float | None = None) -> FioResult:
+    """Parse `fio --output-format=json` output, tolerating text lines before the JSON.
+
+    `expected_runtime_s` is the time-based runtime the caller asked for; a job that ran
+    shorter (or a run fio says it was interrupted) is an `error`. Never raises.
+    """
+    text = strip_ansi(text)
     start = text.find("{")
     preamble = tuple(ln.strip() for ln in text[: max(start, 0)].splitlines() if ln.strip())
     if start < 0:
@@ -197,6 +240,8 @@ def parse_fio_json(text: str) -> FioResult:
 
     problems: list[str] = []
     jobs: list[FioJob] = []
+    global_options = data.get("global options")
+    global_options = global_options if isinstance(global_options, dict) else {}
     for i, raw in enumerate(data["jobs"]):
         if not isinstance(raw, dict):
             problems.append(f"job #{i}: not an object")
@@ -210,6 +255,7 @@ def parse_fio_json(text: str) -> FioResult:
                 read=_direction(raw.get("read"), problems, f"{name} read"),
                 write=_direction(raw.get("write"), problems, f"{name} write"),
                 rw=options.get("rw"),
+                runtime_asked_s=_time_based_runtime(options, global_options),
             )
         )
     version = data.get("fio version")
@@ -228,6 +274,10 @@ def parse_fio_json(text: str) -> FioResult:
         error = "\n".join(preamble) or "; ".join(f"job {j.name}: error={j.error}" for j in failed)
     elif math.isnan(read_bw) or math.isnan(write_bw):
         error = "unparseable output: " + "; ".join(problems)
+    elif signal := _SIGNAL_RE.search(text):
+        error = f"interrupted: {signal.group(0)} (the figures cover part of the run)"
+    else:
+        error = _short_jobs(jobs, expected_runtime_s)
     return FioResult(
         jobs=tuple(jobs),
         read_bw_mb_s=None if math.isnan(read_bw) else read_bw,
@@ -293,7 +343,7 @@ def parse_mount(text: str, path: str | None = None) -> MountInfo:
     With findmnt -T the single entry is the answer; with /proc/mounts (or several
     findmnt entries) the longest mount target containing `path` wins.
     """
-    text = text or ""
+    text = strip_ansi(text)
     entries: list[MountInfo] = []
     start = text.find("{")
     if start >= 0:

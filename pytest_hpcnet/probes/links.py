@@ -11,6 +11,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from pytest_hpcnet.probes.text import strip_ansi
+
 ERDMA_JUMBO_MTU = 8500
 """MTU required for eRDMA + NCCL LL128 when the instance uses jumbo frames."""
 ERDMA_MAX_STANDARD_MTU = 1400
@@ -135,6 +137,7 @@ def _guarded(tool: str, invocation: str) -> str:
 
 def parse_interfaces(text: str) -> Interfaces:
     """JSON (`ip -j ...`) or text (`ip link` / `ip addr` / `ip -s link`), detected."""
+    text = strip_ansi(text)
     if re.search(r"hpcnet: ip not found|\bip: (?:command )?not found", text or ""):
         return Interfaces(tool_missing=True, problems=("ip (iproute2) not installed",))
     start = (text or "").find("[{")
@@ -147,6 +150,7 @@ def parse_interfaces(text: str) -> Interfaces:
 
 def parse_ip_json(text: str) -> Interfaces:
     """Parse `ip -j link`, `ip -j -s link` or `ip -j addr` output (noise around is ignored)."""
+    text = strip_ansi(text)
     problems: list[str] = []
     start = (text or "").find("[")
     if start < 0:
@@ -299,7 +303,7 @@ def parse_ip_text(text: str) -> Interfaces:
     drafts: list[_TextDraft] = []
     problems: list[str] = []
     current: _TextDraft | None = None
-    for raw in (text or "").splitlines():
+    for raw in strip_ansi(text).splitlines():
         line = raw.strip()
         if not line:
             continue

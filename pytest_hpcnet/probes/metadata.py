@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from pytest_hpcnet.probes.text import strip_ansi
+
 DEFAULT_BASE = "http://100.100.100.200/latest/meta-data/"
 DEFAULT_KEYS = (
     "vswitch-id",
@@ -160,6 +162,7 @@ _LINE_RE = re.compile(r"^(?P<key>[A-Za-z0-9][A-Za-z0-9._/-]*)(?P<op>[=!])(?P<res
 
 def parse_metadata(text: str) -> MetadataFacts:
     """Parse `metadata_command` output into `MetadataFacts`."""
+    text = strip_ansi(text)
     if re.search(r"hpcnet: curl not found|\bcurl: (?:command )?not found", text or ""):
         return MetadataFacts(tool_missing=True, problems=("curl not installed",))
     values: dict[str, str] = {}
@@ -219,7 +222,7 @@ _ENTRY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/?$")
 def parse_listing(text: str) -> tuple[str, ...]:
     """Entries of a metadata directory listing (`instance/` keeps its slash), in order."""
     entries: list[str] = []
-    for raw in (text or "").splitlines():
+    for raw in strip_ansi(text).splitlines():
         line = raw.strip()
         if _ENTRY_RE.match(line) and line not in entries:
             entries.append(line)

@@ -5,6 +5,12 @@ busbw in GB/s (10^9 bytes/s). Handles old and new layouts (`error` or `#wrong`
 column, with or without `root`/`Group`), mpirun `--tag-output` and `srun -l`
 prefixes, interleaved NCCL INFO/WARN lines and runs that die without a table.
 The command that launches the benchmark is built in `pytest_hpcnet.campaigns.launch`.
+
+Fail closed: a table that stops before the requested maximum size, lacks the
+`# Out of bounds values` / `# Avg bus bandwidth` footer, or shows another number of
+ranks (or hosts) than launched is an `error`, never a measurement; `reason` says
+why a result is not ok in one line. What was launched comes from `NcclExpected`
+(the caller) and, for the sizes, from the tool's own `minBytes .. maxBytes` header.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+
+from pytest_hpcnet.probes.text import strip_ansi
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,27 @@ class NcclRank:
 
 
 @dataclass(frozen=True)
+class NcclExpected:
+    """What the caller launched; None where it is not known (then not checked)."""
+
+    max_bytes: int | None = None  # -e, in bytes (see `nccl_size`)
+    ranks: int | None = None  # processes x GPUs per process
+    nodes: int | None = None  # distinct hosts the ranks should be on
+    validation: bool | None = None  # True: -c 1 asked, #wrong counts must be printed
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmMgG]?)\s*$")
+
+
+def nccl_size(text: str | int) -> int | None:
+    """A nccl-tests size argument (`8`, `1K`, `128M`, `8G`: powers of 1024) in bytes, or None."""
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        return None
+    return int(m.group(1)) * 1024 ** " KMG".index(m.group(2).upper() or " ")
+
+
+@dataclass(frozen=True)
 class NcclResult:
     """A nccl-tests run. `error` is set (to the tool's own lines) when there is no table."""
 
@@ -68,6 +97,11 @@ class NcclResult:
     tests_version: str | None = None  # "2.18.2" or rccl's "develop:33cc4df"
     nccl_version: int | None = None  # nccl-headers=23007
     n_gpus_per_thread: int | None = None
+    min_bytes_asked: int | None = None  # header "minBytes"
+    max_bytes_asked: int | None = None  # header "maxBytes" (nccl-tests may reduce it)
+    step_factor: int | None = None  # header "step: 2(factor)"
+    step_bytes: int | None = None  # header "step: 1048576(bytes)"
+    validation: int | None = None  # header "validation: 1"
     failures: tuple[str, ...] = ()  # "Test failure" / "Test CUDA failure" lines
     warnings: tuple[str, ...] = ()  # NCCL WARN lines
     problems: tuple[str, ...] = ()
@@ -79,14 +113,24 @@ class NcclResult:
         return tuple(dict.fromkeys(r.host for r in self.ranks))
 
     @property
+    def reason(self) -> str | None:
+        """Why the run is not ok, in one line; None when it is ok."""
+        if self.error is not None:
+            lines = [ln for ln in self.error.splitlines() if ln.strip()] or ["error"]
+            more = f" (+{len(lines) - 1} more lines)" if len(lines) > 1 else ""
+            return lines[0].strip() + more
+        if self.oob_failed:
+            return f"Out of bounds values : {self.oob_values} FAILED ({self.total_wrong} #wrong)"
+        if self.total_wrong:
+            return f"{self.total_wrong} wrong values (#wrong)"
+        if self.failures:
+            return self.failures[0]
+        return None
+
+    @property
     def ok(self) -> bool:
-        """A table, nothing wrong, no out-of-bounds values, no failure lines."""
-        return (
-            self.error is None
-            and not self.failures
-            and not self.oob_failed
-            and not (self.total_wrong or 0)
-        )
+        """A complete table as launched, nothing wrong, no out-of-bounds values, no failures."""
+        return self.reason is None
 
 
 _PREFIX_RE = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s*\d+:(?=\s))")
@@ -100,6 +144,9 @@ _COLLECTIVE_RE = re.compile(r"Collective test starting:\s*(\S+)")
 _AVG_RE = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)")
 _OOB_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)", re.I)
 _NGPUS_RE = re.compile(r"nGpus\s+(\d+)")
+_BYTES_RE = re.compile(r"minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
+_STEP_RE = re.compile(r"step:\s*(\d+)\((factor|bytes)\)")
+_VALIDATION_RE = re.compile(r"validation:\s*(\d+)")
 _FAILURE_RE = re.compile(r"failure|failed|\berror\b|abort|segmentation fault|killed", re.I)
 _WARN_RE = re.compile(r"NCCL WARN")
 _INFO_RE = re.compile(r"NCCL INFO")
@@ -170,8 +217,91 @@ def _bad(value: float | None) -> bool:
     return value is None or math.isnan(value) or math.isinf(value) or value < 0
 
 
-def parse_nccl(text: str) -> NcclResult:
-    """Parse the output of one nccl-tests/rccl-tests run (any collective)."""
+def _header_facts(body: str, facts: dict[str, object]) -> None:
+    """minBytes, maxBytes, step and validation from the `# nThread ...` header line."""
+    if m := _BYTES_RE.search(body):
+        facts["min_bytes_asked"], facts["max_bytes_asked"] = int(m.group(1)), int(m.group(2))
+    if m := _STEP_RE.search(body):
+        facts["step_factor" if m.group(2) == "factor" else "step_bytes"] = int(m.group(1))
+    if m := _VALIDATION_RE.search(body):
+        facts["validation"] = int(m.group(1))
+
+
+def _mib(size: int) -> str:
+    """`8388608 bytes (8 MiB)`; small sizes in bytes only."""
+    return f"{size} bytes ({size / 2**20:g} MiB)" if size >= 2**20 else f"{size} bytes"
+
+
+def _last_step_floor(facts: dict[str, object], asked: int) -> int:
+    """The size of the step before the last one nccl-tests runs for `asked` (rows above it
+    belong to the last step, whatever rounding the collective applies)."""
+    low = facts.get("min_bytes_asked")
+    factor, step = facts.get("step_factor"), facts.get("step_bytes")
+    if isinstance(low, int) and 0 < low <= asked:
+        if isinstance(factor, int) and factor > 1:
+            size = low
+            while size * factor <= asked:
+                size *= factor
+            return size // factor
+        if isinstance(step, int) and step > 0:
+            return low + ((asked - low) // step) * step - step
+    return asked // 2  # no header: assume nccl-tests' usual factor 2
+
+
+def _incomplete(
+    rows: list[NcclRow],
+    facts: dict[str, object],
+    saw_avg: bool,
+    expected: NcclExpected,
+    ranks: list[NcclRank],
+    wrong_column: str | None,
+    total_wrong: int | None,
+) -> list[str]:
+    """Why a table is not the whole run that was launched (empty when it is)."""
+    why: list[str] = []
+    top = max(r.size_bytes for r in rows)
+    header_max = facts.get("max_bytes_asked")
+    asked = expected.max_bytes if expected.max_bytes is not None else header_max
+    if isinstance(header_max, int) and expected.max_bytes is not None and header_max < asked:
+        why.append(
+            f"nccl-tests ran up to maxBytes {_mib(header_max)}, {_mib(expected.max_bytes)} asked"
+        )
+    elif isinstance(asked, int) and top <= _last_step_floor(facts, asked):
+        why.append(f"output ends at {_mib(top)} of {_mib(asked)} asked (run cut short?)")
+    missing = [
+        name
+        for name, seen in (
+            ("Out of bounds values", "oob_values" in facts),
+            ("Avg bus bandwidth", saw_avg),
+        )
+        if not seen
+    ]
+    if missing:
+        footer = " and ".join(f"'# {m}'" for m in missing)
+        why.append(f"no {footer} footer after the {top}-byte row (run cut short?)")
+    if expected.ranks is not None and len(ranks) != expected.ranks:
+        why.append(f"output shows {len(ranks)} ranks, {expected.ranks} launched")
+    hosts = len(dict.fromkeys(r.host for r in ranks))
+    if expected.nodes is not None and ranks and hosts != expected.nodes:
+        why.append(
+            f"ranks on {hosts} host{'s' if hosts != 1 else ''}, "
+            f"{expected.nodes} node{'s' if expected.nodes != 1 else ''} launched"
+        )
+    if expected.validation:
+        if facts.get("validation") == 0:
+            why.append("validation off in the output (validation: 0), -c 1 asked")
+        elif wrong_column != "#wrong" or total_wrong is None:
+            why.append("no #wrong counts in the output, validation (-c 1) asked")
+    return why
+
+
+def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
+    """Parse the output of one nccl-tests/rccl-tests run (any collective).
+
+    `expected` says what was launched (max size, ranks, nodes, validation); a table
+    that does not cover it is an `error`. Never raises.
+    """
+    expected = expected or NcclExpected()
     rows: list[NcclRow] = []
     ranks: list[NcclRank] = []
     failures: list[str] = []
@@ -181,8 +311,9 @@ def parse_nccl(text: str) -> NcclResult:
     has_root = False
     wrong_column: str | None = None
     saw_columns = False
+    saw_avg = False
 
-    for raw in (text or "").replace("\r", "").splitlines():
+    for raw in strip_ansi(text).replace("\r", "").splitlines():
         line = _PREFIX_RE.sub("", raw, count=1).rstrip()
         stripped = line.strip()
         if not stripped:
@@ -208,6 +339,7 @@ def parse_nccl(text: str) -> NcclResult:
             elif m := _COLLECTIVE_RE.search(body):
                 facts["collective"] = m.group(1)
             elif m := _AVG_RE.search(body):
+                saw_avg = True
                 value = _num(m.group(1))
                 if value is None or _bad(value):
                     problems.append(f"unreadable average bus bandwidth: {m.group(1)}")
@@ -218,6 +350,7 @@ def parse_nccl(text: str) -> NcclResult:
                 facts["oob_failed"] = m.group(2).upper() == "FAILED"
             elif (m := _NGPUS_RE.search(body)) and "nThread" in body:
                 facts["n_gpus_per_thread"] = int(m.group(1))
+                _header_facts(body, facts)
             elif re.search(r"\bsize\b", body) and re.search(r"\bcount\b", body):
                 saw_columns = True
                 columns = body.split()
@@ -270,10 +403,12 @@ def parse_nccl(text: str) -> NcclResult:
     if wrong_column == "#wrong":
         counted = [w for r in rows for w in (r.oop_wrong, r.ip_wrong) if w is not None]
         total_wrong = int(sum(counted)) if counted else None
-    if "avg_busbw_gbs" not in facts:
-        problems.append("no '# Avg bus bandwidth' line (run cut short?)")
+    why = _incomplete(rows, facts, saw_avg, expected, ranks, wrong_column, total_wrong)
+    if why and failures:
+        why.append(failures[0])
     return NcclResult(
         rows=tuple(rows),
+        error="; ".join(why) or None,
         busbw_at_max_size_gbs=top.oop_busbw_gbs,
         max_size_bytes=top.size_bytes,
         total_wrong=total_wrong,

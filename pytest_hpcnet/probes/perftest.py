@@ -8,6 +8,10 @@ Server shape: `timeout -k 5 <server_timeout_s> ib_write_bw <options>`. The serve
 serves exactly one client run and exits; the `timeout` wrapper bounds it when no
 client ever connects, and the SSH channel (or the process group) can always be
 killed earlier. The client carries its own, slightly longer bound.
+
+Fail closed: a table that stops before the largest size asked (`expected_size`, see
+`largest_size`) or has no closing rule after its last row (perftest prints one when a
+run ends) is an `error`, never a measurement.
 """
 
 from __future__ import annotations
@@ -17,11 +21,17 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from pytest_hpcnet.probes.text import strip_ansi
+
 MB_PER_SEC_TO_GBPS = 2**20 * 8 / 1e9
 """One perftest MB/sec (2^20 bytes/s) in Gb/s (10^9 bits/s)."""
 
 UNIT_MB = "MB/sec"
 UNIT_GB = "Gb/sec"
+ALL_SIZES_MAX = 2**23
+"""The largest message of `-a` (perftest's MAX_SIZE, 8 MiB)."""
+DEFAULT_SIZE_BW, DEFAULT_SIZE_LAT = 65536, 2
+"""perftest's message size without `-s`: `ib_*_bw` and `ib_*_lat`."""
 
 
 # --------------------------------------------------------------------------- commands
@@ -85,6 +95,17 @@ def _perftest_args(opts: PerftestOptions) -> list[str]:
         args.append("--report_gbits")
     args += [shlex.quote(str(a)) for a in opts.extra_args]
     return args
+
+
+def largest_size(opts: PerftestOptions) -> int | None:
+    """The largest message size these options ask for; None when `extra_args` set it."""
+    if any(str(a).split("=")[0] in ("-s", "--size", "-a", "--all") for a in opts.extra_args):
+        return None
+    if opts.all_sizes:
+        return ALL_SIZES_MAX
+    if opts.size is not None:
+        return int(opts.size)
+    return DEFAULT_SIZE_BW if _is_bandwidth_tool(opts.binary) else DEFAULT_SIZE_LAT
 
 
 def server_command(opts: PerftestOptions) -> str:
@@ -215,6 +236,7 @@ _BW_COL_RE = re.compile(r"#bytes|#iterations|BW peak|BW average|MsgRate|BW min")
 _LAT_COL_RE = re.compile(r"#bytes|#iterations|t_\w+?(?=\[)|99\.9% percentile|99% percentile")
 _GID_LINE_RE = re.compile(r"^\s*GID:")
 _RULE_RE = re.compile(r"^\s*[-*]{5,}\s*$|^\s*\*\s.*\*\s*$")
+_CLOSING_RE = re.compile(r"^\s*-{5,}\s*$")
 
 
 def _without_rows(
@@ -239,7 +261,18 @@ def _without_rows(
 
 
 def _clean_lines(text: str) -> list[str]:
-    return (text or "").replace("\r", "").expandtabs(8).splitlines()
+    return strip_ansi(text).replace("\r", "").expandtabs(8).splitlines()
+
+
+def _cut_short(sizes: list[int], closed: bool, expected_size: int | None) -> str | None:
+    """Why a table is not a whole run (it stops before the size asked, or is not closed)."""
+    top = max(sizes)
+    why = []
+    if expected_size is not None and top < expected_size:
+        why.append(f"table ends at {top} bytes of {expected_size} asked")
+    if not closed:
+        why.append(f"no closing rule after the {top}-byte row")
+    return "; ".join(why) + " (run cut short?)" if why else None
 
 
 def _parse_header(lines: list[str]) -> PerftestHeader:
@@ -311,11 +344,14 @@ def _snippet(text: str) -> str:
     return flat[:120] + ("..." if len(flat) > 120 else "") if flat else "empty output"
 
 
-def parse_bandwidth(text: str, bare_unit: str = UNIT_MB) -> BandwidthResult:
+def parse_bandwidth(
+    text: str, bare_unit: str = UNIT_MB, expected_size: int | None = None
+) -> BandwidthResult:
     """Parse `ib_write_bw` (any `ib_*_bw`) output of either side, any layout.
 
     `bare_unit` is the unit of an `--output=bandwidth` bare number ("Gb/sec" when the
-    run had `--report_gbits`).
+    run had `--report_gbits`). `expected_size` is the largest message size asked
+    (`largest_size`); a table that stops before it, or is not closed, is an `error`.
     """
     lines = _clean_lines(text)
     header = _parse_header(lines)
@@ -333,12 +369,17 @@ def parse_bandwidth(text: str, bare_unit: str = UNIT_MB) -> BandwidthResult:
     rows: list[BandwidthRow] = []
     columns: list[str] | None = None
     unit: str | None = None
+    closed = False
     for line in lines:
         if "#bytes" in line:
             columns = _BW_COL_RE.findall(line)
             unit = UNIT_GB if "Gb/sec" in line else UNIT_MB
             continue
         tokens = line.split()
+        if rows and _CLOSING_RE.match(line):
+            closed = True
+        if columns and tokens and tokens[0].isdigit():
+            closed = False
         if columns and tokens and tokens[0].isdigit() and len(tokens) == len(columns):
             values = dict(zip(columns, tokens, strict=True))
             numbers = {k: _float(v) for k, v in values.items()}
@@ -375,6 +416,17 @@ def parse_bandwidth(text: str, bare_unit: str = UNIT_MB) -> BandwidthResult:
     error_text = "\n".join(errors) if errors else None
 
     top = max(rows, key=lambda r: r.msg_size)
+    cut = _cut_short([r.msg_size for r in rows], closed, expected_size)
+    if cut:
+        return BandwidthResult(
+            rows=tuple(rows),
+            msg_size=top.msg_size,
+            unit_printed=unit,
+            header=header,
+            warnings=warn,
+            problems=tuple(problems),
+            error=cut,
+        )
     if _unusable(top.avg_gbps) or _unusable(top.peak_gbps):
         return BandwidthResult(
             rows=tuple(rows),
@@ -415,11 +467,12 @@ _LAT_FIELDS = {
 }
 
 
-def parse_latency(text: str) -> LatencyResult:
+def parse_latency(text: str, expected_size: int | None = None) -> LatencyResult:
     """Parse `ib_write_lat` (any `ib_*_lat`) output: tables of any layout, or a bare number.
 
     The headline is the smallest message size (the latency figure of interest);
-    all rows are kept.
+    all rows are kept. `expected_size` is the largest message size asked; a table that
+    stops before it, or is not closed, is an `error`.
     """
     lines = _clean_lines(text)
     header = _parse_header(lines)
@@ -435,11 +488,16 @@ def parse_latency(text: str) -> LatencyResult:
 
     rows: list[LatencyRow] = []
     columns: list[str] | None = None
+    closed = False
     for line in lines:
         if "#bytes" in line:
             columns = _LAT_COL_RE.findall(line)
             continue
         tokens = line.split()
+        if rows and _CLOSING_RE.match(line):
+            closed = True
+        if columns and tokens and tokens[0].isdigit():
+            closed = False
         if columns and tokens and tokens[0].isdigit() and len(tokens) == len(columns):
             values = dict(zip(columns, tokens, strict=True))
             numbers = {k: _float(v) for k, v in values.items()}
@@ -468,6 +526,16 @@ def parse_latency(text: str) -> LatencyResult:
     error_text = "\n".join(errors) if errors else None
 
     head = min(rows, key=lambda r: r.msg_size)
+    cut = _cut_short([r.msg_size for r in rows], closed, expected_size)
+    if cut:
+        return LatencyResult(
+            rows=tuple(rows),
+            msg_size=head.msg_size,
+            header=header,
+            warnings=warn,
+            problems=tuple(problems),
+            error=cut,
+        )
     avg = head.t_avg_us if head.t_avg_us is not None else head.t_typical_us
     if avg is not None and head.t_avg_us is None:
         problems.append("layout without t_avg: t_typical used as the average")

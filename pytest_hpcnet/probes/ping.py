@@ -3,6 +3,10 @@
 A path-MTU probe sends `mtu - 28` bytes of ICMP payload (20 IPv4 + 8 ICMP header
 bytes) with fragmentation prohibited (`-M do`); a reply proves the path carries
 `mtu`, a "Frag needed" or "message too long, mtu=N" names the smaller MTU.
+
+Fail closed: output that ends before its statistics (no `--- ping statistics ---`, no
+summary line, no `rtt` line after replies) or shows fewer probes sent than asked is
+`incomplete`, and a lost probe is counted ("2 of 3 replies"), never a pass.
 """
 
 from __future__ import annotations
@@ -12,9 +16,12 @@ import shlex
 from dataclasses import dataclass
 
 from pytest_hpcnet.probes.links import Verdict
+from pytest_hpcnet.probes.text import strip_ansi
 
 IPV4_ICMP_OVERHEAD = 28
 """IPv4 header (20) + ICMP echo header (8): payload size = MTU - 28."""
+PATH_MTU_COUNT = 3
+"""Probes `path_mtu_ping_command` sends by default (`-c`)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,16 @@ class PingResult:
     error: str | None = None
     """The tool's own fatal error line (unknown host, network unreachable, ...)."""
     problems: tuple[str, ...] = ()
+    incomplete: str | None = None
+    """Why the output is not a whole run (cut before its statistics, fewer probes sent
+    than asked), in one line; None when it is whole."""
+
+    @property
+    def lost(self) -> int | None:
+        """Probes sent without a reply, from the statistics; None without them."""
+        if self.transmitted is None or self.received is None:
+            return None
+        return max(0, self.transmitted - self.received)
 
     @property
     def path_mtu(self) -> int | None:
@@ -68,7 +85,7 @@ def _guarded(invocation: str) -> str:
 def path_mtu_ping_command(
     host: str,
     mtu: int,
-    count: int = 3,
+    count: int = PATH_MTU_COUNT,
     timeout_s: float = 2,
     interval_s: float = 0.2,
     interface: str | None = None,
@@ -151,8 +168,39 @@ _ERROR_LINE_RE = re.compile(
 )
 
 
-def parse_ping(text: str) -> PingResult:
-    """Parse iputils/busybox `ping` output, with or without the statistics block."""
+_STATS_HEADER_RE = re.compile(r"^---\s+\S+\s+ping statistics\s+---$")
+
+
+def _incomplete(
+    lines_seen: bool,
+    stats_header: bool,
+    summary: re.Match[str] | None,
+    rtt: re.Match[str] | None,
+    expected_count: int | None,
+) -> str | None:
+    """Why the output is not a whole ping run, or None."""
+    if not lines_seen:
+        return None
+    if summary is None:
+        if stats_header:
+            return "statistics cut short: no summary line (output truncated?)"
+        return "no statistics block (ping interrupted or output cut short)"
+    received = int(summary.group("rx"))
+    if received and rtt is None:
+        return "statistics cut short: no rtt line (output truncated?)"
+    sent = int(summary.group("tx"))
+    if expected_count is not None and sent < expected_count:
+        return f"{sent} of {expected_count} probes sent (ping interrupted?)"
+    return None
+
+
+def parse_ping(text: str, expected_count: int | None = None) -> PingResult:
+    """Parse iputils/busybox `ping` output, with or without the statistics block.
+
+    `expected_count` is the `-c` the caller asked; fewer probes sent is `incomplete`.
+    Never raises.
+    """
+    text = strip_ansi(text)
     if re.search(r"hpcnet: ping not found|\bping: (?:command )?not found", text or ""):
         return PingResult(tool_missing=True, problems=("ping not installed",))
     target = payload = packet = None
@@ -163,9 +211,13 @@ def parse_ping(text: str) -> PingResult:
     summary: re.Match[str] | None = None
     rtt: re.Match[str] | None = None
     fatal: str | None = None
+    stats_header = False
     for raw in (text or "").splitlines():
         line = raw.strip()
         if not line:
+            continue
+        if _STATS_HEADER_RE.match(line):
+            stats_header = True
             continue
         m = _HEADER_RE.match(line) or _BUSYBOX_HEADER_RE.match(line)
         if m and target is None:
@@ -243,7 +295,33 @@ def parse_ping(text: str) -> PingResult:
         has_statistics=summary is not None,
         error=fatal,
         problems=tuple(problems),
+        incomplete=None
+        if fatal
+        else _incomplete(
+            target is not None or bool(replies) or bool(error_lines),
+            stats_header,
+            summary,
+            rtt,
+            expected_count,
+        ),
     )
+
+
+def replies_ok(result: PingResult) -> Verdict:
+    """Every probe asked was sent and answered, and the output is whole (latency pings)."""
+    if result.tool_missing:
+        return Verdict(False, "ping not installed")
+    if result.error:
+        return Verdict(False, f"ping failed: {result.error}")
+    if result.incomplete:
+        return Verdict(False, f"{result.incomplete}; {result.received or 0} replies")
+    if not result.received:
+        loss = f"{result.loss_percent:g}% loss" if result.loss_percent is not None else "no reply"
+        return Verdict(False, f"no ICMP reply ({loss})")
+    counted = f"{result.received} of {result.transmitted} replies"
+    if result.lost:
+        return Verdict(False, f"{counted} ({result.lost} lost)")
+    return Verdict(True, counted)
 
 
 def path_mtu_ok(result: PingResult, mtu: int | None = None) -> Verdict:
@@ -267,9 +345,14 @@ def path_mtu_ok(result: PingResult, mtu: int | None = None) -> Verdict:
         )
     if result.path_mtu is not None and not result.received:
         return Verdict(False, f"path MTU reported as {result.path_mtu}; no reply at {label}")
+    if result.incomplete:
+        return Verdict(False, f"{result.incomplete}; {result.received or 0} replies at {label}")
     if not result.received:
         loss = f"{result.loss_percent:g}% loss" if result.loss_percent is not None else "no reply"
         return Verdict(False, f"no reply at {label} with DF set ({loss})")
+    counted = f"{result.received} of {result.transmitted} replies at {label} with DF set"
+    if result.lost:
+        return Verdict(False, f"{counted} ({result.lost} lost)")
     if result.errors:
         return Verdict(False, f"{result.errors} errors at {label}")
-    return Verdict(True, f"{result.received} replies at {label} with DF set")
+    return Verdict(True, counted)

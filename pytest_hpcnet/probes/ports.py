@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from pytest_hpcnet.probes.text import strip_ansi
+
 Proto = Literal["tcp", "udp"]
 Outcome = Literal["open", "refused", "timeout", "error"]
 
@@ -276,6 +278,7 @@ _RESULT_RE = re.compile(r"^(?P<proto>tcp|udp)\s+(?P<port>\d+)\s+(?P<outcome>\S.*
 
 def parse_connect(text: str) -> ConnectResults:
     """Parse `connect_command` output: one `proto port outcome` line per flow."""
+    text = strip_ansi(text)
     if _MISSING_RE.search(text or ""):
         return ConnectResults(tool_missing=True, problems=("python3 not installed on source",))
     results: list[Reachability] = []
@@ -311,6 +314,7 @@ def parse_connect(text: str) -> ConnectResults:
 
 def parse_listener(text: str) -> ListenerStatus:
     """Parse the listener's READY / BUSY / FAILED / EXIT lines."""
+    text = strip_ansi(text)
     if _MISSING_RE.search(text or ""):
         return ListenerStatus(tool_missing=True, problems=("python3 not installed on target",))
     ready = False

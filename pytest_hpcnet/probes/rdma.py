@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from pytest_hpcnet.probes.text import strip_ansi
+
 ERDMA_VENDOR_ID = "0x1ded"
 """PCI vendor id of Alibaba Cloud eRDMA devices as `ibv_devinfo` prints it."""
 
@@ -58,6 +60,9 @@ class RdmaDevice:
     board_id: str | None = None
     ca_type: str | None = None
     phys_port_cnt: int | None = None
+    truncated: str | None = None
+    """Why the device's block is not whole (no port, fewer ports than it reports, a port
+    cut before its state or link layer), in one line; None when it is whole."""
 
     def port(self, number: int) -> RdmaPort | None:
         """The port with this number, or None."""
@@ -78,6 +83,12 @@ class RdmaDevices:
     """Tool warning/error lines (e.g. "Failed to open device"), in order, deduplicated."""
     problems: tuple[str, ...] = ()
     """What could not be read."""
+
+    @property
+    def incomplete(self) -> str | None:
+        """The truncated device blocks in one line (`erdma_0: no port block; ...`), or None."""
+        cut = [f"{d.name}: {d.truncated}" for d in self.devices if d.truncated]
+        return "; ".join(cut) + " (output cut short?)" if cut else None
 
     def names(self) -> tuple[str, ...]:
         """Device names in output order."""
@@ -171,8 +182,8 @@ def compat_mode_command(module: str = "erdma") -> str:
 
 
 def output_lines(text: str) -> list[str]:
-    """The lines of a tool's output, trailing blanks removed."""
-    return [line.rstrip() for line in (text or "").splitlines()]
+    """The lines of a tool's output, terminal escapes and trailing blanks removed."""
+    return [line.rstrip() for line in strip_ansi(text).splitlines()]
 
 
 def parse_erdma_module(text: str, module: str = "erdma") -> ErdmaModule:

@@ -3,6 +3,10 @@
 Each returns an `RdmaDevices` (see `rdma`), whatever the layout (old and new tool
 versions, `-v`, JSON from `rdma -j`), with warning lines skipped and a missing tool or an
 error output reported as such rather than as "no devices".
+
+Fail closed: a device block cut short (no port, fewer ports than `phys_port_cnt`, a port
+without its state or link layer, a state cut mid-word) is marked `truncated`, and
+`RdmaDevices.incomplete` names every such device in one line.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import re
 from collections.abc import Iterable
 
 from pytest_hpcnet.probes.rdma import RdmaDevice, RdmaDevices, RdmaPort, output_lines
+from pytest_hpcnet.probes.text import strip_ansi
 
 # ---------------------------------------------------------------------------
 # shared parsing bits
@@ -110,6 +115,12 @@ def _dedupe(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
+_FIELD_NAMES = {"phys_state": "physical state", "link_layer": "link layer"}
+_IBV_REQUIRED = ("state", "active_mtu", "link_layer")
+"""Fields `ibv_devinfo` prints for every port (phys_state only in newer rdma-core)."""
+_IBSTAT_REQUIRED = ("state", "phys_state", "link_layer")
+
+
 class _DeviceDraft:
     """Mutable accumulator for one device while parsing."""
 
@@ -118,16 +129,24 @@ class _DeviceDraft:
         self.fields: dict[str, str] = {}
         self.ports: dict[int, dict[str, str]] = {}
 
-    def build(self, problems: list[str], source: str) -> RdmaDevice:
+    def build(
+        self, problems: list[str], source: str, required: tuple[str, ...] = ("state",)
+    ) -> RdmaDevice:
+        """The device; `required` are the port fields a whole port block always shows."""
         f = self.fields
         ports = []
+        cut: list[str] = []
         for number, pf in self.ports.items():
             raw_state = pf.get("state")
             state = _normalise_state(raw_state)
+            missing = [_FIELD_NAMES.get(k, k) for k in required if not pf.get(k)]
+            if missing:
+                cut.append(f"port {number} has no {', '.join(missing)}")
             if raw_state and state is None:
                 problems.append(
                     f"{source}: {self.name} port {number}: unreadable state {raw_state!r}"
                 )
+                cut.append(f"port {number} state {_reported(raw_state)!r} unreadable")
             raw_phys = pf.get("phys_state")
             phys = _normalise_physical(raw_phys)
             if raw_phys and phys is None:
@@ -152,7 +171,12 @@ class _DeviceDraft:
         count = _int(f.get("phys_port_cnt"))
         if count is not None and ports and count != len(ports):
             problems.append(f"{source}: {self.name} reports {count} ports but lists {len(ports)}")
+        if not ports:
+            cut.insert(0, "no port block")
+        elif count is not None and len(ports) < count:
+            cut.insert(0, f"reports {count} ports, lists {len(ports)}")
         return RdmaDevice(
+            truncated="; ".join(cut) or None,
             name=self.name,
             ports=tuple(sorted(ports, key=lambda p: p.number)),
             transport=f.get("transport"),
@@ -234,7 +258,7 @@ def parse_ibv_devinfo(text: str) -> RdmaDevices:
             # other keys (GID, active_speed, "Device ports:" ...) are not needed
             continue
         notices.append(line)
-    devices = tuple(d.build(problems, source) for d in drafts)
+    devices = tuple(d.build(problems, source, _IBV_REQUIRED) for d in drafts)
     if not devices and not no_devices:
         problems.append("ibv_devinfo: no device block found in output")
     for d in devices:
@@ -304,7 +328,7 @@ def parse_ibstat(text: str) -> RdmaDevices:
                 current.fields[_IBSTAT_DEVICE_KEYS[key]] = value
             continue
         notices.append(line)
-    devices = tuple(d.build(problems, source) for d in drafts)
+    devices = tuple(d.build(problems, source, _IBSTAT_REQUIRED) for d in drafts)
     if not devices:
         problems.append("ibstat: no CA block found in output")
     return RdmaDevices(
@@ -326,7 +350,7 @@ def parse_rdma_link(text: str) -> RdmaDevices:
     source = "rdma link"
     if _tool_missing(text, "rdma"):
         return RdmaDevices(source, tool_missing=True, problems=("rdma (iproute2) not installed",))
-    stripped = (text or "").strip()
+    stripped = strip_ansi(text).strip()
     if stripped.startswith("["):
         parsed = _parse_rdma_link_json(stripped)
         if parsed is not None:
@@ -389,7 +413,7 @@ def _parse_rdma_link_json(text: str) -> RdmaDevices | None:
 
 def parse_rdma_output(text: str) -> RdmaDevices:
     """Detect which of `ibv_devinfo`, `ibstat` or `rdma link` printed `text`, and parse it."""
-    body = text or ""
+    body = strip_ansi(text)
     if re.search(r"^\s*CA\s+'[^']+'\s*$", body, re.M) or _tool_missing(body, "ibstat"):
         return parse_ibstat(body)
     if re.search(r"^\s*(?:link\s+\S+/\d+\s|\d+/\d+:\s+\S+/\d+:?\s)", body, re.M) or (

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from pytest_hpcnet.probes.text import strip_ansi
+
 Mode = Literal["min", "equal", "one_of"]
 
 
@@ -106,7 +108,7 @@ def parse_sysctl(text: str) -> SysctlValues:
     values: dict[str, str] = {}
     missing: dict[str, str] = {}
     problems: list[str] = []
-    for raw in (text or "").splitlines():
+    for raw in strip_ansi(text).splitlines():
         line = raw.strip()
         if not line:
             continue

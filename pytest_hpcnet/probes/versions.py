@@ -6,6 +6,8 @@ on an old perftest would start a server instead.
 
 from __future__ import annotations
 
+from pytest_hpcnet.probes.text import strip_ansi
+
 PACKAGES_DEB = "rdma-core ibverbs-utils perftest fio openmpi-bin"
 PACKAGES_RPM = "rdma-core libibverbs-utils perftest fio openmpi"
 
@@ -26,7 +28,7 @@ def versions_command() -> str:
 def parse_versions(text: str) -> dict[str, str]:
     """`name=version` lines as a mapping; blank versions and other lines are ignored."""
     found: dict[str, str] = {}
-    for line in (text or "").splitlines():
+    for line in strip_ansi(text).splitlines():
         name, sep, version = line.strip().partition("=")
         if sep and name and version.strip() and " " not in name:
             found[name] = version.strip()

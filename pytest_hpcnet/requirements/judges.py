@@ -136,6 +136,9 @@ def judge_nccl_largest_busbw(result: NcclResult, expect: Expectations) -> Verdic
 
 
 def judge_nccl(result: NcclResult, expect: Expectations) -> Verdict:
-    """Every NCCL bandwidth bound met by one all_reduce_perf run (what bisection asks)."""
+    """A complete, correct all_reduce_perf run meeting every NCCL bandwidth bound (what
+    bisection asks): cut short, wrong values or other ranks than launched fail it."""
+    if not result.ok:
+        return Verdict(False, reason=f"all_reduce_perf not ok: {result.reason}")
     average = judge_nccl_avg_busbw(result, expect)
     return average if not average else judge_nccl_largest_busbw(result, expect)

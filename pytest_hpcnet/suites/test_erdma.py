@@ -26,6 +26,7 @@ def expected_devices(cluster, node):
 def devinfo(cluster, node, check):
     found = parse_ibv_devinfo(cluster.facts(node, check).text("ibv_devinfo"))
     assert not found.tool_missing, f"{node.name}: ibv_devinfo is not installed (rdma-core)"
+    assert not found.incomplete, f"{node.name}: ibv_devinfo output: {found.incomplete}"
     return found
 
 

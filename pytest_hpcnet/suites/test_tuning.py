@@ -3,6 +3,7 @@
 import pytest
 
 from pytest_hpcnet.probes.links import counters_verdict, parse_interfaces
+from pytest_hpcnet.probes.ping import replies_ok
 from pytest_hpcnet.probes.sysctl import ExpectedSysctl, compare_sysctl, parse_sysctl
 from pytest_hpcnet.requirements.registry import mark
 
@@ -48,9 +49,8 @@ def test_icmp_latency(cluster, node_pair, check):
     source, target = node_pair
     ping = cluster.pair_facts(source, target, check).latency
     bounds = cluster.expect.ping
-    assert ping.received, (
-        f"{source.name}->{target.name}: no ICMP reply ({ping.error or 'all lost'})"
-    )
+    verdict = replies_ok(ping)  # whole output, every probe sent and answered
+    assert verdict.ok, f"{source.name}->{target.name}: {verdict.reason}"
     check.measure(
         "rtt_avg", ping.rtt_avg_ms, "ms", bounds.max_avg_ms, "<=", "expect.ping.max_avg_ms"
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.probes.nccl import parse_nccl
+from pytest_hpcnet.probes.nccl import NcclExpected, parse_nccl
 from tests.corpus import corpus_files
 
 # file -> (rows, avg busbw GB/s, busbw at largest size, largest size, total #wrong,
@@ -32,7 +32,7 @@ TABLES = {
         1, 0.0, 0.0, 67108864, None, False, 1, ("vm",)),
 }  # fmt: skip
 
-# file -> (a line of the error, ranks listed before it failed)
+# file -> (a line of the error, ranks listed before the failure)
 ERRORS = {
     "error-cuda-device-busy-8gpu-2node-issue369.txt": (
         "gpu-1-1: Test CUDA failure common.cu:1304 "
@@ -43,9 +43,9 @@ ERRORS = {
         ".. vm pid 1559: Test failure common.cu:1454",
         0,
     ),
-    # `-J` JSON output: not what hpcnet launches, and never read as a table
-    "h200-nccl-tests-2.19.6-g1-json.json": ("unparseable output: no result table", 0),
 }
+# nccl-tests' `-J` JSON file is not what the launcher reads: an error, never a pass
+UNREAD = {"h200-nccl-tests-2.19.6-g1-json.json"}
 
 
 @pytest.mark.parametrize("path", corpus_files("nccl_allreduce"), ids=lambda p: p.name)
@@ -54,8 +54,11 @@ def test_nccl_sample(path):
     if path.name in ERRORS:
         line, ranks = ERRORS[path.name]
         assert result.error is not None and not result.ok
-        assert any(err.startswith(line) for err in result.error.splitlines()), result.error
+        assert line in result.error.splitlines() and result.reason.startswith(line)
         assert result.rows == () and len(result.ranks) == ranks
+        return
+    if path.name in UNREAD:
+        assert not result.ok and result.reason.startswith("unparseable output")
         return
     assert path.name in TABLES, f"no expectation for new sample {path.name}"
     rows, avg, busbw, size, wrong, oob_failed, ranks, hosts = TABLES[path.name]
@@ -82,3 +85,13 @@ def test_versions_are_read():
     assert len(oob.failures) == 2 and oob.oob_values == 4
     wrong_row = next(r for r in oob.rows if r.size_bytes == 1048576)
     assert (wrong_row.oop_wrong, wrong_row.ip_wrong) == (96, 32)
+
+
+def test_validation_off_sample_fails_when_validation_was_asked():
+    files = {p.name: p for p in corpus_files("nccl_allreduce")}
+    assert files, "corpus missing: tests/fixtures/samples"
+    text = files["h200-nccl-tests-2.19.6-g1-debug-info-socket-fallback-c0.txt"].read_text()
+    asked = NcclExpected(max_bytes=64 * 2**20, ranks=1, nodes=1)
+    assert parse_nccl(text, asked).ok
+    r = parse_nccl(text, NcclExpected(max_bytes=64 * 2**20, ranks=1, nodes=1, validation=True))
+    assert not r.ok and "validation: 0" in r.reason

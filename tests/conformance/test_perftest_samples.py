@@ -50,6 +50,9 @@ LATENCY = {
     "output-latency-only-vm-qingcloud.txt": (0, 1.846569, None, None, None, None),
 }
 
+# published without perftest's closing rule: as far as the text shows, cut short
+UNCLOSED = {"cx3-mlx4-ib-all-sizes-no-leading-rule.txt"}
+
 
 @pytest.mark.parametrize("path", corpus_files("ib_write_bw"), ids=lambda p: p.name)
 def test_ib_write_bw_sample(path):
@@ -88,8 +91,12 @@ def test_ib_write_lat_sample(path):
     assert path.name in LATENCY, f"no expectation for new sample {path.name}"
     rows, t_avg, t_typ, p99, p999, t_avg_largest = LATENCY[path.name]
     result = parse_latency(path.read_text())
-    assert result.error is None, result.error
     assert len(result.rows) == rows
+    if path.name in UNCLOSED:
+        assert not result.ok and result.error.startswith("no closing rule after the 8388608")
+        assert (result.rows[0].t_avg_us, result.rows[-1].t_avg_us) == (t_avg, t_avg_largest)
+        return
+    assert result.error is None, result.error
     assert result.t_avg_us == pytest.approx(t_avg)
     assert result.t_typical_us == (pytest.approx(t_typ) if t_typ is not None else None)
     assert result.p99_us == (pytest.approx(p99) if p99 is not None else None)

@@ -6,6 +6,8 @@ import shlex
 
 import pytest
 
+from pytest_hpcnet.campaigns.storage import run_fio
+from pytest_hpcnet.inventory.bench_settings import FioSettings
 from pytest_hpcnet.probes.fio import (
     FioJobSpec,
     fio_cleanup_command,
@@ -16,6 +18,8 @@ from pytest_hpcnet.probes.fio import (
     parse_fio_json,
     parse_mount,
 )
+from pytest_hpcnet.transport.fanout import CommandResult
+from tests.corpus import corpus_files
 
 AREA = "fio"
 
@@ -171,3 +175,55 @@ def test_fstype_allowed_custom_list_and_normalize():
 
 def test_mount_check_command_quotes_path():
     assert shlex.split(mount_check_command("/mnt/a b"))[:4] == ["findmnt", "-J", "-T", "/mnt/a b"]
+
+
+# ----------------------------------------------------------------- fail closed
+
+
+def test_interrupted_run_is_an_error_not_a_throughput(fixture_text):
+    r = parse_fio_json(fixture_text(AREA, "real-ceph-randread-terminating-on-signal-2.json"))
+    assert not r.ok and r.error is not None
+    assert "terminating on signal 2" in r.error and "\n" not in r.error
+    assert r.jobs  # the figures are kept for the record, but are not a result
+
+
+def test_runtime_shorter_than_asked_is_an_error():
+    # PKB's real sequential_read job covered 2788 ms; the caller asked for 30 s
+    files = {p.name: p for p in corpus_files("fio_json")}
+    assert files, "corpus missing: tests/fixtures/samples"
+    text = files["pkb-fio-2.1.4-seq-rand.json"].read_text()
+    assert parse_fio_json(text).ok  # no runtime asked, none known from the JSON
+    r = parse_fio_json(text, expected_runtime_s=30)
+    assert not r.ok and "2.8 s of 30 s" in r.error and "sequential_read" in r.error
+
+
+def test_runtime_as_long_as_asked_is_ok():
+    files = {p.name: p for p in corpus_files("fio_json")}
+    assert files, "corpus missing: tests/fixtures/samples"
+    text = files["fioplot-fio3.6-ceph-rbd-hdd-randread-16jobs.json"].read_text()
+    assert parse_fio_json(text, expected_runtime_s=60).ok  # 60025 ms
+    assert not parse_fio_json(text, expected_runtime_s=120).ok
+
+
+def test_time_based_runtime_in_the_json_is_checked_without_the_caller(fixture_text):
+    # our own command line (--runtime=60 --time_based) is echoed in "job options"
+    text = fixture_text(AREA, "fio3-seq-read-group-reporting.json")
+    assert parse_fio_json(text).ok  # 60000 ms of 60 s
+    short = text.replace('"runtime": 60000', '"runtime": 2800')
+    assert short != text
+    r = parse_fio_json(short)
+    assert not r.ok and "2.8 s of 60 s" in r.error
+
+
+def test_run_fio_holds_each_node_to_the_runtime_it_asked():
+    # storage.run_fio passes benchmarks.fio.runtime_s: PKB's JSON carries no options
+    files = {p.name: p for p in corpus_files("fio_json")}
+    assert files, "corpus missing: tests/fixtures/samples"
+    output = files["pkb-fio-2.1.4-seq-rand.json"].read_text()
+
+    class Fake:
+        def run_on_all(self, command, nodes=None, timeout_s=None, together=False):
+            return {n: CommandResult(n, "fio", 0, output, "", 1.0, 0.0) for n in nodes}
+
+    runs = run_fio(Fake(), ["n1"], "/mnt/cpfs", FioSettings(runtime_s=30))
+    assert not runs["n1"].write.ok and "2.8 s of 30 s" in runs["n1"].write.error

@@ -10,6 +10,7 @@ from pytest_hpcnet.campaigns.launch import (
     MpirunSpec,
     NcclBenchArgs,
     SrunSpec,
+    expected_run,
     hostfile_text,
     mpirun_argv,
     mpirun_command,
@@ -19,6 +20,8 @@ from pytest_hpcnet.campaigns.launch import (
     template_command,
     write_hostfile_command,
 )
+from pytest_hpcnet.inventory.bench_settings import NcclSettings
+from pytest_hpcnet.probes.nccl import NcclExpected
 
 BENCH = NcclBenchArgs(min_bytes="1M", max_bytes="8G", step_factor=2, iters=50, warmup_iters=10)
 
@@ -121,3 +124,14 @@ def test_template_unknown_field(template):
 def test_no_hosts_is_refused():
     with pytest.raises(ValueError):
         srun_argv(SrunSpec(nodes=(), tasks_per_node=1), BENCH)
+
+
+def test_expected_run_is_what_the_launcher_starts():
+    settings = NcclSettings(gpus_per_node=8, args={"b": "1M", "e": "128M", "g": 1, "c": 1})
+    assert expected_run(settings, 4) == NcclExpected(
+        max_bytes=134217728, ranks=32, nodes=4, validation=True
+    )
+    two_per_process = NcclSettings(gpus_per_node=4, args={"g": 2, "c": 0})
+    assert expected_run(two_per_process, 2) == NcclExpected(
+        max_bytes=8 * 2**30, ranks=16, nodes=2, validation=False
+    )

@@ -6,14 +6,20 @@ import shlex
 
 import pytest
 
+from pytest_hpcnet.campaigns.perftest import options_for, run_round
+from pytest_hpcnet.campaigns.schedule import Pair
+from pytest_hpcnet.inventory.bench_settings import PerftestSettings
 from pytest_hpcnet.probes.perftest import (
     MB_PER_SEC_TO_GBPS,
     PerftestOptions,
     client_command,
+    largest_size,
     parse_bandwidth,
     parse_latency,
     server_command,
 )
+from pytest_hpcnet.transport.fanout import CommandResult
+from tests.corpus import corpus_files
 
 AREA = "perftest"
 
@@ -156,6 +162,7 @@ def test_duration_mode_peak_zero_is_not_reported_as_peak():
     text = (
         " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
         " 65536      4159603          0.00               363.47             0.693268\n"
+        "---------------------------------------------------------------------------------------\n"
     )
     r = parse_bandwidth(text)
     assert r.ok and r.peak_gbps is None and r.avg_gbps == pytest.approx(363.47)
@@ -202,3 +209,96 @@ def test_latency_bare_number_and_zero():
     assert parse_latency("2.404708\n").t_avg_us == pytest.approx(2.404708)
     assert parse_latency("0.000000\n").error.startswith("unparseable output")
     assert parse_latency("-nan\n").error.startswith("unparseable output")
+
+
+# ----------------------------------------------------------------- fail closed
+# Real outputs (tests/fixtures/perftest/PROVENANCE.md) cut where killed runs stop.
+
+
+def test_bw_table_cut_before_the_last_requested_size_is_an_error(fixture_text):
+    text = fixture_text(AREA, "real-dc-roce-bw-all-sizes-cut-after-1MiB.txt")
+    r = parse_bandwidth(text, expected_size=largest_size(PerftestOptions(all_sizes=True)))
+    assert not r.ok and r.avg_gbps is None
+    assert "1048576" in r.error and "8388608" in r.error and "\n" not in r.error
+
+
+def test_bw_table_without_closing_rule_is_an_error_even_without_a_size(fixture_text):
+    r = parse_bandwidth(fixture_text(AREA, "real-dc-roce-bw-all-sizes-cut-after-1MiB.txt"))
+    assert not r.ok and "closing" in r.error
+
+
+def test_bw_duration_run_without_its_footer_is_an_error(fixture_text):
+    r = parse_bandwidth(fixture_text(AREA, "real-bnxt-bw-duration-no-closing-rule.txt"))
+    assert not r.ok and r.error is not None and "65536" in r.error
+
+
+@pytest.mark.parametrize(
+    "name", ["real-cx5-lat-no-closing-rule.txt", "real-a100-lat-all-sizes-cut-after-4096.txt"]
+)
+def test_lat_table_without_closing_rule_is_an_error(fixture_text, name):
+    r = parse_latency(fixture_text(AREA, name))
+    assert not r.ok and r.t_avg_us is None and "closing" in r.error
+
+
+def test_lat_table_cut_before_the_last_requested_size_is_an_error(fixture_text):
+    text = fixture_text(AREA, "real-a100-lat-all-sizes-cut-after-4096.txt")
+    r = parse_latency(text, expected_size=8388608)
+    assert not r.ok and "4096" in r.error and "8388608" in r.error
+
+
+def test_complete_tables_pass_with_their_requested_size():
+    files = {p.name: p for p in corpus_files("ib_write_bw")}
+    files.update({p.name: p for p in corpus_files("ib_write_lat")})
+    assert files, "corpus missing: tests/fixtures/samples"
+    bw = files["dc-cx-roce-client-gbits-all-sizes.txt"].read_text()
+    assert parse_bandwidth(bw, expected_size=8388608).ok
+    single = files["bnxt-re-broadcom-duration-gbits-q3.txt"].read_text()
+    assert parse_bandwidth(single, expected_size=65536).ok
+    assert not parse_bandwidth(single, expected_size=1048576).ok  # -s 1M asked, 64 KiB ran
+    lat = files["a100-cx6-hdr-ib-client-all-sizes-cpufreq.txt"].read_text()
+    assert parse_latency(lat, expected_size=8388608).ok
+
+
+def test_largest_size_asked():
+    assert largest_size(PerftestOptions(all_sizes=True)) == 8388608
+    assert largest_size(PerftestOptions(size=4096)) == 4096
+    assert largest_size(PerftestOptions()) == 65536  # ib_write_bw's default -s
+    assert largest_size(PerftestOptions(binary="ib_write_lat")) == 2
+    assert largest_size(PerftestOptions(extra_args=("--size", "8"))) is None  # not ours to tell
+
+
+def test_terminal_colour_codes_are_stripped_before_parsing():
+    # the escapes `nvidia-smi topo -m` prints (samples/nvidia_smi) around the bnxt row
+    files = {p.name: p for p in corpus_files("ib_write_bw")}
+    assert files, "corpus missing: tests/fixtures/samples"
+    plain = files["bnxt-re-broadcom-duration-gbits-q3.txt"].read_text()
+    row = " 65536      4159603          0.00               363.47             0.693268"
+    assert row in plain
+    coloured = plain.replace(row, "\x1b[4m" + row + "\x1b[0m")
+    r = parse_bandwidth(coloured)
+    assert r.ok and r.avg_gbps == parse_bandwidth(plain).avg_gbps
+
+
+def test_pair_round_holds_the_client_output_to_the_size_it_asked():
+    # perftest_rounds passes largest_size(options): -s 1M asked, the output shows 64 KiB
+    files = {p.name: p for p in corpus_files("ib_write_bw")}
+    assert files, "corpus missing: tests/fixtures/samples"
+    output = files["bnxt-re-broadcom-duration-gbits-q3.txt"].read_text()
+
+    class Fake:
+        def run_on_all(self, command, nodes=None, timeout_s=None, together=False):
+            return {n: CommandResult(n, "cmd", 0, output, "", 1.0, 0.0) for n in nodes}
+
+    pair, addresses = Pair("n1", "n2"), {"n1": "10.0.0.1", "n2": "10.0.0.2"}
+
+    def measured(size: int):
+        settings = PerftestSettings(size=size)
+
+        def side(node: str, port: int) -> PerftestOptions:
+            return options_for(settings, "ib_write_bw", port, "erdma_0", None)
+
+        return run_round(Fake(), [pair], 1, "ib_write_bw", settings, addresses, side)[pair]
+
+    assert measured(65536).value == pytest.approx(363.47)
+    short = measured(1048576)
+    assert short.value is None and "65536 bytes of 1048576 asked" in short.error

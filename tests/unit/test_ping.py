@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 
+from pytest_hpcnet.campaigns.facts import MARK
+from pytest_hpcnet.campaigns.pairs import LATENCY_COUNT, gather_pair_facts
+from pytest_hpcnet.inventory.models import Node, load_inventory
 from pytest_hpcnet.probes import ping
+from pytest_hpcnet.transport.fanout import CommandResult
+from tests.corpus import corpus_files
+
+ROOT = Path(__file__).parents[2]
 
 
 def test_path_mtu_command():
@@ -91,9 +99,14 @@ def test_remote_frag_needed_takes_smallest():
 
 
 def test_explicit_mtu_overrides_header():
-    r = ping.parse_ping("64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=0.1 ms\n")
+    r = ping.parse_ping(
+        "64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=0.1 ms\n\n"
+        "--- 10.0.0.2 ping statistics ---\n"
+        "1 packets transmitted, 1 received, 0% packet loss, time 0ms\n"
+        "rtt min/avg/max/mdev = 0.100/0.100/0.100/0.000 ms\n"
+    )
     assert r.received == 1 and r.packet_size is None
-    assert ping.path_mtu_ok(r, 1400).reason == "1 replies at MTU 1400 with DF set"
+    assert ping.path_mtu_ok(r, 1400).reason == "1 of 1 replies at MTU 1400 with DF set"
 
 
 @pytest.mark.parametrize("text", ["", "garbage", "\x00", "--- x ping statistics ---"])
@@ -119,3 +132,106 @@ def test_loopback_ping_runs_and_parses():
         pytest.skip(f"ping not usable here: {r.error or 'missing'}")
     assert r.packet_size == 1500
     assert r.transmitted == 2
+
+
+# ---------------------------------------------------------------------------
+# fail closed: real outputs cut short (tests/fixtures/ping/PROVENANCE.md)
+
+
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("real-weka-jumbo-cut-after-3-replies.txt", "no statistics"),
+        ("real-weka-jumbo-cut-before-rtt.txt", "no rtt line"),
+        ("real-weka-jumbo-cut-in-summary.txt", "no summary line"),
+    ],
+)
+def test_cut_short_output_is_incomplete_and_fails(fixture_text, name, needle):
+    r = ping.parse_ping(fixture_text("ping", name))
+    assert r.incomplete is not None and needle in r.incomplete
+    verdict = ping.path_mtu_ok(r)
+    assert not verdict and needle in verdict.reason and "\n" not in verdict.reason
+
+
+def test_fewer_sent_than_asked_is_incomplete():
+    files = {p.name: p for p in corpus_files("ip_link_ping")}
+    assert files, "corpus missing: tests/fixtures/samples"
+    text = files["ping-jumbo-8972-success-weka-docs.txt"].read_text()
+    assert ping.path_mtu_ok(ping.parse_ping(text, expected_count=3))
+    r = ping.parse_ping(text, expected_count=10)  # interrupted after 3 of -c 10
+    assert r.incomplete == "3 of 10 probes sent (ping interrupted?)"
+    assert not ping.path_mtu_ok(r)
+
+
+def test_fewer_replies_than_sent_are_counted_and_fail():
+    # hand-written in iputils' format: one DF probe of three lost
+    text = (
+        "PING 10.0.0.2 (10.0.0.2) 8472(8500) bytes of data.\n"
+        "8480 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=0.101 ms\n"
+        "8480 bytes from 10.0.0.2: icmp_seq=3 ttl=64 time=0.099 ms\n"
+        "\n"
+        "--- 10.0.0.2 ping statistics ---\n"
+        "3 packets transmitted, 2 received, 33.3333% packet loss, time 402ms\n"
+        "rtt min/avg/max/mdev = 0.099/0.100/0.101/0.001 ms\n"
+    )
+    r = ping.parse_ping(text, expected_count=3)
+    assert r.incomplete is None and r.lost == 1
+    verdict = ping.path_mtu_ok(r)
+    assert not verdict and verdict.reason.startswith("2 of 3 replies at MTU 8500")
+
+
+def test_terminal_colour_codes_are_stripped_before_parsing():
+    # the escapes `nvidia-smi topo -m` prints (samples/nvidia_smi), here on ping's summary
+    files = {p.name: p for p in corpus_files("ip_link_ping")}
+    assert files, "corpus missing: tests/fixtures/samples"
+    text = files["ping-jumbo-8972-success-weka-docs.txt"].read_text()
+    line = "3 packets transmitted, 3 received, 0% packet loss, time 1999ms"
+    r = ping.parse_ping(text.replace(line, "\x1b[1m" + line + "\x1b[0m"))
+    assert r.has_statistics and (r.transmitted, r.received) == (3, 3)
+
+
+def test_pair_facts_hold_each_ping_to_the_count_it_sent(ssh_home):
+    # pairs.gather_pair_facts passes the -c it used: a ping stopped after 3 of the
+    # latency run's LATENCY_COUNT probes is incomplete, not a latency
+    files = {p.name: p for p in corpus_files("ip_link_ping")}
+    assert files, "corpus missing: tests/fixtures/samples"
+    three = files["ping-jumbo-8972-success-weka-docs.txt"].read_text()
+    probed = "".join(
+        f"{MARK} begin {name}\n{three}\n{MARK} end {name} 0\n" for name in ("path_mtu", "latency")
+    )
+
+    class Fake:
+        def run_on_all(self, command, nodes=None, timeout_s=None, together=False):
+            return {n: CommandResult(n, "cmd", 0, probed, "", 1.0, 0.0) for n in nodes}
+
+    expect = load_inventory(ROOT / "inventories" / "example.yaml").expect
+    nodes = {n: Node(name=n, host=n) for n in ("a", "b")}
+    facts, _ = gather_pair_facts(Fake(), nodes, {"a": "a", "b": "b"}, [("a", "b")], expect)
+    assert LATENCY_COUNT > 3 and ping.PATH_MTU_COUNT == 3
+    assert facts[("a", "b")].path_mtu.incomplete is None
+    sent = f"3 of {LATENCY_COUNT} probes sent (ping interrupted?)"
+    assert facts[("a", "b")].latency.incomplete == sent
+
+
+def test_latency_replies_are_counted_honestly(fixture_text):
+    # what test_icmp_latency asks before it judges RTTs (suites/test_tuning.py)
+    files = {p.name: p for p in corpus_files("ip_link_ping")}
+    assert files, "corpus missing: tests/fixtures/samples"
+    whole = files["ping-jumbo-8972-success-weka-docs.txt"].read_text()
+    assert ping.replies_ok(ping.parse_ping(whole, expected_count=3)).reason == "3 of 3 replies"
+    stopped = ping.replies_ok(ping.parse_ping(whole, expected_count=5))
+    assert not stopped and stopped.reason.startswith("3 of 5 probes sent")
+    cut_text = fixture_text("ping", "real-weka-jumbo-cut-before-rtt.txt")
+    cut = ping.replies_ok(ping.parse_ping(cut_text))
+    assert not cut and "no rtt line" in cut.reason
+    lossy = ping.parse_ping(
+        "PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.\n"
+        "64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=0.101 ms\n\n"
+        "--- 10.0.0.2 ping statistics ---\n"
+        "2 packets transmitted, 1 received, 50% packet loss, time 201ms\n"
+        "rtt min/avg/max/mdev = 0.101/0.101/0.101/0.000 ms\n"
+    )
+    assert ping.replies_ok(lossy).reason == "1 of 2 replies (1 lost)"
+    assert ping.replies_ok(ping.parse_ping("ping: node-9: Name or service not known")).reason == (
+        "ping failed: ping: node-9: Name or service not known"
+    )

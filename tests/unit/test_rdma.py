@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from pytest_hpcnet.probes import rdma, rdma_parsers
+from tests.corpus import corpus_files
 
 
 def test_two_erdma_devices(fixture_text):
@@ -242,3 +243,48 @@ def test_commands_run_in_sh_without_the_tools():
     assert module.loaded is not None
     compat = rdma.parse_compat_mode(_sh(rdma.compat_mode_command()))
     assert compat.raw is not None or compat.problems
+
+
+# ---------------------------------------------------------------------------
+# fail closed: real outputs cut inside a device block (tests/fixtures/rdma/PROVENANCE.md)
+
+
+@pytest.mark.parametrize(
+    ("parse", "name", "device", "needle"),
+    [
+        # the cut hides mlx4_1's port 2, which is PORT_DOWN in the real output
+        ("parse_ibv_devinfo", "real-heioy-mlx4-cut-after-port-1.txt", "mlx4_1", "2 ports"),
+        ("parse_ibv_devinfo", "real-erdma-h20-cut-before-port.txt", "erdma_0", "no port"),
+        ("parse_ibv_devinfo", "real-erdma-h20-cut-in-state.txt", "erdma_0", "PORT_AC"),
+        ("parse_rdma_link", "real-gx10-rdma-link-cut-in-last-line.txt", "roceP2p1s0f1", "state"),
+        ("parse_ibstat", "real-kaust-ibstat-cut-after-physical-state.txt", "mlx5_0", "link"),
+    ],
+)
+def test_truncated_device_block_is_incomplete(fixture_text, parse, name, device, needle):
+    result = getattr(rdma_parsers, parse)(fixture_text("rdma", name))
+    assert result.incomplete is not None and "\n" not in result.incomplete
+    assert result.incomplete.startswith(device + ":") and needle in result.incomplete
+    assert result.device(device).truncated is not None
+
+
+def test_whole_samples_are_not_incomplete(fixture_text):
+    for name, parse in (
+        ("erdma-two-devices.txt", rdma_parsers.parse_ibv_devinfo),
+        ("erdma-mac-named-verbose.txt", rdma_parsers.parse_ibv_devinfo),
+        ("ibstat-two-ports.txt", rdma_parsers.parse_ibstat),
+        ("rdma-link-erdma.txt", rdma_parsers.parse_rdma_link),
+        ("rdma-link-erdma.json", rdma_parsers.parse_rdma_link),
+    ):
+        result = parse(fixture_text("rdma", name))
+        assert result.devices and result.incomplete is None, name
+
+
+def test_terminal_colour_codes_are_stripped_before_parsing():
+    # the escapes `nvidia-smi topo -m` prints (samples/nvidia_smi), here around a state
+    files = {p.name: p for p in corpus_files("ibv_devinfo")}
+    assert files, "corpus missing: tests/fixtures/samples"
+    text = files["erdma-h20-stepmesh-pr32-erdma_0-block.txt"].read_text()
+    coloured = text.replace("PORT_ACTIVE (4)", "\x1b[32mPORT_ACTIVE (4)\x1b[0m")
+    assert coloured != text
+    result = rdma_parsers.parse_ibv_devinfo(coloured)
+    assert result.device("erdma_0").port(1).state == "ACTIVE" and not result.problems

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The operator's path, as the README's "Running it on a real cluster" tells it, against the lab:
+# a wheel built and installed into a fresh venv with [cloud] (the README's commands), and once
+# more into a venv with the runtime dependencies only (no test extras, no pytest-xdist). In
+# each: an unrelated project's tests still pass with the plugin installed, a bad inventory is
+# exit 4 with one line, and `pytest --inventory lab.yaml` from an empty folder runs the shipped
+# suites and writes a certificate. Then a site's own check beside the shipped suites.
+# Run as root after scripts/install.sh (it needs the lab's Debian packages). CI runs it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+checkout=$PWD
+work=$(mktemp -d /tmp/hpcnet-user-path.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+step() { printf '\nuser path: %s\n' "$*"; }
+fail() { printf 'user path FAILED: %s\n' "$*" >&2; exit 1; }
+
+step "build the wheel with the venv's pip (the README's commands)"
+python3 -m venv "$work/venv-cloud"
+"$work/venv-cloud/bin/pip" -q wheel --no-deps -w "$work/dist" "$checkout" >/dev/null
+wheel=$(ls "$work"/dist/pytest_hpcnet-*.whl)
+echo "$wheel"
+
+# an unrelated project: one test, no inventory anywhere
+mkdir -p "$work/unrelated"
+printf 'def test_unrelated():\n    assert 1 + 1 == 2\n' > "$work/unrelated/test_unrelated.py"
+# an inventory whose key file is missing: exit 4, one line naming the key and the path
+cat > "$work/bad.yaml" <<'YAML'
+cluster: {name: bad, region: cn-lab}
+ssh: {identity_file: /nonexistent/id_ed25519}
+nodes:
+  - {name: node01, host: 198.18.0.11}
+YAML
+# a site's own check, to run beside the shipped suites
+mkdir -p "$work/site_checks"
+cat > "$work/site_checks/test_site.py" <<'PY'
+import pytest
+
+
+@pytest.mark.static
+@pytest.mark.check("site_kernel", "Kernel answers")
+def test_kernel_release(cluster, node, check):
+    result = cluster.run(node, "uname -r", recorder=check)
+    assert result.ok and result.stdout.strip(), f"{node.name}: uname -r failed"
+PY
+
+check_venv() {  # $1: venv (made if missing); $2: pip requirement
+  local venv=$1 status=0 out
+  step "install $2 into $(basename "$venv")"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" -q install "$2" >/dev/null
+  if "$venv/bin/python" -c "import xdist" 2>/dev/null; then fail "pytest-xdist came with $2"; fi
+  if "$venv/bin/python" -c "import hypothesis" 2>/dev/null; then fail "test extras came with $2"; fi
+
+  step "an unrelated project's tests pass with the plugin installed"
+  (cd "$work/unrelated" && "$venv/bin/pytest" -q -p no:cacheprovider) || fail "unrelated project"
+
+  step "a bad inventory is exit 4 with one line"
+  out=$(cd "$work/unrelated" && "$venv/bin/pytest" --inventory "$work/bad.yaml" 2>&1) || status=$?
+  echo "$out"
+  [ "$status" -eq 4 ] || fail "bad inventory gave exit $status, not 4"
+  grep -q "ssh.identity_file: /nonexistent/id_ed25519: no such file" <<<"$out" || fail "message"
+  if grep -q Traceback <<<"$out"; then fail "traceback on a user mistake"; fi
+}
+
+lab_run() {  # $1: venv; from an empty folder, as the README says
+  local venv=$1 folder status=0 run
+  folder="$work/empty-$(basename "$1")"
+  step "pytest --inventory lab.yaml from an empty folder ($(basename "$venv"))"
+  mkdir -p "$folder"
+  (cd "$folder" && "$venv/bin/pytest" --inventory "$work/lab.yaml" -p no:cacheprovider) \
+    | tail -n 9 || status=$?
+  run=$(ls -d "$folder"/reports/*/ 2>/dev/null | head -n 1)
+  [ -n "$run" ] && [ -s "$run/certificate.html" ] || fail "no certificate under $folder/reports"
+  [ "$status" -eq 0 ] || fail "the lab run exited $status"
+  echo "certificate: ${run}certificate.html"
+}
+
+check_venv "$work/venv-cloud" "$wheel[cloud]"
+check_venv "$work/venv" "$wheel"
+
+exec 9>/run/hpcnet-lab.lock
+flock 9  # one lab per host: wait for any lab test session
+trap '"$work/venv/bin/hpcnet" lab down --state-dir "$work/lab-state" >/dev/null; rm -rf "$work"' EXIT
+"$work/venv/bin/hpcnet" lab up --nodes 4 --state-dir "$work/lab-state" \
+  --inventory "$work/lab.yaml" >/dev/null
+lab_run "$work/venv-cloud"
+lab_run "$work/venv"
+
+step "a site's own check beside the shipped suites (--pyargs pytest_hpcnet.suites site_checks/)"
+status=0
+out=$(cd "$work" && "$work/venv/bin/pytest" --inventory "$work/lab.yaml" -p no:cacheprovider \
+  -m static --reports-dir "$work/site-reports" --pyargs pytest_hpcnet.suites site_checks/ 2>&1) \
+  || status=$?
+grep -E "^(checks|verdict): " <<<"$out" || true
+[ "$status" -eq 0 ] && grep -q "^verdict: ACCEPTED" <<<"$out" || fail "$(tail -n 30 <<<"$out")"
+grep -Eq '"check_id": ?"site_kernel"' "$work"/site-reports/*/evidence.jsonl || fail "no site evidence"
+step "passed"
