@@ -10,6 +10,7 @@ import contextlib
 import shutil
 from collections import Counter
 from datetime import date, datetime
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,8 @@ from pytest_hpcnet.campaigns.perftest import planned_rounds
 from pytest_hpcnet.campaigns.progress import LOG, PREFIX, Reporter, silent
 from pytest_hpcnet.campaigns.schedule import ring_pairs
 from pytest_hpcnet.inventory.models import Inventory, InventoryError, Node, load_inventory
-from pytest_hpcnet.report.baseline import Baseline, compare_to_baseline, load_baseline
+from pytest_hpcnet.report.baseline import Baseline, load_baseline, record_regressions
 from pytest_hpcnet.report.evidence import (
-    CheckRecord,
     EvidenceBundle,
     new_run_id,
     utc_now,
@@ -32,13 +32,12 @@ from pytest_hpcnet.report.html_report import add_environment, environment_rows, 
 from pytest_hpcnet.report.recording import (
     Check,
     attach,
-    classify,
+    decide,
     detach,
-    find_waiver,
     show_verdict,
     subject_of,
 )
-from pytest_hpcnet.report.verdict import check_verdict, run_date
+from pytest_hpcnet.report.verdict import run_date
 from pytest_hpcnet.requirements.registry import title
 from pytest_hpcnet.transport.fanout import NodeUnreachable, Transport
 
@@ -106,32 +105,21 @@ class HpcnetState:
         decisive = report.when == "call" or (report.when == "setup" and not report.passed)
         if check is None or not decisive or self.inventory is None:
             return
-        verdict, message = classify(report, call.excinfo)
-        waiver = find_waiver(self.inventory.waivers, check.check_id, check.subject)
-        record = check.record(verdict, message, waiver)
-        if self.baseline is not None and verdict == "pass":
-            regressions = self._regressions(record)
-            if regressions:
-                verdict, message = "fail", "; ".join(r.describe() for r in regressions)
-        # The one decision (report.verdict), on the run's UTC date: what the evidence, the
-        # terminal, JUnit and the certificate all show.
-        verdict = check_verdict(verdict, waiver, self.run_date)
-        record.update(verdict=verdict, message=message)
+        regressions = None
+        if self.baseline is not None:
+            expect = self.inventory.expect
+            regressions = partial(record_regressions, baseline=self.baseline, expect=expect)
+        # The one decision (report.verdict, on the run's UTC date): the evidence, the terminal,
+        # JUnit and the certificate all show it.
+        record, waiver = decide(
+            check, report, call.excinfo, self.inventory.waivers, self.run_date, regressions
+        )
+        verdict, message = record["verdict"], record["message"]
         show_verdict(report, verdict, message, waiver)
         if verdict == "fail" and item.config.option.tbstyle == "auto":
             report.longrepr = f"{_failing_line(item, call)}: {message}"  # the criterion, one line
         attach(report, record, check.unreachable)
         html_extras(report, record)
-
-    def _regressions(self, record: dict) -> list:
-        """Compare one record's numbers with the baseline; the deltas land in the record."""
-        checked = CheckRecord.model_validate(record)
-        expect = self.inventory.expect
-        found = compare_to_baseline(
-            [checked], self.baseline, expect.regression_tolerance, expect.regression_tolerances
-        )
-        record["measured"] = [m.model_dump(mode="json") for m in checked.measured]
-        return found
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Count outcomes; the controller appends each check's record to the evidence."""

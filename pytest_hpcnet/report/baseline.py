@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.report.evidence import EVIDENCE_FILE, SUMMARY_FILE, CheckRecord, read_records
 
 MetricKey = tuple[str, str, str]  # (check_id, measurement name, subject)
@@ -133,3 +134,15 @@ def compare_to_baseline(
                     )
                 )
     return regressions
+
+
+def record_regressions(
+    record: dict, baseline: Baseline, expect: Expectations
+) -> list[Regression]:
+    """Compare one check record's numbers with the baseline; the deltas land in the record."""
+    checked = CheckRecord.model_validate(record)
+    found = compare_to_baseline(
+        [checked], baseline, expect.regression_tolerance, expect.regression_tolerances
+    )
+    record["measured"] = [m.model_dump(mode="json") for m in checked.measured]
+    return found

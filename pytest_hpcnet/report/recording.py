@@ -9,13 +9,15 @@ controller appends it to the evidence bundle.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import date, datetime, timezone
 from typing import Any
 
 import pytest
 
 from pytest_hpcnet.inventory.models import Waiver
 from pytest_hpcnet.report.evidence import EvidenceBundle
+from pytest_hpcnet.report.verdict import check_verdict
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable
 
 RECORD_ATTR = "hpcnet_record"
@@ -150,6 +152,27 @@ def classify(report: pytest.TestReport, excinfo: pytest.ExceptionInfo | None) ->
     if isinstance(exc, (AssertionError, pytest.fail.Exception)) and report.when == "call":
         return "fail", first
     return "error", f"{type(exc).__name__}: {first}"
+
+
+def decide(
+    check: Check,
+    report: pytest.TestReport,
+    excinfo: pytest.ExceptionInfo | None,
+    waivers: list[Waiver],
+    run_date: date,
+    regressions: Callable[[dict[str, Any]], list] | None = None,
+) -> tuple[dict[str, Any], Waiver | None]:
+    """The check's record with its one verdict: the report classified, a pass failed by a
+    baseline regression, then the waiver judged on the run's date (`verdict.check_verdict`)."""
+    verdict, message = classify(report, excinfo)
+    waiver = find_waiver(waivers, check.check_id, check.subject)
+    record = check.record(verdict, message, waiver)
+    if regressions is not None and verdict == "pass":
+        found = regressions(record)
+        if found:
+            verdict, message = "fail", "; ".join(r.describe() for r in found)
+    record.update(verdict=check_verdict(verdict, waiver, run_date), message=message)
+    return record, waiver
 
 
 def show_verdict(
