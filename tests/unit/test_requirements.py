@@ -11,6 +11,8 @@ from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.report.certificate_rows import DEFAULT_REQUIREMENTS
 from pytest_hpcnet.requirements import registry
 
+pytest_plugins = ["pytester"]
+
 SUITES = Path(registry.__file__).resolve().parents[1] / "suites"
 
 
@@ -61,3 +63,29 @@ def test_expectation_keys_exist():
 def test_unregistered_check_keeps_its_id_as_title():
     assert registry.title("site_specific") == "site_specific"
     assert registry.title("nccl_busbw") == "NCCL bus bandwidth"
+
+
+def test_terminal_summary_names_failing_requirements_by_registry_title(
+    pytester: pytest.Pytester,
+):
+    pytester.makefile(
+        ".yaml",
+        inv='cluster: {name: unit, region: cn-test}\nnodes:\n  - {name: n1, host: 198.18.0.201}\n',
+    )
+    pytester.makepyfile(
+        test_suite="""\
+from pytest_hpcnet.requirements.registry import mark
+
+@mark("mtu")
+def test_mtu(check):
+    assert False, "n1: mtu 1500"
+
+@mark("erdma")
+def test_erdma(check):
+    pass
+"""
+    )
+    result = pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", "r")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["  Jumbo MTU (mtu): 1 failed or errored"])
+    assert "eRDMA devices (erdma)" not in result.stdout.str()
