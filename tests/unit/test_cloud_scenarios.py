@@ -14,7 +14,7 @@ from alibabacloud_credentials.client import Client as CredentialClient
 from alibabacloud_credentials.models import Config as CredentialConfig
 
 from pytest_hpcnet.bench_settings import CloudSettings
-from pytest_hpcnet.cloud import audit, secgroup
+from pytest_hpcnet.cloud import audit, nacl, secgroup
 from pytest_hpcnet.cloud.fake import CloudWorld, FakeAliyun, instance_item, permission
 from pytest_hpcnet.cloud.rules import (
     Direction,
@@ -216,6 +216,12 @@ def test_scenario5_network_acl_entries_with_prefix_lists_and_ipv6():
     first, second = acl.ingress_entries
     assert first.prefix_list_id == "pl-bastions" and first.cidr is None
     assert second.cidr.version == 6
+    lists = {"pl-bastions": ["10.0.9.0/24"]}
+    ssh = Flow("10.0.9.5", "10.0.2.2", "TCP", 22)
+    decision = nacl.evaluate_flow(ssh, None, "vsw-b", [acl], prefix_lists=lists)
+    assert not decision.accepted and "pl-bastions" in str(decision)
+    v6 = Flow("2001:db8::5", "2001:db8::6", "TCP", 22)
+    assert nacl.evaluate_flow(v6, None, "vsw-b", [acl], prefix_lists=lists).accepted
 
 
 # 6 -----------------------------------------------------------------------------------------
@@ -231,7 +237,9 @@ def test_scenario6_every_interface_is_audited_and_an_eri_in_another_group_is_cau
             "Type": "Secondary",
             "NetworkInterfaceTrafficMode": "HighPerformance",
             "PrimaryIpAddress": "10.0.1.102",
-            "PrivateIpSets": {"PrivateIpSet": [{"PrivateIpAddress": "10.0.1.102", "Primary": True}]},
+            "PrivateIpSets": {
+                "PrivateIpSet": [{"PrivateIpAddress": "10.0.1.102", "Primary": True}]
+            },
             "SecurityGroupIds": {"SecurityGroupId": ["sg-eri"]},
             "VSwitchId": "vsw-a",
             "VpcId": "vpc-1",
@@ -243,7 +251,9 @@ def test_scenario6_every_interface_is_audited_and_an_eri_in_another_group_is_cau
             "Type": "Secondary",
             "NetworkInterfaceTrafficMode": "HighPerformance",
             "PrimaryIpAddress": "10.0.1.101",
-            "PrivateIpSets": {"PrivateIpSet": [{"PrivateIpAddress": "10.0.1.101", "Primary": True}]},
+            "PrivateIpSets": {
+                "PrivateIpSet": [{"PrivateIpAddress": "10.0.1.101", "Primary": True}]
+            },
             "SecurityGroupIds": {"SecurityGroupId": ["sg-gpu"]},
             "VSwitchId": "vsw-a",
             "VpcId": "vpc-1",
