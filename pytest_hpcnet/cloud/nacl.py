@@ -117,9 +117,7 @@ def _matches_ignoring_port(
     if entry.protocol is not Protocol.ALL and entry.protocol is not flow.protocol:
         return False
     peer = flow.src_ip if entry.direction is Direction.INGRESS else flow.dst_ip
-    return any(
-        network_contains(network, peer) for network in _entry_networks(entry, prefix_lists)
-    )
+    return any(network_contains(network, peer) for network in _entry_networks(entry, prefix_lists))
 
 
 def entry_matches(
