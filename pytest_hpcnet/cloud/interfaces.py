@@ -67,7 +67,7 @@ def interface_from_api(item: Mapping[str, Any]) -> NetworkInterface:
     interface_id = str(item.get("NetworkInterfaceId") or "").strip()
     if not interface_id:
         raise CloudModelError("network interface without NetworkInterfaceId")
-    primary_ip = str(item.get("PrimaryIpAddress") or "").strip()
+    primary_ip = str(item.get("PrivateIpAddress") or "").strip()
     ips = [primary_ip] if primary_ip else []
     for entry in _list(item.get("PrivateIpSets"), "PrivateIpSet"):
         address = str(entry.get("PrivateIpAddress") or "").strip()
@@ -78,7 +78,7 @@ def interface_from_api(item: Mapping[str, Any]) -> NetworkInterface:
         for entry in _list(item.get("Ipv6Sets"), "Ipv6Set")
         if entry.get("Ipv6Address")
     ]
-    card = item.get("NetworkCardIndex")
+    card = (item.get("Attachment") or {}).get("NetworkCardIndex")
     return NetworkInterface(
         interface_id=interface_id,
         instance_id=item.get("InstanceId") or None,

@@ -236,7 +236,7 @@ def test_scenario6_every_interface_is_audited_and_an_eri_in_another_group_is_cau
             "InstanceId": "i-gpu2",
             "Type": "Secondary",
             "NetworkInterfaceTrafficMode": "HighPerformance",
-            "PrimaryIpAddress": "10.0.1.102",
+            "PrivateIpAddress": "10.0.1.102",
             "PrivateIpSets": {
                 "PrivateIpSet": [{"PrivateIpAddress": "10.0.1.102", "Primary": True}]
             },
@@ -250,7 +250,7 @@ def test_scenario6_every_interface_is_audited_and_an_eri_in_another_group_is_cau
             "InstanceId": "i-gpu1",
             "Type": "Secondary",
             "NetworkInterfaceTrafficMode": "HighPerformance",
-            "PrimaryIpAddress": "10.0.1.101",
+            "PrivateIpAddress": "10.0.1.101",
             "PrivateIpSets": {
                 "PrivateIpSet": [{"PrivateIpAddress": "10.0.1.101", "Primary": True}]
             },
