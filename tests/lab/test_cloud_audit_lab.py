@@ -278,11 +278,18 @@ def test_eri_in_another_group_than_its_primary_eni_is_caught(
     assert code == 1
     bad = failing(records)
     assert {r["check_id"] for r in bad} == {"cloud_audit"}, bad
-    (denied,) = bad
-    assert "test_required_ports_accepted_by_control_plane" in denied["nodeid"]
+    # The required flows node01->node02 and the listed must-allow flow node01->node02 tcp/22
+    # both fail on the ERI pair, and on nothing else.
+    assert sorted(r["nodeid"].split("::")[-1].split("[")[0] for r in bad) == [
+        "test_listed_flows_enforced_by_control_plane",
+        "test_required_ports_accepted_by_control_plane",
+    ], [r["nodeid"] for r in bad]
+    (denied,) = [r for r in bad if "test_required_ports_accepted" in r["nodeid"]]
     assert denied["subject"] == "node01->node02"
-    message = denied["message"]
-    assert "eni-eri-node02" in message and "default ingress deny (basic security group)" in message
-    assert "eni-i-lab" not in message  # the primary ENIs are fine
+    for record in bad:
+        message = record["message"]
+        assert "eni-eri-node02" in message, message
+        assert "default ingress deny (basic security group)" in message
+        assert "eni-i-lab" not in message  # the primary ENIs are fine
     assert fake_cloud.calls("DescribeNetworkInterfaces")
     assert_no_secret(tmp_path / "reports")
