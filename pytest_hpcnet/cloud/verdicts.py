@@ -119,8 +119,19 @@ class PortDecision:
         denials = [f"security group {text}" for d, text in sides if not d.accepted]
         denials += [f"network ACL {text}" for d, text in acl_sides if not d.accepted]
         if reply is not None and not reply.accepted:
-            denials.append(f"network ACL {reply}")
+            denials.append(f"network ACL {_reply_text(reply)}")
         return "denied by " + "; ".join(denials)
+
+
+def _reply_text(reply: nacl.ReplyDecision) -> str:
+    """The denied reply, without the server port (it holds for the whole piece)."""
+    flow = reply.flow
+    low, high = reply.ephemeral_ports or (0, 0)
+    return (
+        f"reply {flow.protocol.value} {flow.dst_ip} -> {flow.src_ip} to client ports "
+        f"{low}-{high} denied (egress {list(reply.denied_egress)}, "
+        f"ingress {list(reply.denied_ingress)})"
+    )
 
 
 def _ports_text(ports: PortInterval) -> str:

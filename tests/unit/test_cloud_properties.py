@@ -17,10 +17,12 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_hpcnet.cloud import nacl, secgroup
+from pytest_hpcnet.cloud import nacl, secgroup, verdicts
+from pytest_hpcnet.cloud.plane import ControlPlane
 from pytest_hpcnet.cloud.rules import (
     Direction,
     Flow,
+    PortRange,
     network_acl_from_api,
     security_group_from_api,
 )
@@ -396,3 +398,39 @@ def test_reply_range_is_consistent_with_single_client_ports(
     }
     assert single.accepted is (client_port not in blocked)
     assert ranged.accepted is (not blocked)
+
+
+# -- port ranges judged piece by piece -----------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    bodies=group_bodies(),
+    acl_body=acl_bodies("nacl-d", "vsw-d"),
+    protocol=st.sampled_from(["tcp", "udp"]),
+    low=st.integers(min_value=1, max_value=MAX_TEST_PORT),
+    span=st.integers(min_value=0, max_value=MAX_TEST_PORT),
+    src=st.sampled_from(ADDRESSES),
+    dst=st.sampled_from(ADDRESSES),
+)
+def test_range_verdict_agrees_with_port_by_port_evaluation(
+    bodies, acl_body, protocol, low, span, src, dst
+):
+    plane = ControlPlane(
+        "cn-test",
+        {},
+        groups={body["SecurityGroupId"]: parse_group(body) for body in bodies},
+        acls=(network_acl_from_api(acl_body),),
+        prefix_lists={k: tuple(v) for k, v in PREFIX_LISTS.items()},
+        port_lists={k: tuple(PortRange.parse(r) for r in v) for k, v in PORT_LISTS.items()},
+    )
+    source = verdicts.Endpoint("a", src, frozenset({"sg-a"}), "vsw-s")
+    target = verdicts.Endpoint("b", dst, frozenset({"sg-b", "sg-c"}), "vsw-d")
+    pieces = verdicts.judge_range(plane, source, target, protocol, (low, low + span))
+    assert pieces[0].ports[0] == low and pieces[-1].ports[1] == low + span
+    assert all(a.ports[1] + 1 == b.ports[0] for a, b in itertools.pairwise(pieces))
+    by_port = {p: piece for piece in pieces for p in range(piece.ports[0], piece.ports[1] + 1)}
+    for port in range(low, low + span + 1):
+        (single,) = verdicts.judge_range(plane, source, target, protocol, (port, port))
+        assert single.accepted is by_port[port].accepted, (port, single, by_port[port])
+        assert single.deciding() == by_port[port].deciding()
