@@ -210,13 +210,31 @@ def not_accepted(verdicts: Iterable[FlowVerdict]) -> list[str]:
 # -- evaluation ----------------------------------------------------------------------------
 
 
-def _cuts(plane: ControlPlane, low: int, high: int) -> list[PortInterval]:
-    """[low, high] cut where any rule, port list or ACL entry range starts or ends."""
+def _cuts(
+    plane: ControlPlane, source: Endpoint, target: Endpoint, low: int, high: int
+) -> list[PortInterval]:
+    """[low, high] cut where a range that can judge this pair starts or ends: the rules of
+    both ends' groups, the port lists they name, the ACLs of both ends' vSwitches."""
     points = {low, high + 1}
-    ranges = [rule.port_range for g in plane.groups.values() for rule in g.rules]
-    ranges += [r for port_list in plane.port_lists.values() for r in port_list]
+    rules = [
+        rule
+        for group_id in sorted(source.groups | target.groups)
+        if group_id in plane.groups
+        for rule in plane.groups[group_id].rules
+    ]
+    ranges = [rule.port_range for rule in rules]
     ranges += [
-        e.port_range for acl in plane.acls for e in (*acl.ingress_entries, *acl.egress_entries)
+        r
+        for rule in rules
+        if rule.port_range_list_id
+        for r in plane.port_lists.get(rule.port_range_list_id, ())
+    ]
+    vswitches = {source.vswitch_id, target.vswitch_id}
+    ranges += [
+        entry.port_range
+        for acl in plane.acls
+        if vswitches & set(acl.vswitch_ids)
+        for entry in (*acl.ingress_entries, *acl.egress_entries)
     ]
     for port_range in ranges:
         first, last = port_range.bounds()
@@ -287,7 +305,10 @@ def judge_range(
     if not MIN_PORT <= low <= high <= MAX_PORT:
         raise ValueError(f"port interval {ports} is out of 1..65535 or reversed")
     return _merge(
-        [_judge(plane, source, target, proto, piece) for piece in _cuts(plane, low, high)]
+        [
+            _judge(plane, source, target, proto, piece)
+            for piece in _cuts(plane, source, target, low, high)
+        ]
     )
 
 

@@ -273,6 +273,18 @@ def test_eri_in_another_group_than_its_primary_eni_is_caught(
                 network_card_index=1,
             )
         )
+    # The must-deny flow node02->node01 tcp/2323 holds between the ERIs too.
+    world.security_groups[GROUP]["Permissions"].append(
+        permission(
+            "ingress",
+            "TCP",
+            "2323/2323",
+            "198.18.0.212/32",
+            policy="Drop",
+            priority=5,
+            local_cidr="198.18.0.211/32",
+        )
+    )
     cloud_env(True)
     code, records = run_static(cloud_inventory, tmp_path / "reports")
     assert code == 1
