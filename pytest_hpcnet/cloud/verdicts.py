@@ -410,15 +410,15 @@ def cross_check(
     """One line naming both facts when the control plane and the data-plane probe disagree;
     None when they agree or the probe cannot say (not tried, no listener).
 
-    The probe's `addresses` (source, target) pick the interface pair it crossed; without
-    them the primary ENIs. An address on no interface the cloud lists is a finding.
+    The probe's `addresses` (source, target) pick the interface pair it crossed; when one
+    is not known, the primary ENIs. An address on no interface the cloud lists is a finding.
     """
     if probe is None or verdict.unknown is not None:
         return None
     src_address, dst_address = addresses
 
     def crossed(decision: PortDecision) -> bool:
-        if src_address is None and dst_address is None:
+        if src_address is None or dst_address is None:
             interfaces = (decision.source.interface, decision.target.interface)
             return all(i is not None and i.role == "primary" for i in interfaces)
         return (decision.source.address, decision.target.address) == addresses

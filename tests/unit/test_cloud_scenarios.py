@@ -23,6 +23,7 @@ from pytest_hpcnet.cloud.rules import (
     security_group_from_api,
 )
 from pytest_hpcnet.expectations import Expectations
+from pytest_hpcnet.probes.ports import Reachability
 from pytest_hpcnet.redact import clear_secrets
 
 REGION = "cn-hangzhou"
@@ -85,6 +86,18 @@ def test_scenario1_enterprise_group_type_comes_from_describe_security_groups():
     decision = audit.port_decision(plane, "gpu1", "gpu2", "tcp", 22)
     assert not decision.accepted
     assert "default egress deny (enterprise security group)" in str(decision)
+
+    w.add_group("sg-gpu", [], inner_access_policy="Accept", group_type="enterprise")
+    plane = gather(w)
+    decision = audit.port_decision(plane, "gpu1", "gpu2", "tcp", 22)
+    assert decision.denied and "inner access" not in str(decision)  # no intra-group access
+    assert "default ingress deny (enterprise security group)" in str(decision)
+
+    w.add_group("sg-basic", [])
+    w.instances[1]["SecurityGroupIds"]["SecurityGroupId"].append("sg-basic")
+    decision = audit.port_decision(gather(w), "gpu1", "gpu2", "tcp", 22)
+    assert not decision.accepted and not decision.denied  # undetermined, never open
+    assert "basic and enterprise security groups mixed" in decision.unknown
 
 
 # 2 -----------------------------------------------------------------------------------------
@@ -265,6 +278,13 @@ def test_scenario6_every_interface_is_audited_and_an_eri_in_another_group_is_cau
     assert not decision.accepted
     text = str(decision)
     assert "eni-eri2" in text and "default ingress deny" in text
+    # The probe cross-check compares the interface pair the probe crossed.
+    opened = Reachability("tcp", 29500, "open")
+    assert audit.cross_check(decision, opened, addresses=("10.0.1.1", "10.0.1.2")) is None
+    found = audit.cross_check(decision, opened, addresses=("10.0.1.101", "10.0.1.102"))
+    assert found and "eni-eri2" in found and "data plane: tcp/29500 open" in found
+    lost = audit.cross_check(decision, opened, addresses=("10.0.1.1", "10.9.9.9"))
+    assert lost and "on no pair of interfaces" in lost
 
 
 # 7 -----------------------------------------------------------------------------------------
