@@ -121,6 +121,17 @@ def _resolve_port_ranges(
     ]
 
 
+def _source_port_matches(rule: SecurityGroupRule, flow: Flow) -> bool:
+    """`SourcePortRange` of a quintuple rule against the flow's client port. An unknown
+    client port could be any: it matches a Drop rule and never an Accept rule, so an
+    unknown never opens a port."""
+    if rule.source_port_range.is_all:
+        return True
+    if flow.src_port is None:
+        return rule.policy is Policy.DROP
+    return rule.source_port_range.contains(flow.src_port)
+
+
 def _peer_and_local(
     rule: SecurityGroupRule, flow: Flow
 ) -> tuple[IpAddress, frozenset[str], IpAddress]:
@@ -148,7 +159,7 @@ def rule_matches(
         ranges = _resolve_port_ranges(rule, port_range_lists)
         if not any(port_range.contains(flow.dst_port) for port_range in ranges):
             return False
-        if not rule.source_port_range.is_all and not rule.source_port_range.contains(flow.src_port):
+        if not _source_port_matches(rule, flow):
             return False
     peer_ip, peer_groups, local_ip = _peer_and_local(rule, flow)
     peer = rule.effective_peer()
