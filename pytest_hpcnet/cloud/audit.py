@@ -1,14 +1,16 @@
 """The control-plane audit: what the cloud's rules say about the cluster's traffic.
 
 `snapshot(cluster)` reads, once per session, the nodes' ECS instances (matched by the
-instance id their metadata service gives, else by private IP), their instance types'
-`EriQuantity`, every security group of those instances and the network ACLs (the
-inventory's `cloud.network_acl_ids`, else those bound to the nodes' vSwitches). The
-functions below judge that `ControlPlane` without further calls: `port_decision` and
-`flow_decision` give both layers' verdict (security groups, stateful; network ACLs,
-stateless, reply included) with the deciding rule or entry, `cross_check` compares it
-with the data-plane probe, `eri_supported` says whether a node's type has eRDMA.
+instance id their metadata service gives, else by private IP), every network interface of
+those instances (primary and secondary ENIs, ERIs), their instance types' `EriQuantity`,
+every security group of those interfaces with its type, the prefix lists and port lists
+their rules and the ACL entries name, and the network ACLs (the inventory's
+`cloud.network_acl_ids`, else those bound to the interfaces' vSwitches). `verdicts` judges
+that `ControlPlane` without further calls; its functions are re-exported here.
+`eri_supported` says whether a node's type has eRDMA.
 
+Anything that cannot be read (a deleted group, an unreadable list, a malformed rule) is
+kept with its reason and makes the verdicts that need it undetermined, never open.
 Secrets (AccessKey secret, STS token) are registered with `redact` when read; every
 message leaving this module is scrubbed of them and of request signatures
 (`credentials.scrub`, which also says whether credentials are there at all).
@@ -18,10 +20,9 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_hpcnet.cloud import nacl, secgroup
 from pytest_hpcnet.cloud.credentials import (  # noqa: F401 - part of the audit's interface
     NO_CREDENTIALS,
     credentials_available,
@@ -29,14 +30,25 @@ from pytest_hpcnet.cloud.credentials import (  # noqa: F401 - part of the audit'
     scrub,
     skip_reason,
 )
+from pytest_hpcnet.cloud.interfaces import NetworkInterface
+from pytest_hpcnet.cloud.plane import ControlPlane, NodeCloud
 from pytest_hpcnet.cloud.readers import AliyunReader, CloudReadError, InstanceInfo
 from pytest_hpcnet.cloud.rules import (
     CloudModelError,
-    Direction,
-    Flow,
     NetworkAcl,
-    Protocol,
+    PortRange,
     SecurityGroup,
+)
+from pytest_hpcnet.cloud.verdicts import (  # noqa: F401 - part of the audit's interface
+    LINUX_EPHEMERAL_PORTS,
+    FlowVerdict,
+    PortDecision,
+    cross_check,
+    external_verdict,
+    flow_verdict,
+    not_accepted,
+    port_decision,
+    required_verdicts,
 )
 from pytest_hpcnet.probes.metadata import MetadataFacts, parse_metadata
 from pytest_hpcnet.redact import register_secret
@@ -45,19 +57,20 @@ if TYPE_CHECKING:
     from pytest_hpcnet.campaigns.cluster import Cluster
     from pytest_hpcnet.inventory.bench_settings import CloudSettings
     from pytest_hpcnet.inventory.expectations import Flow as InventoryFlow
-    from pytest_hpcnet.probes.ports import Reachability
 
 INSTANCE_ID_BATCH = 100  # DescribeInstances InstanceIds takes up to 100 ids
-LINUX_EPHEMERAL_PORTS = (32768, 60999)
-"""Client ports the stateless ACLs must let replies back to (Linux ip_local_port_range)."""
 RAM_ACTIONS = (
     "ecs:DescribeInstances",
     "ecs:DescribeInstanceTypes",
+    "ecs:DescribeNetworkInterfaces",
+    "ecs:DescribeSecurityGroups",
     "ecs:DescribeSecurityGroupAttribute",
+    "ecs:DescribePrefixListAttributes",
+    "ecs:DescribePortRangeListEntries",
     "vpc:DescribeVSwitchAttributes",
     "vpc:DescribeNetworkAclAttributes",
 )
-"""Everything the audit calls (all read-only)."""
+"""Everything the audit calls (all read-only); docs/cloud-audit.md has the RAM policy."""
 
 
 class AuditError(RuntimeError):
@@ -120,58 +133,6 @@ class NodeLocator:
     vpc_id: str | None = None
 
 
-@dataclass(frozen=True)
-class NodeCloud:
-    """One node as the control plane knows it; `problem` says why it is not matched."""
-
-    name: str
-    instance: InstanceInfo | None = None
-    address: str | None = None
-    matched_by: str = ""
-    problem: str | None = None
-
-    @property
-    def vswitch_id(self) -> str | None:
-        return self.instance.vswitch_id if self.instance else None
-
-    @property
-    def security_group_ids(self) -> tuple[str, ...]:
-        return self.instance.security_group_ids if self.instance else ()
-
-
-@dataclass(frozen=True)
-class ControlPlane:
-    """Everything the audit read, gathered once; judged by the functions below."""
-
-    region_id: str
-    nodes: dict[str, NodeCloud]
-    eri: dict[str, int] = field(default_factory=dict)
-    groups: dict[str, SecurityGroup] = field(default_factory=dict)
-    missing_groups: dict[str, str] = field(default_factory=dict)
-    """Group id -> why it could not be read (deleted, another region)."""
-    acls: tuple[NetworkAcl, ...] = ()
-
-    def node(self, name: str) -> NodeCloud:
-        """A node by name (an unmatched placeholder for a node not in the snapshot)."""
-        return self.nodes.get(name) or NodeCloud(name, problem=f"{name}: not in the snapshot")
-
-    def gaps(self, *names: str) -> list[str]:
-        """One line per reason these nodes cannot be judged (unmatched, unreadable group)."""
-        found = []
-        for name in names:
-            node = self.node(name)
-            if node.problem:
-                found.append(node.problem)
-                continue
-            for group_id in node.security_group_ids:
-                if group_id in self.missing_groups:
-                    found.append(
-                        f"{name}: security group {group_id} of {node.instance.instance_id} "
-                        f"could not be read ({self.missing_groups[group_id]})"
-                    )
-        return found
-
-
 def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -232,19 +193,90 @@ def _match_instances(reader: AuditReader, locators: Sequence[NodeLocator]) -> di
     return nodes
 
 
+def _read_interfaces(reader: AuditReader, nodes: dict[str, NodeCloud]) -> dict[str, NodeCloud]:
+    """Each matched node with every ENI of its instance; no interface is a problem."""
+    found = {}
+    for name, node in nodes.items():
+        if node.instance is None or node.problem:
+            found[name] = node
+            continue
+        interfaces = tuple(reader.network_interfaces(node.instance.instance_id))
+        problem = None
+        if not any(i.role == "primary" for i in interfaces):
+            problem = (
+                f"{name}: ecs:DescribeNetworkInterfaces returned no primary ENI for "
+                f"{node.instance.instance_id}"
+            )
+        found[name] = replace(node, interfaces=interfaces, problem=problem)
+    return found
+
+
 def _read_groups(
     reader: AuditReader, group_ids: Iterable[str]
 ) -> tuple[dict[str, SecurityGroup], dict[str, str]]:
+    """The groups with their rules and type (DescribeSecurityGroups); a group that cannot
+    be read, or whose type the cloud does not tell, is missing with the reason."""
+    wanted = sorted(set(group_ids))
+    types = reader.security_group_types(wanted) if wanted else {}
     groups: dict[str, SecurityGroup] = {}
     missing: dict[str, str] = {}
-    for group_id in sorted(set(group_ids)):
+    for group_id in wanted:
         try:
-            groups[group_id] = reader.security_group(group_id)
+            group = reader.security_group(group_id, group_type=types.get(group_id))
+            if group_id in types:
+                groups[group_id] = group
+            else:
+                missing[group_id] = "its type is not in the ecs:DescribeSecurityGroups answer"
         except CloudReadError as error:
             if getattr(error, "ram_action", None):
                 raise
             missing[group_id] = scrub(str(error))
+        except CloudModelError as error:
+            missing[group_id] = scrub(
+                f"unexpected ecs:DescribeSecurityGroupAttribute answer: {error}"
+            )
     return groups, missing
+
+
+def _read_lists(
+    reader: AuditReader, groups: Iterable[SecurityGroup], acls: Iterable[NetworkAcl]
+) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[PortRange, ...]], dict[str, str]]:
+    """The prefix lists and port lists the rules and ACL entries name."""
+    prefix_ids: set[str] = set()
+    port_ids: set[str] = set()
+    for group in groups:
+        for rule in group.rules:
+            peer = rule.effective_peer()
+            if peer is not None and peer.kind == "prefix_list":
+                prefix_ids.add(str(peer.value))
+            if rule.port_range_list_id:
+                port_ids.add(rule.port_range_list_id)
+    for acl in acls:
+        for entry in (*acl.ingress_entries, *acl.egress_entries):
+            if entry.prefix_list_id:
+                prefix_ids.add(entry.prefix_list_id)
+    prefix_lists: dict[str, tuple[str, ...]] = {}
+    port_lists: dict[str, tuple[PortRange, ...]] = {}
+    missing: dict[str, str] = {}
+    for list_id in sorted(prefix_ids):
+        try:
+            prefix_lists[list_id] = reader.prefix_list(list_id)
+        except CloudReadError as error:
+            if getattr(error, "ram_action", None):
+                raise
+            missing[list_id] = scrub(str(error))
+        except CloudModelError as error:
+            missing[list_id] = scrub(f"unexpected ecs:DescribePrefixListAttributes answer: {error}")
+    for list_id in sorted(port_ids):
+        try:
+            port_lists[list_id] = reader.port_range_list(list_id)
+        except CloudReadError as error:
+            if getattr(error, "ram_action", None):
+                raise
+            missing[list_id] = scrub(str(error))
+        except CloudModelError as error:
+            missing[list_id] = scrub(f"unexpected ecs:DescribePortRangeListEntries answer: {error}")
+    return prefix_lists, port_lists, missing
 
 
 def _read_acls(
@@ -271,20 +303,32 @@ def gather(
 ) -> ControlPlane:
     """Read the control plane of these nodes (raises CloudReadError, scrubbed, on failure)."""
     try:
-        nodes = _match_instances(reader, locators)
+        nodes = _read_interfaces(reader, _match_instances(reader, locators))
         matched = [node.instance for node in nodes.values() if node.instance]
         eri = reader.eri_quantity({info.instance_type for info in matched if info.instance_type})
+        interfaces: list[NetworkInterface] = [i for n in nodes.values() for i in n.interfaces]
         groups, missing = _read_groups(
-            reader, (g for info in matched for g in info.security_group_ids)
+            reader, (g for i in interfaces for g in i.security_group_ids)
         )
-        vswitches = {info.vswitch_id for info in matched if info.vswitch_id}
+        vswitches = {i.vswitch_id for i in interfaces if i.vswitch_id}
         acls = _read_acls(reader, network_acl_ids, vswitches)
+        prefix_lists, port_lists, missing_lists = _read_lists(reader, groups.values(), acls)
     except CloudReadError as error:
         error.args = (scrub(str(error)),)
         raise
     except CloudModelError as error:
         raise CloudReadError(scrub(f"unexpected API answer: {error}")) from None
-    return ControlPlane(reader.region_id, nodes, eri, groups, missing, acls)
+    return ControlPlane(
+        reader.region_id,
+        nodes,
+        eri,
+        groups,
+        missing,
+        acls,
+        prefix_lists=prefix_lists,
+        port_lists=port_lists,
+        missing_lists=missing_lists,
+    )
 
 
 def _is_ip(text: str | None) -> bool:
@@ -319,144 +363,12 @@ def snapshot(cluster: Cluster, reader: AuditReader | None = None) -> ControlPlan
     return gather(reader, locators(cluster), settings.network_acl_ids)
 
 
-# -- judging -------------------------------------------------------------------------------
+# -- judging ------------------------------------------------------------------------------
 
 
-def _name(node: Any) -> str:
-    return node if isinstance(node, str) else node.name
-
-
-def _sg_side(decision: secgroup.Decision, node: str) -> str:
-    where = "egress at" if decision.direction is Direction.EGRESS else "ingress at"
-    rule = f"rule {decision.rule}" if decision.by_rule else str(decision.rule)
-    return f"{rule} ({where} {node})"
-
-
-def _acl_side(decision: nacl.AclDecision, node: str) -> str:
-    where = "egress from" if decision.direction is Direction.EGRESS else "ingress to"
-    return f"{decision.reason} ({where} {node}'s vSwitch)"
-
-
-@dataclass(frozen=True)
-class PortDecision:
-    """Both layers' verdict on `proto/port` from `source` to `target`."""
-
-    source: str
-    target: str
-    proto: str
-    port: int
-    security_groups: secgroup.FlowDecision | None = None
-    network_acls: nacl.AclFlowDecision | None = None
-    reply: nacl.ReplyDecision | None = None
-    unknown: str | None = None
-
-    @property
-    def label(self) -> str:
-        return f"{self.proto}/{self.port} {self.source}->{self.target}"
-
-    @property
-    def accepted(self) -> bool:
-        """Both layers let it through (and the ACLs let the reply back)."""
-        parts = (self.security_groups, self.network_acls, self.reply)
-        return self.unknown is None and all(p is not None and p.accepted for p in parts)
-
-    @property
-    def denied(self) -> bool:
-        """Judged, and some layer drops it."""
-        return self.unknown is None and not self.accepted
-
-    def deciding(self) -> str:
-        """The deciding rules/entries in one line: what denies it, or what accepts it."""
-        if self.unknown is not None:
-            return f"undetermined: {self.unknown}"
-        sg, acl, reply = self.security_groups, self.network_acls, self.reply
-        assert sg is not None and acl is not None
-        sides = [
-            (sg.egress, _sg_side(sg.egress, self.source)),
-            (sg.ingress, _sg_side(sg.ingress, self.target)),
-        ]
-        acl_sides = [
-            (acl.egress, _acl_side(acl.egress, self.source)),
-            (acl.ingress, _acl_side(acl.ingress, self.target)),
-        ]
-        if self.accepted:
-            same = acl.egress.reason == acl.ingress.reason
-            acl_text = acl.egress.reason if same else f"{acl_sides[0][1]}, {acl_sides[1][1]}"
-            by_rule_first = sorted(sides, key=lambda side: not side[0].by_rule)
-            return (
-                f"accepted by security group {by_rule_first[0][1]}, {by_rule_first[1][1]}; "
-                f"network ACL: {acl_text}"
-            )
-        denials = [f"security group {text}" for d, text in sides if not d.accepted]
-        denials += [f"network ACL {text}" for d, text in acl_sides if not d.accepted]
-        if reply is not None and not reply.accepted:
-            denials.append(f"network ACL {reply}")
-        return "denied by " + "; ".join(denials)
-
-    def __str__(self) -> str:
-        return f"{self.label}: {self.deciding()}"
-
-
-def _flow(plane: ControlPlane, source: str, target: str, proto: str, port: int) -> Flow:
-    src, dst = plane.node(source), plane.node(target)
-    return Flow(
-        src_ip=src.address,
-        dst_ip=dst.address,
-        protocol=Protocol.parse(proto),
-        dst_port=port,
-        src_groups=frozenset(src.security_group_ids),
-        dst_groups=frozenset(dst.security_group_ids),
-    )
-
-
-def port_decision(
-    plane: ControlPlane, src_node: Any, dst_node: Any, proto: str, port: int
-) -> PortDecision:
-    """Security groups (egress at the source, ingress at the target) and network ACLs
-    (source vSwitch egress, target vSwitch ingress, reply to Linux ephemeral ports) on
-    one required port; `unknown` says why it cannot be judged."""
-    source, target = _name(src_node), _name(dst_node)
-    base = PortDecision(source, target, proto.lower(), port)
-    gaps = plane.gaps(source, target)
-    if gaps:
-        return replace(base, unknown="; ".join(gaps))
-    flow = _flow(plane, source, target, proto, port)
-    src_vsw, dst_vsw = plane.node(source).vswitch_id, plane.node(target).vswitch_id
-    try:
-        sg = secgroup.evaluate_flow(flow, plane.groups)
-        acl = nacl.evaluate_flow(flow, src_vsw, dst_vsw, plane.acls)
-        reply = nacl.evaluate_reply(
-            flow, src_vsw, dst_vsw, plane.acls, ephemeral_ports=LINUX_EPHEMERAL_PORTS
-        )
-    except (secgroup.SecurityGroupConfigError, nacl.NetworkAclConfigError) as error:
-        return replace(base, unknown=str(error))
-    return replace(base, security_groups=sg, network_acls=acl, reply=reply)
-
-
-def flow_decision(plane: ControlPlane, flow: InventoryFlow) -> PortDecision:
-    """`port_decision` of one inventory ACL flow (`expect.flows.allow`/`deny`)."""
+def flow_decision(plane: ControlPlane, flow: InventoryFlow) -> FlowVerdict:
+    """The verdict on one inventory flow (`expect.flows.allow`/`deny`) between two nodes."""
     return port_decision(plane, flow.source, flow.target, flow.protocol, flow.port)
-
-
-def cross_check(
-    decision: PortDecision, probe: Reachability | None, listening: bool = True
-) -> str | None:
-    """One line naming both facts when the control plane and the data-plane probe disagree;
-    None when they agree or one side cannot say (undetermined, not tried, no listener)."""
-    if decision.unknown is not None or probe is None:
-        return None
-    seen = f"data plane: {probe.proto}/{probe.port} {probe.outcome}"
-    if decision.accepted and not probe.open and listening:
-        return (
-            f"{decision.label}: control plane: {decision.deciding()}; {seen}: "
-            "something outside the rules is in the path, or the probe is wrong"
-        )
-    if decision.denied and probe.open:
-        return (
-            f"{decision.label}: control plane: {decision.deciding()}; {seen}: the cloud does not "
-            "enforce these rules (stale snapshot, another ENI or group), or the probe is wrong"
-        )
-    return None
 
 
 @dataclass(frozen=True)
@@ -475,7 +387,7 @@ class EriSupport:
 
 def eri_supported(plane: ControlPlane, node: Any) -> EriSupport:
     """The node's instance type and its EriQuantity (DescribeInstanceTypes)."""
-    name = _name(node)
+    name = node if isinstance(node, str) else node.name
     cloud = plane.node(name)
     if cloud.instance is None:
         return EriSupport(name, problem=cloud.problem)

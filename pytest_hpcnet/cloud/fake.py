@@ -1,10 +1,13 @@
-"""A local stand-in for the ECS and VPC OpenAPI, answering documented-shape JSON.
+"""A local stand-in for the ECS and VPC OpenAPI, answering in the SDK models' shapes.
 
 For tests and the lab only: `FakeAliyun` binds 127.0.0.1 (never another address) and
-serves a `CloudWorld` (instances, instance types, security groups, vSwitches, network
-ACLs) with the documented paging (`MaxResults`/`NextToken`) and error bodies
-(`{"Code": ..., "Message": ...}`). Scripted answers queued with `script()` are served
-first (throttling, access denied), and every request's parameters are recorded.
+serves a `CloudWorld` (instances, their network interfaces, instance types, security
+groups and their types, prefix lists, port lists, vSwitches, network ACLs) with the
+documented paging (`MaxResults`/`NextToken`) and error bodies (`{"Code": ..., "Message":
+...}`). Every body has the keys and value types of the `*ResponseBody` model of
+alibabacloud_ecs20140526 / alibabacloud_vpc20160428 (tests/unit/test_cloud_fake_shapes.py
+round-trips each one through its model). Scripted answers queued with `script()` are
+served first (throttling, access denied), and every request's parameters are recorded.
 """
 
 from __future__ import annotations
@@ -44,6 +47,49 @@ def instance_item(
         },
         "SecurityGroupIds": {"SecurityGroupId": list(security_group_ids)},
     }
+
+
+def network_interface_item(
+    interface_id: str,
+    instance_id: str,
+    private_ip: str,
+    security_group_ids: Iterable[str],
+    *,
+    vswitch_id: str = "vsw-1",
+    vpc_id: str = "vpc-1",
+    kind: str = "Secondary",
+    traffic_mode: str = "Standard",
+    network_card_index: int = 0,
+) -> dict[str, Any]:
+    """One `NetworkInterfaceSets.NetworkInterfaceSet[]` item of DescribeNetworkInterfaces;
+    `traffic_mode="HighPerformance"` makes it an ERI."""
+    return {
+        "NetworkInterfaceId": interface_id,
+        "InstanceId": instance_id,
+        "Type": kind,
+        "NetworkInterfaceTrafficMode": traffic_mode,
+        "Attachment": {"InstanceId": instance_id, "NetworkCardIndex": network_card_index},
+        "PrivateIpAddress": private_ip,
+        "PrivateIpSets": {"PrivateIpSet": [{"PrivateIpAddress": private_ip, "Primary": True}]},
+        "SecurityGroupIds": {"SecurityGroupId": list(security_group_ids)},
+        "VSwitchId": vswitch_id,
+        "VpcId": vpc_id,
+        "Status": "InUse",
+    }
+
+
+def primary_interface(instance: dict[str, Any]) -> dict[str, Any]:
+    """The primary ENI the cloud reports for a DescribeInstances item."""
+    vpc = instance["VpcAttributes"]
+    return network_interface_item(
+        f"eni-{instance['InstanceId']}",
+        instance["InstanceId"],
+        vpc["PrivateIpAddress"]["IpAddress"][0],
+        instance["SecurityGroupIds"]["SecurityGroupId"],
+        vswitch_id=vpc["VSwitchId"],
+        vpc_id=vpc["VpcId"],
+        kind="Primary",
+    )
 
 
 def permission(
@@ -96,17 +142,40 @@ class CloudWorld:
     """vSwitch id -> bound NetworkAclId (DescribeVSwitchAttributes)."""
     network_acls: dict[str, dict[str, Any]] = field(default_factory=dict)
     """ACL id -> `NetworkAclAttribute` body."""
+    group_types: dict[str, str] = field(default_factory=dict)
+    """Group id -> `SecurityGroupType` (`normal` when absent), told by DescribeSecurityGroups."""
+    network_interfaces: list[dict[str, Any]] = field(default_factory=list)
+    """Secondary ENIs and ERIs (and any primary ENI that differs from the instance record);
+    every instance without a listed `Primary` interface gets one from its own record."""
+    prefix_lists: dict[str, list[str]] = field(default_factory=dict)
+    """Prefix list id -> CIDR blocks."""
+    port_range_lists: dict[str, list[str]] = field(default_factory=dict)
+    """Port list id -> port ranges (`80/80`)."""
     page_size: int | None = None
     """Cap on items per page (forces paging whatever MaxResults says)."""
 
     def add_group(
-        self, group_id: str, permissions: list[dict[str, Any]], inner_access_policy: str = "Drop"
+        self,
+        group_id: str,
+        permissions: list[dict[str, Any]],
+        inner_access_policy: str = "Drop",
+        group_type: str = "normal",
     ) -> None:
-        """Add (or replace) a basic security group."""
+        """Add (or replace) a security group (`group_type` `normal` or `enterprise`)."""
         self.security_groups[group_id] = {
             "InnerAccessPolicy": inner_access_policy,
             "Permissions": permissions,
         }
+        self.group_types[group_id] = group_type
+
+    def interfaces(self) -> list[dict[str, Any]]:
+        """Every ENI: the listed ones plus a primary ENI per instance that has none listed."""
+        listed = list(self.network_interfaces)
+        has_primary = {i["InstanceId"] for i in listed if i.get("Type") == "Primary"}
+        implied = [
+            primary_interface(i) for i in self.instances if i["InstanceId"] not in has_primary
+        ]
+        return implied + listed
 
     # -- actions -------------------------------------------------------------------------
 
@@ -161,6 +230,52 @@ class CloudWorld:
             "NextToken": token,
             "Permissions": {"Permission": page},
         }
+
+    def _DescribeSecurityGroups(self, params: dict[str, str]) -> Answer:
+        wanted = json.loads(params.get("SecurityGroupIds") or "[]")
+        ids = [g for g in sorted(self.security_groups) if not wanted or g in wanted]
+        page, token = self._page(ids, params)
+        items = [
+            {
+                "SecurityGroupId": group_id,
+                "SecurityGroupType": self.group_types.get(group_id, "normal"),
+                "VpcId": "vpc-1",
+            }
+            for group_id in page
+        ]
+        body = {"RequestId": "fake", "RegionId": self.region_id, "TotalCount": len(ids)}
+        return 200, {**body, "NextToken": token, "SecurityGroups": {"SecurityGroup": items}}
+
+    def _DescribeNetworkInterfaces(self, params: dict[str, str]) -> Answer:
+        found = self.interfaces()
+        if params.get("InstanceId"):
+            found = [i for i in found if i.get("InstanceId") == params["InstanceId"]]
+        page, token = self._page(found, params)
+        body = {"RequestId": "fake", "TotalCount": len(found), "NextToken": token}
+        return 200, {**body, "NetworkInterfaceSets": {"NetworkInterfaceSet": page}}
+
+    def _DescribePrefixListAttributes(self, params: dict[str, str]) -> Answer:
+        list_id = params.get("PrefixListId", "")
+        cidrs = self.prefix_lists.get(list_id)
+        if cidrs is None:
+            return 404, error("InvalidPrefixListId.NotFound", "The prefix list does not exist.")
+        family = "IPv6" if any(":" in cidr for cidr in cidrs) else "IPv4"
+        return 200, {
+            "RequestId": "fake",
+            "PrefixListId": list_id,
+            "PrefixListName": list_id,
+            "AddressFamily": family,
+            "MaxEntries": max(len(cidrs), 1),
+            "Entries": {"Entry": [{"Cidr": cidr, "Description": ""} for cidr in cidrs]},
+        }
+
+    def _DescribePortRangeListEntries(self, params: dict[str, str]) -> Answer:
+        list_id = params.get("PortRangeListId", "")
+        ranges = self.port_range_lists.get(list_id)
+        if ranges is None:
+            return 404, error("InvalidPortRangeListId.NotFound", "The port list does not exist.")
+        entries = [{"PortRange": port_range, "Description": ""} for port_range in ranges]
+        return 200, {"RequestId": "fake", "Entries": entries}
 
     def _DescribeVSwitchAttributes(self, params: dict[str, str]) -> Answer:
         vswitch_id = params.get("VSwitchId", "")

@@ -11,7 +11,9 @@ ACLs*, as read for this module):
   priority field, so list order is priority.
 * "For both inbound and outbound rules, the port range always matches the destination
   port of the traffic." Inbound entries match the source address (`SourceCidrIp`),
-  outbound entries the destination (`DestinationCidrIp`).
+  outbound entries the destination (`DestinationCidrIp`); either may be an IPv6 CIDR
+  (`IpVersion` IPV6) or a prefix list id ("You can also specify a prefix list",
+  *UpdateNetworkAclEntries*), whose CIDRs are read with ECS DescribePrefixListAttributes.
 * "Network ACLs deny all inbound and outbound traffic if no rules are configured": an
   ACL in which no entry matches denies (implicit deny).
 * "The traffic between ECS instances in a vSwitch is not filtered by the network ACL
@@ -27,7 +29,7 @@ ACLs*, as read for this module):
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pytest_hpcnet.cloud.rules import (
@@ -36,12 +38,16 @@ from pytest_hpcnet.cloud.rules import (
     Direction,
     Flow,
     IpAddress,
+    IpNetwork,
     NetworkAcl,
     NetworkAclEntry,
     Policy,
     Protocol,
     network_contains,
+    parse_cidr,
 )
+
+PrefixLists = Mapping[str, Iterable[str | IpNetwork]]
 
 EPHEMERAL_PORTS: tuple[int, int] = (1024, 65535)
 ALWAYS_ALLOWED_NETWORKS = tuple(
@@ -96,16 +102,30 @@ def acl_for_vswitch(acls: Iterable[NetworkAcl], vswitch_id: str) -> NetworkAcl |
     return bound[0] if bound else None
 
 
-def _matches_ignoring_port(entry: NetworkAclEntry, flow: Flow) -> bool:
+def _entry_networks(entry: NetworkAclEntry, prefix_lists: PrefixLists | None) -> list[IpNetwork]:
+    if entry.cidr is not None:
+        return [entry.cidr]
+    list_id = str(entry.prefix_list_id)
+    if prefix_lists is None or list_id not in prefix_lists:
+        raise NetworkAclConfigError(f"prefix list {list_id} is referenced but not given")
+    return [parse_cidr(str(item)) for item in prefix_lists[list_id]]
+
+
+def _matches_ignoring_port(
+    entry: NetworkAclEntry, flow: Flow, prefix_lists: PrefixLists | None = None
+) -> bool:
     if entry.protocol is not Protocol.ALL and entry.protocol is not flow.protocol:
         return False
     peer = flow.src_ip if entry.direction is Direction.INGRESS else flow.dst_ip
-    return network_contains(entry.cidr, peer)
+    return any(network_contains(network, peer) for network in _entry_networks(entry, prefix_lists))
 
 
-def entry_matches(entry: NetworkAclEntry, flow: Flow) -> bool:
-    """Whether `entry` applies to `flow`: protocol, peer address, destination port."""
-    if not _matches_ignoring_port(entry, flow):
+def entry_matches(
+    entry: NetworkAclEntry, flow: Flow, prefix_lists: PrefixLists | None = None
+) -> bool:
+    """Whether `entry` applies to `flow`: protocol, peer address (CIDR, IPv4 or IPv6, or a
+    prefix list's CIDRs), destination port."""
+    if not _matches_ignoring_port(entry, flow, prefix_lists):
         return False
     return not flow.protocol.has_ports or entry.port_range.contains(flow.dst_port)
 
@@ -114,10 +134,12 @@ def _always_allowed(address: IpAddress) -> bool:
     return any(network_contains(network, address) for network in ALWAYS_ALLOWED_NETWORKS)
 
 
-def evaluate_acl(acl: NetworkAcl, flow: Flow, direction: Direction) -> AclDecision:
+def evaluate_acl(
+    acl: NetworkAcl, flow: Flow, direction: Direction, prefix_lists: PrefixLists | None = None
+) -> AclDecision:
     """First-match verdict of one ACL on `flow` in `direction` (no exemptions)."""
     for entry in acl.entries(direction):
-        if entry_matches(entry, flow):
+        if entry_matches(entry, flow, prefix_lists):
             return AclDecision(
                 accepted=entry.policy is Policy.ACCEPT,
                 direction=direction,
@@ -164,13 +186,14 @@ def evaluate_side(
     acls: Sequence[NetworkAcl],
     *,
     peer_vswitch_id: str | None = None,
+    prefix_lists: PrefixLists | None = None,
 ) -> AclDecision:
     """Verdict of `vswitch_id`'s ACL: egress at the source vSwitch, ingress at the
     destination vSwitch, with the documented exemptions."""
     exempt, acl = _exemption(flow, direction, vswitch_id, acls, peer_vswitch_id)
     if exempt is not None or acl is None:
         return exempt or AclDecision(True, direction, "not filtered")
-    return evaluate_acl(acl, flow, direction)
+    return evaluate_acl(acl, flow, direction, prefix_lists)
 
 
 def evaluate_flow(
@@ -178,15 +201,27 @@ def evaluate_flow(
     src_vswitch_id: str | None,
     dst_vswitch_id: str | None,
     acls: Iterable[NetworkAcl],
+    *,
+    prefix_lists: PrefixLists | None = None,
 ) -> AclFlowDecision:
     """ACL verdict on `flow`: the source vSwitch's egress entries and the destination
     vSwitch's ingress entries must both allow it."""
     acl_list = list(acls)
     egress = evaluate_side(
-        flow, Direction.EGRESS, src_vswitch_id, acl_list, peer_vswitch_id=dst_vswitch_id
+        flow,
+        Direction.EGRESS,
+        src_vswitch_id,
+        acl_list,
+        peer_vswitch_id=dst_vswitch_id,
+        prefix_lists=prefix_lists,
     )
     ingress = evaluate_side(
-        flow, Direction.INGRESS, dst_vswitch_id, acl_list, peer_vswitch_id=src_vswitch_id
+        flow,
+        Direction.INGRESS,
+        dst_vswitch_id,
+        acl_list,
+        peer_vswitch_id=src_vswitch_id,
+        prefix_lists=prefix_lists,
     )
     return AclFlowDecision(flow=flow, egress=egress, ingress=ingress)
 
@@ -226,6 +261,7 @@ def denied_ports(
     ports: PortInterval,
     *,
     peer_vswitch_id: str | None = None,
+    prefix_lists: PrefixLists | None = None,
 ) -> tuple[PortInterval, ...]:
     """Destination ports in `ports` (inclusive) that one ACL side denies for `flow`
     (a TCP/UDP flow whose own `dst_port` is ignored), as merged intervals."""
@@ -240,7 +276,7 @@ def denied_ports(
     for entry in acl.entries(direction):
         if not undecided:
             break
-        if not _matches_ignoring_port(entry, flow):
+        if not _matches_ignoring_port(entry, flow, prefix_lists):
             continue
         entry_low, entry_high = entry.port_range.bounds()
         if entry.policy is Policy.DROP:
@@ -288,6 +324,7 @@ def evaluate_reply(
     *,
     client_port: int | None = None,
     ephemeral_ports: PortInterval = EPHEMERAL_PORTS,
+    prefix_lists: PrefixLists | None = None,
 ) -> ReplyDecision:
     """Whether the ACLs let the reply of `flow` back (stateless: the reply is checked
     as its own flow, from the server's vSwitch egress to the client's vSwitch ingress).
@@ -298,7 +335,13 @@ def evaluate_reply(
     """
     acl_list = list(acls)
     if not flow.protocol.has_ports or client_port is not None:
-        decision = evaluate_flow(flow.reply(client_port), dst_vswitch_id, src_vswitch_id, acl_list)
+        decision = evaluate_flow(
+            flow.reply(client_port),
+            dst_vswitch_id,
+            src_vswitch_id,
+            acl_list,
+            prefix_lists=prefix_lists,
+        )
         return ReplyDecision(flow, decision.accepted, None, decision=decision)
     reply = flow.reply(ephemeral_ports[0])
     denied_egress = denied_ports(
@@ -308,6 +351,7 @@ def evaluate_reply(
         acl_list,
         ephemeral_ports,
         peer_vswitch_id=src_vswitch_id,
+        prefix_lists=prefix_lists,
     )
     denied_ingress = denied_ports(
         reply,
@@ -316,6 +360,7 @@ def evaluate_reply(
         acl_list,
         ephemeral_ports,
         peer_vswitch_id=dst_vswitch_id,
+        prefix_lists=prefix_lists,
     )
     return ReplyDecision(
         flow=flow,

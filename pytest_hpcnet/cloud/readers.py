@@ -1,4 +1,5 @@
-"""Read instances, instance types, security groups and network ACLs through the SDK.
+"""Read instances, interfaces, instance types, security groups (rules and type), prefix
+lists, port lists and network ACLs through the SDK.
 
 Uses the official `alibabacloud_ecs20140526` and `alibabacloud_vpc20160428` clients
 (imported lazily: the evaluators do not need them). Credentials come from the
@@ -15,16 +16,22 @@ from typing import Any, TypeVar
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from pytest_hpcnet.cloud.interfaces import NetworkInterface, interface_from_api
 from pytest_hpcnet.cloud.rules import (
     NetworkAcl,
+    PortRange,
     SecurityGroup,
     network_acl_from_api,
+    parse_cidr,
     security_group_from_api,
 )
 
 SG_PAGE_SIZE = 1000  # DescribeSecurityGroupAttribute MaxResults upper bound
 INSTANCE_PAGE_SIZE = 100  # DescribeInstances MaxResults upper bound
 INSTANCE_TYPE_BATCH = 10  # InstanceTypes.N accepts up to 10 types per call
+GROUP_ID_BATCH = 100  # DescribeSecurityGroups SecurityGroupIds takes up to 100 ids
+GROUP_PAGE_SIZE = 100  # DescribeSecurityGroups MaxResults upper bound
+ENI_PAGE_SIZE = 500  # DescribeNetworkInterfaces MaxResults upper bound
 PERMISSION_CODES = ("Forbidden.RAM", "NoPermission", "Forbidden.NoPermission")
 
 T = TypeVar("T")
@@ -254,3 +261,90 @@ class AliyunReader:
             lambda: self._vpc.describe_network_acl_attributes(request),
         ).body.to_map()
         return network_acl_from_api(body)
+
+    def security_group_types(self, security_group_ids: Iterable[str]) -> dict[str, str]:
+        """`SecurityGroupType` (`normal` or `enterprise`) of each group, from
+        DescribeSecurityGroups (the attribute call does not return it); a group the
+        answer leaves out is missing from the result."""
+        import json
+
+        from alibabacloud_ecs20140526 import models
+
+        wanted = sorted(set(security_group_ids))
+        types: dict[str, str] = {}
+        for start in range(0, len(wanted), GROUP_ID_BATCH):
+            batch = wanted[start : start + GROUP_ID_BATCH]
+            token: str | None = None
+            while True:
+                request = models.DescribeSecurityGroupsRequest(
+                    region_id=self.region_id,
+                    security_group_ids=json.dumps(batch),
+                    max_results=GROUP_PAGE_SIZE,
+                    next_token=token,
+                )
+                body = self._call(
+                    "ecs:DescribeSecurityGroups",
+                    lambda r=request: self._ecs.describe_security_groups(r),
+                ).body.to_map()
+                for item in (body.get("SecurityGroups") or {}).get("SecurityGroup") or []:
+                    kind = str(item.get("SecurityGroupType") or "").strip()
+                    if item.get("SecurityGroupId") and kind:
+                        types[item["SecurityGroupId"]] = kind
+                token = body.get("NextToken") or None
+                if not token:
+                    break
+        return types
+
+    def network_interfaces(self, instance_id: str) -> list[NetworkInterface]:
+        """Every ENI attached to `instance_id` (primary, secondary, ERIs), all pages."""
+        from alibabacloud_ecs20140526 import models
+
+        found: list[NetworkInterface] = []
+        token: str | None = None
+        while True:
+            request = models.DescribeNetworkInterfacesRequest(
+                region_id=self.region_id,
+                instance_id=instance_id,
+                max_results=ENI_PAGE_SIZE,
+                next_token=token,
+            )
+            body = self._call(
+                "ecs:DescribeNetworkInterfaces",
+                lambda r=request: self._ecs.describe_network_interfaces(r),
+            ).body.to_map()
+            sets = (body.get("NetworkInterfaceSets") or {}).get("NetworkInterfaceSet") or []
+            found.extend(interface_from_api(item) for item in sets)
+            token = body.get("NextToken") or None
+            if not token:
+                return found
+
+    def prefix_list(self, prefix_list_id: str) -> tuple[str, ...]:
+        """The CIDR blocks of a prefix list (DescribePrefixListAttributes `Entries.Entry[]`)."""
+        from alibabacloud_ecs20140526 import models
+
+        request = models.DescribePrefixListAttributesRequest(
+            region_id=self.region_id, prefix_list_id=prefix_list_id
+        )
+        body = self._call(
+            "ecs:DescribePrefixListAttributes",
+            lambda: self._ecs.describe_prefix_list_attributes(request),
+        ).body.to_map()
+        entries = (body.get("Entries") or {}).get("Entry") or []
+        cidrs = tuple(str(entry.get("Cidr") or "").strip() for entry in entries)
+        for cidr in cidrs:
+            parse_cidr(cidr)  # a malformed entry is a CloudModelError, not a silent miss
+        return cidrs
+
+    def port_range_list(self, port_range_list_id: str) -> tuple[PortRange, ...]:
+        """The port ranges of a port list (DescribePortRangeListEntries `Entries[]`)."""
+        from alibabacloud_ecs20140526 import models
+
+        request = models.DescribePortRangeListEntriesRequest(
+            region_id=self.region_id, port_range_list_id=port_range_list_id
+        )
+        body = self._call(
+            "ecs:DescribePortRangeListEntries",
+            lambda: self._ecs.describe_port_range_list_entries(request),
+        ).body.to_map()
+        entries = body.get("Entries") or []
+        return tuple(PortRange.parse(str(entry.get("PortRange") or "")) for entry in entries)

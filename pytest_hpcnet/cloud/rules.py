@@ -22,6 +22,7 @@ MIN_PORT = 1
 MAX_PORT = 65535
 MIN_SG_PRIORITY = 1
 MAX_SG_PRIORITY = 100
+PREFIX_LIST_PREFIX = "pl-"
 
 
 class CloudModelError(ValueError):
@@ -39,10 +40,18 @@ class Protocol(str, Enum):
     ALL = "ALL"
 
     @classmethod
-    def parse(cls, text: str) -> Protocol:
-        """`TCP`, `tcp`, `all`, `ICMPv6`, ... as a Protocol."""
+    def parse(cls, text: str | int) -> Protocol:
+        """`TCP`, `tcp`, `all`, `ICMPv6`, ... or an IANA protocol number (`6`, `-1`).
+
+        Some regions return `IpProtocol` as the IANA number; the numbers are those of the
+        IANA *Protocol Numbers* registry (https://www.iana.org/assignments/protocol-numbers),
+        `-1` being "all" as in the API's own `-1/-1` port notation.
+        """
+        cleaned = str(text).strip().upper()
+        if cleaned in IANA_PROTOCOLS:
+            return IANA_PROTOCOLS[cleaned]
         try:
-            return cls(str(text).strip().upper())
+            return cls(cleaned)
         except ValueError:
             raise CloudModelError(f"unknown IP protocol {text!r}") from None
 
@@ -50,6 +59,17 @@ class Protocol(str, Enum):
     def has_ports(self) -> bool:
         """True for TCP and UDP, whose rules and flows carry ports."""
         return self in (Protocol.TCP, Protocol.UDP)
+
+
+IANA_PROTOCOLS: dict[str, Protocol] = {
+    "1": Protocol.ICMP,
+    "6": Protocol.TCP,
+    "17": Protocol.UDP,
+    "47": Protocol.GRE,
+    "58": Protocol.ICMPV6,
+    "-1": Protocol.ALL,
+}
+"""IANA protocol numbers of the protocols a rule can name."""
 
 
 class Policy(str, Enum):
@@ -181,6 +201,14 @@ def _items(container: Any, key: str) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True)
+class Peer:
+    """The peer of a rule: `kind` is `cidr`, `group` or `prefix_list`."""
+
+    kind: str
+    value: IpNetwork | str
+
+
+@dataclass(frozen=True)
 class SecurityGroupRule:
     """One `Permission` of a security group.
 
@@ -207,14 +235,42 @@ class SecurityGroupRule:
     rule_id: str | None = None
     description: str | None = None
 
+    def effective_peer(self) -> Peer | None:
+        """The one peer field that takes effect: CIDR, else group, else prefix list.
+
+        "If both SourceGroupId and SourceCidrIp are specified, SourceCidrIp prevails" and
+        "if you specify SourceCidrIp, Ipv6SourceCidrIp, or SourceGroupId, the system
+        ignores SourcePrefixListId" (ROS *ALIYUN::ECS::SecurityGroupIngress*,
+        https://www.alibabacloud.com/help/en/ros/developer-reference/aliyun-ecs-securitygroupingress;
+        the egress page says the same of DestCidrIp, DestGroupId and DestPrefixListId).
+        None when the rule names no peer (it then authorizes nothing).
+        """
+        if self.direction is Direction.INGRESS:
+            cidr, group, prefix_list = (
+                self.source_cidr,
+                self.source_group_id,
+                self.source_prefix_list_id,
+            )
+        else:
+            cidr, group, prefix_list = self.dest_cidr, self.dest_group_id, self.dest_prefix_list_id
+        if cidr is not None:
+            return Peer("cidr", cidr)
+        if group is not None:
+            return Peer("group", group)
+        if prefix_list is not None:
+            return Peer("prefix_list", prefix_list)
+        return None
+
+    @property
+    def local_cidr(self) -> IpNetwork | None:
+        """The local-side CIDR of a quintuple rule (DestCidrIp in, SourceCidrIp out)."""
+        return self.dest_cidr if self.direction is Direction.INGRESS else self.source_cidr
+
     @property
     def peer_text(self) -> str:
-        """The peer of the rule as text (CIDR, group or prefix list)."""
-        if self.direction is Direction.INGRESS:
-            options = (self.source_cidr, self.source_group_id, self.source_prefix_list_id)
-        else:
-            options = (self.dest_cidr, self.dest_group_id, self.dest_prefix_list_id)
-        return next((str(option) for option in options if option), "?")
+        """The peer that takes effect, as text (CIDR, group or prefix list)."""
+        peer = self.effective_peer()
+        return str(peer.value) if peer else "?"
 
     def __str__(self) -> str:
         ports = self.port_range_list_id or str(self.port_range)
@@ -240,11 +296,13 @@ def security_group_rule_from_api(
         raise CloudModelError(f"permission without Direction or IpProtocol: {dict(permission)}")
     port_text = _text(permission, "PortRange")
     port_list = _text(permission, "PortRangeListId")
-    if port_text:
-        port_range = PortRange.parse(port_text)
-    elif port_list:
-        port_range = ALL_PORTS  # resolved from the port list at evaluation time
-    else:
+    # "If you specify PortRange, PortRangeListId is ignored" (AuthorizeSecurityGroup,
+    # https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-authorizesecuritygroup).
+    # A port-list rule may come back with an empty or `-1/-1` PortRange: then the list decides.
+    port_range = PortRange.parse(port_text) if port_text else ALL_PORTS
+    if port_list and not port_range.is_all:
+        port_list = None
+    if not port_text and not port_list:
         raise CloudModelError(f"permission without PortRange: {dict(permission)}")
     priority_text = _text(permission, "Priority") or "1"
     try:
@@ -361,11 +419,19 @@ class NetworkAclEntry:
     policy: Policy
     protocol: Protocol
     port_range: PortRange
-    cidr: IpNetwork
+    cidr: IpNetwork | None
     entry_id: str | None = None
     name: str | None = None
     entry_type: str | None = None
     description: str | None = None
+    prefix_list_id: str | None = None
+    """Set instead of `cidr` when the entry's peer is a prefix list (`pl-...`)."""
+    ip_version: str | None = None
+
+    @property
+    def peer_text(self) -> str:
+        """The CIDR or prefix list the entry matches."""
+        return str(self.cidr) if self.cidr is not None else str(self.prefix_list_id)
 
     @property
     def label(self) -> str:
@@ -376,7 +442,7 @@ class NetworkAclEntry:
         peer = "from" if self.direction is Direction.INGRESS else "to"
         return (
             f"{self.label} ({self.direction.value} priority {self.priority}): "
-            f"{self.policy.value} {self.protocol.value} {self.port_range} {peer} {self.cidr}"
+            f"{self.policy.value} {self.protocol.value} {self.port_range} {peer} {self.peer_text}"
         )
 
 
@@ -413,6 +479,9 @@ def _acl_entries(
         if cidr_text is None or protocol_text is None:
             raise CloudModelError(f"ACL entry without {cidr_key} or Protocol: {dict(item)}")
         port_text = _text(item, "Port") or "-1/-1"
+        # "The source CIDR block. You can also specify a prefix list" (UpdateNetworkAclEntries,
+        # https://www.alibabacloud.com/help/en/vpc/developer-reference/api-vpc-2016-04-28-updatenetworkaclentries).
+        is_list = cidr_text.lower().startswith(PREFIX_LIST_PREFIX)
         entries.append(
             NetworkAclEntry(
                 direction=direction,
@@ -420,11 +489,13 @@ def _acl_entries(
                 policy=Policy.parse(_text(item, "Policy")),
                 protocol=Protocol.parse(protocol_text),
                 port_range=PortRange.parse(port_text),
-                cidr=parse_cidr(cidr_text),
+                cidr=None if is_list else parse_cidr(cidr_text),
                 entry_id=_text(item, "NetworkAclEntryId"),
                 name=_text(item, "NetworkAclEntryName"),
                 entry_type=_text(item, "EntryType"),
                 description=_text(item, "Description"),
+                prefix_list_id=cidr_text if is_list else None,
+                ip_version=_text(item, "IpVersion"),
             )
         )
     return tuple(entries)

@@ -10,8 +10,10 @@ Semantics (Alibaba Cloud ECS documentation, as read for this module):
   ("When multiple security group rules have the same priority, drop rules take
   precedence" -- API reference, *AuthorizeSecurityGroup*).
 * A rule matches on protocol (`ALL` matches any), destination port range (TCP/UDP only;
-  `-1/-1` is every port) and peer: a CIDR containing the peer address, a security
-  group the peer's ENI is in, or a prefix list one of whose CIDRs contains the peer.
+  `-1/-1` is every port; `PortRange` wins over `PortRangeListId`) and peer: a CIDR
+  containing the peer address, a security group the peer's ENI is in, or a prefix list
+  one of whose CIDRs contains the peer. Only one peer field takes effect, CIDR over group
+  over prefix list (`SecurityGroupRule.effective_peer`, with its source).
   The optional local-side CIDR (`DestCidrIp` of an ingress rule, `SourceCidrIp` of an
   egress rule) and `SourcePortRange` of quintuple rules must match too.
 * Internal access policy of a basic group: with `Accept`, members of the group reach
@@ -119,6 +121,17 @@ def _resolve_port_ranges(
     ]
 
 
+def _source_port_matches(rule: SecurityGroupRule, flow: Flow) -> bool:
+    """`SourcePortRange` of a quintuple rule against the flow's client port. An unknown
+    client port could be any: it matches a Drop rule and never an Accept rule, so an
+    unknown never opens a port."""
+    if rule.source_port_range.is_all:
+        return True
+    if flow.src_port is None:
+        return rule.policy is Policy.DROP
+    return rule.source_port_range.contains(flow.src_port)
+
+
 def _peer_and_local(
     rule: SecurityGroupRule, flow: Flow
 ) -> tuple[IpAddress, frozenset[str], IpAddress]:
@@ -146,34 +159,24 @@ def rule_matches(
         ranges = _resolve_port_ranges(rule, port_range_lists)
         if not any(port_range.contains(flow.dst_port) for port_range in ranges):
             return False
-        if not rule.source_port_range.is_all and not rule.source_port_range.contains(flow.src_port):
+        if not _source_port_matches(rule, flow):
             return False
     peer_ip, peer_groups, local_ip = _peer_and_local(rule, flow)
-    if rule.direction is Direction.INGRESS:
-        peer_cidr, peer_group, peer_list = (
-            rule.source_cidr,
-            rule.source_group_id,
-            rule.source_prefix_list_id,
-        )
-        local_cidr = rule.dest_cidr
-    else:
-        peer_cidr, peer_group, peer_list = (
-            rule.dest_cidr,
-            rule.dest_group_id,
-            rule.dest_prefix_list_id,
-        )
-        local_cidr = rule.source_cidr
-    if peer_cidr is None and peer_group is None and peer_list is None:
+    peer = rule.effective_peer()
+    if peer is None:
         return False  # a rule without a peer authorizes nothing
-    if peer_cidr is not None and not network_contains(peer_cidr, peer_ip):
+    if peer.kind == "cidr":
+        matched = network_contains(peer.value, peer_ip)
+    elif peer.kind == "group":
+        matched = peer.value in peer_groups
+    else:
+        matched = any(
+            network_contains(network, peer_ip)
+            for network in _resolve_prefix_list(str(peer.value), prefix_lists)
+        )
+    if not matched:
         return False
-    if peer_group is not None and peer_group not in peer_groups:
-        return False
-    if peer_list is not None and not any(
-        network_contains(network, peer_ip)
-        for network in _resolve_prefix_list(peer_list, prefix_lists)
-    ):
-        return False
+    local_cidr = rule.local_cidr
     return local_cidr is None or network_contains(local_cidr, local_ip)
 
 

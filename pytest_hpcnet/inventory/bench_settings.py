@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
+from pytest_hpcnet.cloud.flows import ExternalFlow
 from pytest_hpcnet.inventory.expectations import Port, Strict
 
 ScheduleKind = str
@@ -101,3 +102,4 @@ class CloudSettings(Strict):
     vpc_endpoint: str | None = None
     protocol: Literal["https", "http"] = "https"
     network_acl_ids: list[str] = Field(default_factory=list)
+    external_flows: list[ExternalFlow] = Field(default_factory=list)

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from pytest_hpcnet.cloud.flows import CloudExpect
+
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -156,6 +158,7 @@ class Expectations(Strict):
     ib_write_lat: LatencyExpect = Field(default_factory=LatencyExpect)
     nccl: NcclExpect = Field(default_factory=NcclExpect)
     cpfs: CpfsExpect = Field(default_factory=CpfsExpect)
+    cloud: CloudExpect = Field(default_factory=CloudExpect)
     regression_tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.10
     regression_tolerances: dict[str, Annotated[float, Field(gt=0, le=100)]] = Field(
         default_factory=lambda: {"tuning.rtt_avg": 2.0, "tuning.rtt_max": 5.0}

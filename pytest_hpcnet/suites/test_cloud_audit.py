@@ -1,8 +1,11 @@
 """Cloud control plane: the security groups and network ACLs the cloud holds let the required
-ports through, agree with what the probes saw, enforce the listed flows; types have eRDMA.
+flows through on every interface (ENIs and ERIs), agree with what the probes saw, enforce the
+listed and external flows; types have eRDMA.
 
-Needs Alibaba Cloud credentials (the default credential chain) and the read-only RAM actions
-in `pytest_hpcnet.cloud.audit.RAM_ACTIONS`; without them the whole audit is skipped.
+Every check asserts on "accepted" (or, for a must-deny flow, "denied everywhere"): a flow the
+audit could not judge fails with what could not be read. Needs Alibaba Cloud credentials (the
+default credential chain) and the read-only RAM actions in `pytest_hpcnet.cloud.audit.RAM_ACTIONS`
+(docs/cloud-audit.md); without them the whole audit is skipped.
 """
 
 from __future__ import annotations
@@ -43,19 +46,18 @@ def readable(cloud) -> audit.ControlPlane:
 def test_required_ports_accepted_by_control_plane(cluster, node_pair, cloud, check):
     plane = readable(cloud)
     source, target = node_pair
-    gaps = plane.gaps(source.name, target.name)
-    assert not gaps, "; ".join(gaps)
-    flows = required_flows(cluster.expect)
-    denied = [
-        str(decision)
-        for flow in flows
-        if (decision := audit.port_decision(plane, source, target, flow.proto, flow.port)).denied
-    ]
+    required = cluster.expect.cloud.required_flows
+    failures = audit.not_accepted(audit.required_verdicts(plane, source, target, required))
     check.measure(
-        "accepted_ports", len(flows) - len(denied), "ports", len(flows), ">=", "expect.ports"
+        "accepted_flows",
+        len(required) - len(failures),
+        "flows",
+        len(required),
+        ">=",
+        "expect.cloud.required_flows",
     )
-    check.suspect(*([target.name] if denied else []))
-    assert not denied, "; ".join(denied)
+    check.suspect(*([target.name] if failures else []))
+    assert not failures, "; ".join(failures)
 
 
 def test_control_plane_agrees_with_data_plane(cluster, node_pair, cloud, check):
@@ -64,6 +66,7 @@ def test_control_plane_agrees_with_data_plane(cluster, node_pair, cloud, check):
     gaps = plane.gaps(source.name, target.name)
     assert not gaps, "; ".join(gaps)
     facts = cluster.pair_facts(source, target, check)
+    addresses = (cluster.data_address(source.name), cluster.data_address(target.name))
     disagreements = [
         found
         for flow in required_flows(cluster.expect)
@@ -72,6 +75,7 @@ def test_control_plane_agrees_with_data_plane(cluster, node_pair, cloud, check):
                 audit.port_decision(plane, source, target, flow.proto, flow.port),
                 facts.ports.get(flow.proto, flow.port),
                 facts.listener.listening(flow.proto, flow.port),
+                addresses=addresses,
             )
         )
     ]
@@ -84,7 +88,7 @@ def test_listed_flows_enforced_by_control_plane(acl_flow, cloud, check):
     kind, flow = acl_flow
     decision = audit.flow_decision(plane, flow)
     assert decision.unknown is None, f"{kind} flow {decision}"
-    verdict = "accepted" if decision.accepted else "denied"
+    verdict = "accepted" if decision.accepted else "denied" if decision.all_denied else "mixed"
     check.measure(
         "control_plane",
         verdict,
@@ -96,7 +100,30 @@ def test_listed_flows_enforced_by_control_plane(acl_flow, cloud, check):
     if kind == "allow":
         assert decision.accepted, f"must-allow flow {decision}"
     else:
-        assert decision.denied, f"must-deny flow {decision}"
+        assert decision.all_denied, f"must-deny flow {decision}"
+
+
+def test_external_flows_enforced_by_control_plane(cluster, cloud, check):
+    flows = cluster.inventory.cloud.external_flows
+    if not flows:
+        pytest.skip("no cloud.external_flows declared (bastion, monitoring, CPFS mount targets)")
+    plane = readable(cloud)
+    failures = []
+    for flow in flows:
+        verdict = audit.external_verdict(plane, flow)
+        if flow.expect == "allow" and not verdict.accepted:
+            failures.append(f"must-allow {flow.name} flow {verdict}")
+        elif flow.expect == "deny" and not verdict.all_denied:
+            failures.append(f"must-deny {flow.name} flow {verdict}")
+    check.measure(
+        "enforced_flows",
+        len(flows) - len(failures),
+        "flows",
+        len(flows),
+        ">=",
+        "cloud.external_flows",
+    )
+    assert not failures, "; ".join(failures)
 
 
 def test_instance_type_supports_erdma(cluster, node, cloud, check):

@@ -1,8 +1,9 @@
 """The static suite with the control-plane audit against the 4-node lab.
 
 A fake ECS/VPC API on 127.0.0.1 describes the lab's instances (i-lab00001.., private IPs
-198.18.0.11.., vsw-lab0001, one security group); a copy of the lab inventory points the
-audit at it over http, and the subprocess gets a dummy AccessKey in its environment.
+198.18.0.11.., vsw-lab0001, one security group, each instance's primary ENI); a copy of the
+lab inventory points the audit at it over http and declares a bastion flow, and the
+subprocess gets a dummy AccessKey in its environment.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ import yaml
 
 from pytest_hpcnet.campaigns.pairs import required_flows
 from pytest_hpcnet.cloud import audit
-from pytest_hpcnet.cloud.fake import CloudWorld, FakeAliyun, instance_item, permission
+from pytest_hpcnet.cloud.fake import (
+    CloudWorld,
+    FakeAliyun,
+    instance_item,
+    network_interface_item,
+    permission,
+)
 from pytest_hpcnet.inventory.models import load_inventory
 from pytest_hpcnet.lab import faults
 from tests.lab.test_static_suite import failing, run_static
@@ -31,11 +38,15 @@ DUMMY_KEY_ID = "LTAIlabDummyKeyId0001"
 DUMMY_SECRET = "lab-dummy-secret-do-not-print-7f3a"
 DROP_RULE = "sgr-lab-drop-29500"
 NODE = "node02"
+BASTION = "198.18.0.250"
+ERI_GROUP = "sg-lab-eri"
 
 
 def lab_world(lab4) -> CloudWorld:
-    """The lab as DescribeInstances & co. would tell it: every required port accepted
-    from the lab subnet at priority 10, nothing else (so tcp/2323 meets the default deny)."""
+    """The lab as DescribeInstances & co. would tell it: the required flows
+    (`expect.cloud.required_flows`) and the probed ports (`expect.ports`) accepted from the
+    lab subnet at priority 10, and each must-deny flow (`expect.flows.deny`) dropped
+    between its two nodes at priority 5, as the lab's own firewall does."""
     inventory = load_inventory(lab4.inventory)
     world = CloudWorld(region_id=lab4.region_id)
     for node in lab4.nodes:
@@ -53,13 +64,38 @@ def lab_world(lab4) -> CloudWorld:
     rules = [
         permission(
             "ingress",
+            flow.protocol.upper(),
+            "{}/{}".format(*flow.bounds),
+            LAB_SUBNET,
+            priority=10,
+            rule_id=f"sgr-lab-{flow.protocol}-{flow.ports}",
+        )
+        for flow in inventory.expect.cloud.required_flows
+    ]
+    rules += [
+        permission(
+            "ingress",
             flow.proto.upper(),
             f"{flow.port}/{flow.port}",
             LAB_SUBNET,
             priority=10,
             rule_id=f"sgr-lab-{flow.proto}-{flow.port}",
         )
-        for flow in required_flows(inventory.expect)
+        for flow in required_flows(inventory.expect)  # the ports the probes try
+    ]
+    addresses = {node.name: node.address for node in lab4.nodes}
+    rules += [
+        permission(
+            "ingress",
+            flow.protocol.upper(),
+            f"{flow.port}/{flow.port}",
+            f"{addresses[flow.source]}/32",
+            policy="Drop",
+            priority=5,
+            local_cidr=f"{addresses[flow.target]}/32",
+            rule_id=f"sgr-lab-deny-{flow.protocol}-{flow.port}",
+        )
+        for flow in inventory.expect.flows.deny
     ]
     world.add_group(GROUP, rules, inner_access_policy="Drop")
     return world
@@ -76,7 +112,21 @@ def cloud_inventory(lab4, fake_cloud, tmp_path) -> str:
     """A copy of the lab inventory whose `cloud:` block points at the fake API."""
     data = yaml.safe_load(Path(lab4.inventory).read_text())
     endpoint = fake_cloud.endpoint
-    data["cloud"] = {"ecs_endpoint": endpoint, "vpc_endpoint": endpoint, "protocol": "http"}
+    data["cloud"] = {
+        "ecs_endpoint": endpoint,
+        "vpc_endpoint": endpoint,
+        "protocol": "http",
+        "external_flows": [
+            {"name": "bastion", "address": BASTION, "target": "node01", "port": 22},
+            {
+                "name": "internet",
+                "address": "203.0.113.9",
+                "target": "node01",
+                "port": 22,
+                "expect": "deny",
+            },
+        ],
+    }
     path = tmp_path / "lab-cloud.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return str(path)
@@ -127,7 +177,8 @@ def test_healthy_lab_passes_the_audit_and_skips_it_without_credentials(
     assert code == 0
     audited = audit_records(records)
     assert audited and {r["verdict"] for r in audited} == {"pass"}
-    assert len(audited) == 4 * 2 + 2 + 4  # pairs x (rules, cross-check), 2 flows, 4 nodes
+    # pairs x (rules, cross-check), 2 listed flows, the external flows, 4 nodes
+    assert len(audited) == 4 * 2 + 2 + 1 + 4
     assert fake_cloud.calls("DescribeSecurityGroupAttribute")
     assert_no_secret(tmp_path / "with")
 
@@ -170,9 +221,9 @@ def test_recorded_drop_rule_is_named_and_agrees_with_the_lab(
     assert "test_required_ports_accepted_by_control_plane" in denied["nodeid"]
     assert denied["subject"] == "node01->node02"
     message = denied["message"]
-    assert "tcp/29500 node01->node02: denied by security group rule sg-lab0001" in message
+    assert "tcp/1-65535 node01->node02: ports 29500 denied by security group rule" in message
     assert DROP_RULE in message and "Drop" in message and "priority 1" in message
-    assert "ingress at node02" in message
+    assert "ingress at node02 eni-i-lab" in message
     assert_no_secret(tmp_path / "reports")
 
 
@@ -192,6 +243,65 @@ def test_rules_allow_but_the_lab_blocks_names_both_facts(
     assert "test_control_plane_agrees_with_data_plane" in disagreement["nodeid"]
     message = disagreement["message"]
     assert "tcp/29500 node01->node02: control plane: accepted by security group rule" in message
-    assert "sgr-lab-tcp-29500" in message
+    assert "sgr-lab-tcp-1-65535" in message
     assert "; data plane: tcp/29500 timeout: something outside the rules is in the path" in message
+    assert_no_secret(tmp_path / "reports")
+
+
+def test_eri_in_another_group_than_its_primary_eni_is_caught(
+    lab4, fake_cloud, cloud_inventory, cloud_env, tmp_path
+):
+    """node01 and node02 each get an ERI (NetworkInterfaceTrafficMode HighPerformance);
+    node02's sits in a group with no rule, so eRDMA between them meets the default deny
+    while every primary ENI, and so every probe, passes."""
+    world = fake_cloud.world
+    world.add_group(ERI_GROUP, [], inner_access_policy="Drop")
+    first, second = lab4.nodes[0], lab4.nodes[1]
+    for node, group, address in (
+        (first, GROUP, "198.18.0.211"),
+        (second, ERI_GROUP, "198.18.0.212"),
+    ):
+        world.network_interfaces.append(
+            network_interface_item(
+                f"eni-eri-{node.name}",
+                node.instance_id,
+                address,
+                [group],
+                vswitch_id=node.vswitch_id,
+                vpc_id=lab4.vpc_id,
+                traffic_mode="HighPerformance",
+                network_card_index=1,
+            )
+        )
+    # The must-deny flow node02->node01 tcp/2323 holds between the ERIs too.
+    world.security_groups[GROUP]["Permissions"].append(
+        permission(
+            "ingress",
+            "TCP",
+            "2323/2323",
+            "198.18.0.212/32",
+            policy="Drop",
+            priority=5,
+            local_cidr="198.18.0.211/32",
+        )
+    )
+    cloud_env(True)
+    code, records = run_static(cloud_inventory, tmp_path / "reports")
+    assert code == 1
+    bad = failing(records)
+    assert {r["check_id"] for r in bad} == {"cloud_audit"}, bad
+    # The required flows node01->node02 and the listed must-allow flow node01->node02 tcp/22
+    # both fail on the ERI pair, and on nothing else.
+    assert sorted(r["nodeid"].split("::")[-1].split("[")[0] for r in bad) == [
+        "test_listed_flows_enforced_by_control_plane",
+        "test_required_ports_accepted_by_control_plane",
+    ], [r["nodeid"] for r in bad]
+    (denied,) = [r for r in bad if "test_required_ports_accepted" in r["nodeid"]]
+    assert denied["subject"] == "node01->node02"
+    for record in bad:
+        message = record["message"]
+        assert "eni-eri-node02" in message, message
+        assert "default ingress deny (basic security group)" in message
+        assert "eni-i-lab" not in message  # the primary ENIs are fine
+    assert fake_cloud.calls("DescribeNetworkInterfaces")
     assert_no_secret(tmp_path / "reports")

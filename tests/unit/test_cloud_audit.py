@@ -15,7 +15,14 @@ from alibabacloud_credentials.models import Config as CredentialConfig
 
 from pytest_hpcnet.cloud import audit, credentials
 from pytest_hpcnet.cloud.audit import NodeLocator
-from pytest_hpcnet.cloud.fake import CloudWorld, FakeAliyun, error, instance_item, permission
+from pytest_hpcnet.cloud.fake import (
+    CloudWorld,
+    FakeAliyun,
+    error,
+    instance_item,
+    network_interface_item,
+    permission,
+)
 from pytest_hpcnet.cloud.readers import CloudPermissionError, CloudReadError
 from pytest_hpcnet.inventory.bench_settings import CloudSettings
 from pytest_hpcnet.inventory.expectations import Flow as InventoryFlow
@@ -232,6 +239,8 @@ def test_throttling_is_retried(reader, fake):
         ("DescribeInstances", "ecs:DescribeInstances"),
         ("DescribeSecurityGroupAttribute", "ecs:DescribeSecurityGroupAttribute"),
         ("DescribeVSwitchAttributes", "vpc:DescribeVSwitchAttributes"),
+        ("DescribeSecurityGroups", "ecs:DescribeSecurityGroups"),
+        ("DescribeNetworkInterfaces", "ecs:DescribeNetworkInterfaces"),
     ],
 )
 def test_access_denied_is_one_line_naming_the_ram_action(reader, fake, action, ram_action):
@@ -342,3 +351,73 @@ def test_eri_support(plane):
     small = audit.eri_supported(plane, "gpu3")
     assert not small.supported and small.quantity == 0 and small.problem is None
     assert audit.eri_supported(plane, "nobody").problem
+
+
+def test_list_actions_denied_name_their_ram_action(reader, fake):
+    fake.world.security_groups["sg-gpu"]["Permissions"].append(
+        {
+            "Direction": "ingress",
+            "IpProtocol": "TCP",
+            "PortRange": "-1/-1",
+            "PortRangeListId": "prl-1",
+            "SourcePrefixListId": "pl-1",
+            "Policy": "Accept",
+            "Priority": "50",
+        }
+    )
+    fake.world.prefix_lists = {"pl-1": ["10.0.0.0/8"]}
+    fake.world.port_range_lists = {"prl-1": ["80/80"]}
+    for action, ram_action in (
+        ("DescribePrefixListAttributes", "ecs:DescribePrefixListAttributes"),
+        ("DescribePortRangeListEntries", "ecs:DescribePortRangeListEntries"),
+    ):
+        fake.script(action, error("Forbidden.RAM", "User not authorized."), 403)
+        with pytest.raises(CloudPermissionError, match=ram_action):
+            audit.gather(reader, LOCATORS)
+    plane = audit.gather(reader, LOCATORS)
+    assert plane.prefix_lists == {"pl-1": ("10.0.0.0/8",)}
+    assert [str(r) for r in plane.port_lists["prl-1"]] == ["80/80"]
+
+
+def test_every_interface_page_is_read_and_throttling_retried(reader, fake):
+    fake.world.network_interfaces = [
+        network_interface_item(f"eni-s{i}", "i-gpu1", f"10.0.1.{100 + i}", ["sg-gpu"])
+        for i in range(3)
+    ]
+    throttled = error("Throttling.User", "Request was denied due to user flow control.")
+    fake.script("DescribeNetworkInterfaces", throttled, status=400)
+    plane = audit.gather(reader, LOCATORS)
+    assert len(plane.node("gpu1").interfaces) == 4  # primary + 3 secondary, page size 2
+    tokens = [
+        c.get("NextToken")
+        for c in fake.calls("DescribeNetworkInterfaces")
+        if c.get("InstanceId") == "i-gpu1"
+    ]
+    assert tokens == [None, None, "2"]  # throttled, retried, then the second page
+
+
+def test_deleted_prefix_list_leaves_the_flow_undetermined_with_the_reason(reader, fake):
+    fake.world.security_groups["sg-gpu"]["Permissions"].insert(
+        0,
+        {
+            "Direction": "ingress",
+            "IpProtocol": "TCP",
+            "PortRange": "22/22",
+            "SourcePrefixListId": "pl-gone",
+            "Policy": "Drop",
+            "Priority": "1",
+        },
+    )
+    plane = audit.gather(reader, LOCATORS)
+    verdict = audit.port_decision(plane, "gpu1", "gpu2", "tcp", 22)
+    assert not verdict.accepted and not verdict.denied
+    assert "pl-gone" in verdict.unknown and "InvalidPrefixListId.NotFound" in verdict.unknown
+    assert audit.port_decision(plane, "gpu1", "gpu2", "tcp", 18515).accepted
+
+
+def test_ram_actions_are_documented():
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "cloud-audit.md").read_text()
+    for action in audit.RAM_ACTIONS:
+        assert action in text, action

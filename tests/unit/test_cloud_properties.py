@@ -1,7 +1,12 @@
 """Property tests: the evaluators against brute-force references on the raw API JSON.
 
 The references read the `Permission` / `AclEntry` dicts directly (no models), enumerate
-every matching rule, sort and pick, exactly as the documentation words it.
+every matching rule, sort and pick, exactly as the documentation words it: one peer field
+takes effect (CIDR, IPv4 or IPv6, over group over prefix list: ROS
+*ALIYUN::ECS::SecurityGroupIngress*), `PortRange` over `PortRangeListId`
+(*AuthorizeSecurityGroup*), IANA protocol numbers, the group type from
+DescribeSecurityGroups (enterprise groups deny by default both ways and have no
+intra-group access), and ACL entries whose peer is a prefix list or an IPv6 CIDR.
 """
 
 from __future__ import annotations
@@ -12,18 +17,27 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_hpcnet.cloud import nacl, secgroup
+from pytest_hpcnet.cloud import nacl, secgroup, verdicts
+from pytest_hpcnet.cloud.plane import ControlPlane
 from pytest_hpcnet.cloud.rules import (
     Direction,
     Flow,
+    PortRange,
     network_acl_from_api,
     security_group_from_api,
 )
 
 ADDRESSES = [f"10.0.0.{i}" for i in range(8)] + ["192.168.0.1", "192.168.0.2"]
+ADDRESSES_V6 = ["2001:db8::1", "2001:db8::2", "2001:db8::9", "fd00::1"]
 GROUP_IDS = ["sg-a", "sg-b", "sg-c"]
-PREFIX_LISTS = {"pl-1": ["10.0.0.0/30", "192.168.0.2/32"], "pl-2": ["10.0.0.4/31"]}
+PREFIX_LISTS = {
+    "pl-1": ["10.0.0.0/30", "192.168.0.2/32", "2001:db8::/126"],
+    "pl-2": ["10.0.0.4/31"],
+}
 MAX_TEST_PORT = 12
+PORT_LISTS = {"prl-1": ["1/3", "7/7"], "prl-2": ["5/12"]}
+PROTOCOL_NAMES = {"6": "TCP", "17": "UDP", "1": "ICMP", "-1": "ALL"}
+LISTS = {"prefix_lists": PREFIX_LISTS, "port_range_lists": PORT_LISTS}
 
 cidrs = st.one_of(
     st.just("0.0.0.0/0"),
@@ -31,6 +45,14 @@ cidrs = st.one_of(
         lambda address, prefix: str(ipaddress.ip_network(f"{address}/{prefix}", strict=False)),
         st.sampled_from(ADDRESSES),
         st.integers(min_value=28, max_value=32),
+    ),
+)
+cidrs_v6 = st.one_of(
+    st.just("::/0"),
+    st.builds(
+        lambda address, prefix: str(ipaddress.ip_network(f"{address}/{prefix}", strict=False)),
+        st.sampled_from(ADDRESSES_V6),
+        st.integers(min_value=124, max_value=128),
     ),
 )
 
@@ -46,23 +68,29 @@ def port_ranges(draw, protocol: str) -> str:
 
 @st.composite
 def permissions(draw, direction: str) -> dict:
-    protocol = draw(st.sampled_from(["TCP", "UDP", "ICMP", "ALL", "tcp", "all"]))
+    protocol = draw(st.sampled_from(["TCP", "UDP", "ICMP", "ALL", "tcp", "all", "6", "17", "-1"]))
     item = {
         "Direction": direction,
         "IpProtocol": protocol,
-        "PortRange": draw(port_ranges(protocol)),
+        "PortRange": draw(port_ranges(PROTOCOL_NAMES.get(protocol, protocol))),
         "Policy": draw(st.sampled_from(["Accept", "Drop", "accept", "drop"])),
         "Priority": str(draw(st.integers(min_value=1, max_value=4))),
         "NicType": "intranet",
     }
+    if draw(st.integers(min_value=0, max_value=3)) == 0:
+        item["PortRangeListId"] = draw(st.sampled_from(sorted(PORT_LISTS)))
     prefix = "Source" if direction == "ingress" else "Dest"
     local = "Dest" if direction == "ingress" else "Source"
-    peer_kind = draw(st.sampled_from(["cidr", "group", "prefix"]))
-    if peer_kind == "cidr":
+    kinds = draw(
+        st.sets(st.sampled_from(["cidr", "cidr6", "group", "prefix"]), min_size=1, max_size=3)
+    )
+    if "cidr" in kinds:
         item[f"{prefix}CidrIp"] = draw(cidrs)
-    elif peer_kind == "group":
+    elif "cidr6" in kinds:  # the API carries one family per rule
+        item[f"Ipv6{prefix}CidrIp"] = draw(cidrs_v6)
+    if "group" in kinds:
         item[f"{prefix}GroupId"] = draw(st.sampled_from(GROUP_IDS))
-    else:
+    if "prefix" in kinds:
         item[f"{prefix}PrefixListId"] = draw(st.sampled_from(sorted(PREFIX_LISTS)))
     if draw(st.integers(min_value=0, max_value=4)) == 0:
         item[f"{local}CidrIp"] = draw(cidrs)
@@ -84,19 +112,26 @@ def group_bodies(draw) -> list[dict]:
             "InnerAccessPolicy": draw(st.sampled_from(["Accept", "Drop"])),
             "Permissions": {"Permission": rules},
         }
-        if enterprise:
-            body["SecurityGroupType"] = "enterprise"
+        # The type comes from DescribeSecurityGroups, not from this body: kept beside it.
+        body["_type"] = "enterprise" if enterprise else "normal"
         bodies.append(body)
     return bodies
+
+
+def parse_group(body: dict):
+    """The model of a body, its type given as DescribeSecurityGroups would."""
+    attribute = {key: value for key, value in body.items() if key != "_type"}
+    return security_group_from_api(attribute, group_type=body["_type"])
 
 
 @st.composite
 def flows(draw) -> Flow:
     protocol = draw(st.sampled_from(["TCP", "UDP", "ICMP"]))
     port = draw(st.integers(min_value=1, max_value=MAX_TEST_PORT)) if protocol != "ICMP" else None
+    pool = draw(st.sampled_from([ADDRESSES, ADDRESSES, ADDRESSES_V6]))
     return Flow(
-        src_ip=draw(st.sampled_from(ADDRESSES)),
-        dst_ip=draw(st.sampled_from(ADDRESSES)),
+        src_ip=draw(st.sampled_from(pool)),
+        dst_ip=draw(st.sampled_from(pool)),
         protocol=protocol,
         dst_port=port,
         src_groups=draw(st.frozensets(st.sampled_from(GROUP_IDS), max_size=3)),
@@ -112,14 +147,26 @@ def ref_in(cidr: str, address) -> bool:
     return network.version == address.version and address in network
 
 
+def ref_ports(item: dict) -> list[tuple[int, int]]:
+    """Destination port ranges of a permission: PortRange, unless it is empty or -1/-1 and
+    a port list is named ("if you specify PortRange, PortRangeListId is ignored")."""
+    low, high = (int(part) for part in item["PortRange"].split("/"))
+    if (low, high) == (-1, -1) and "PortRangeListId" in item:
+        return [
+            tuple(int(part) for part in text.split("/"))
+            for text in PORT_LISTS[item["PortRangeListId"]]
+        ]
+    return [(1, 65535)] if low == -1 else [(low, high)]
+
+
 def ref_permission_matches(item: dict, flow: Flow) -> bool:
-    protocol = item["IpProtocol"].upper()
+    protocol = PROTOCOL_NAMES.get(item["IpProtocol"], item["IpProtocol"]).upper()
     if protocol != "ALL" and protocol != flow.protocol.value:
         return False
-    if flow.protocol.value in ("TCP", "UDP"):
-        low, high = (int(part) for part in item["PortRange"].split("/"))
-        if low != -1 and not low <= flow.dst_port <= high:
-            return False
+    if flow.protocol.value in ("TCP", "UDP") and not any(
+        low <= flow.dst_port <= high for low, high in ref_ports(item)
+    ):
+        return False
     if item["Direction"] == "ingress":
         peer, peer_groups, local, prefix, local_key = (
             flow.src_ip, flow.src_groups, flow.dst_ip, "Source", "DestCidrIp"
@@ -128,15 +175,15 @@ def ref_permission_matches(item: dict, flow: Flow) -> bool:
         peer, peer_groups, local, prefix, local_key = (
             flow.dst_ip, flow.dst_groups, flow.src_ip, "Dest", "SourceCidrIp"
         )  # fmt: skip
-    if f"{prefix}CidrIp" in item and not ref_in(item[f"{prefix}CidrIp"], peer):
-        return False
-    if f"{prefix}GroupId" in item and item[f"{prefix}GroupId"] not in peer_groups:
-        return False
-    if f"{prefix}PrefixListId" in item and not any(
-        ref_in(cidr, peer) for cidr in PREFIX_LISTS[item[f"{prefix}PrefixListId"]]
-    ):
-        return False
-    return local_key not in item or ref_in(item[local_key], local)
+    # One peer field takes effect: a CIDR (IPv4 or IPv6), else a group, else a prefix list.
+    cidr = item.get(f"{prefix}CidrIp") or item.get(f"Ipv6{prefix}CidrIp")
+    if cidr is not None:
+        matched = ref_in(cidr, peer)
+    elif f"{prefix}GroupId" in item:
+        matched = item[f"{prefix}GroupId"] in peer_groups
+    else:
+        matched = any(ref_in(c, peer) for c in PREFIX_LISTS[item[f"{prefix}PrefixListId"]])
+    return matched and (local_key not in item or ref_in(item[local_key], local))
 
 
 def ref_side(flow: Flow, direction: str, bodies: list[dict]) -> tuple[bool, object]:
@@ -146,7 +193,7 @@ def ref_side(flow: Flow, direction: str, bodies: list[dict]) -> tuple[bool, obje
     peer_groups = flow.src_groups if direction == "ingress" else flow.dst_groups
     for body in bodies:
         if (
-            body.get("SecurityGroupType") != "enterprise"
+            body["_type"] != "enterprise"
             and body["InnerAccessPolicy"] == "Accept"
             and body["SecurityGroupId"] in peer_groups
         ):
@@ -160,7 +207,7 @@ def ref_side(flow: Flow, direction: str, bodies: list[dict]) -> tuple[bool, obje
     matching.sort(key=lambda item: (int(item["Priority"]), item["Policy"].lower() != "drop"))
     if matching:
         return matching[0]["Policy"].lower() == "accept", matching[0]
-    enterprise = bodies[0].get("SecurityGroupType") == "enterprise"
+    enterprise = bodies[0]["_type"] == "enterprise"
     return direction == "egress" and not enterprise, "default"
 
 
@@ -178,8 +225,8 @@ def describe(decision_rule) -> object:
 @settings(max_examples=300, deadline=None)
 @given(bodies=group_bodies(), flow=flows())
 def test_security_groups_agree_with_reference(bodies, flow):
-    groups = [security_group_from_api(body) for body in bodies]
-    verdict = secgroup.evaluate_flow(flow, groups, prefix_lists=PREFIX_LISTS)
+    groups = [parse_group(body) for body in bodies]
+    verdict = secgroup.evaluate_flow(flow, groups, **LISTS)
     by_id = {body["SecurityGroupId"]: body for body in bodies}
     for direction, decision, local in (
         ("egress", verdict.egress, flow.src_groups),
@@ -193,7 +240,7 @@ def test_security_groups_agree_with_reference(bodies, flow):
             assert not isinstance(decision.rule, str), (decision, deciding)
             assert decision.rule.priority == int(deciding["Priority"])
             assert decision.rule.policy.value.lower() == deciding["Policy"].lower()
-            assert secgroup.rule_matches(decision.rule, flow, prefix_lists=PREFIX_LISTS)
+            assert secgroup.rule_matches(decision.rule, flow, **LISTS)
         else:
             assert describe(decision.rule) == deciding
     ref_accepted = (
@@ -206,15 +253,13 @@ def test_security_groups_agree_with_reference(bodies, flow):
 @settings(max_examples=200, deadline=None)
 @given(bodies=group_bodies(), flow=flows())
 def test_rule_order_within_and_across_groups_does_not_change_the_verdict(bodies, flow):
-    groups = [security_group_from_api(body) for body in bodies]
+    groups = [parse_group(body) for body in bodies]
     reversed_groups = [
-        security_group_from_api(
-            dict(body, Permissions={"Permission": body["Permissions"]["Permission"][::-1]})
-        )
+        parse_group(dict(body, Permissions={"Permission": body["Permissions"]["Permission"][::-1]}))
         for body in bodies
     ]
-    forward = secgroup.evaluate_flow(flow, groups, prefix_lists=PREFIX_LISTS)
-    backward = secgroup.evaluate_flow(flow, reversed_groups[::-1], prefix_lists=PREFIX_LISTS)
+    forward = secgroup.evaluate_flow(flow, groups, **LISTS)
+    backward = secgroup.evaluate_flow(flow, reversed_groups[::-1], **LISTS)
     assert forward.accepted is backward.accepted
     assert forward.ingress.accepted is backward.ingress.accepted
     assert forward.egress.accepted is backward.egress.accepted
@@ -225,15 +270,19 @@ def test_rule_order_within_and_across_groups_does_not_change_the_verdict(bodies,
 
 @st.composite
 def acl_entries(draw, cidr_key: str) -> dict:
-    protocol = draw(st.sampled_from(["tcp", "udp", "icmp", "all"]))
-    return {
+    protocol = draw(st.sampled_from(["tcp", "udp", "icmp", "all", "6", "-1"]))
+    peer = draw(st.one_of(cidrs, cidrs_v6, st.sampled_from(sorted(PREFIX_LISTS))))
+    entry = {
         "NetworkAclEntryId": f"nae-{draw(st.integers(min_value=0, max_value=10**6))}",
         "Policy": draw(st.sampled_from(["accept", "drop"])),
         "Protocol": protocol,
-        "Port": draw(port_ranges(protocol)),
-        cidr_key: draw(cidrs),
+        "Port": draw(port_ranges(PROTOCOL_NAMES.get(protocol, protocol))),
+        cidr_key: peer,
         "EntryType": "custom",
     }
+    if not peer.startswith("pl-"):
+        entry["IpVersion"] = "IPV6" if ":" in peer else "IPV4"
+    return entry
 
 
 @st.composite
@@ -263,9 +312,11 @@ def ref_acl_side(body: dict | None, flow: Flow, direction: str) -> bool:
         entries = attribute["EgressAclEntries"]["EgressAclEntry"]
         key, peer = "DestinationCidrIp", flow.dst_ip
     for item in entries:
-        if item["Protocol"] != "all" and item["Protocol"].upper() != flow.protocol.value:
+        protocol = PROTOCOL_NAMES.get(item["Protocol"], item["Protocol"]).upper()
+        if protocol != "ALL" and protocol != flow.protocol.value:
             continue
-        if not ref_in(item[key], peer):
+        peers = PREFIX_LISTS.get(item[key], [item[key]])  # a prefix list, or one CIDR
+        if not any(ref_in(cidr, peer) for cidr in peers):
             continue
         if flow.protocol.value in ("TCP", "UDP"):
             low, high = (int(part) for part in item["Port"].split("/"))
@@ -286,14 +337,14 @@ def ref_acl_side(body: dict | None, flow: Flow, direction: str) -> bool:
 def test_network_acls_agree_with_reference(src_body, dst_body, src_has_acl, dst_has_acl, flow):
     bodies = [body for body, bound in ((src_body, src_has_acl), (dst_body, dst_has_acl)) if bound]
     acls = [network_acl_from_api(body) for body in bodies]
-    verdict = nacl.evaluate_flow(flow, "vsw-src", "vsw-dst", acls)
+    verdict = nacl.evaluate_flow(flow, "vsw-src", "vsw-dst", acls, prefix_lists=PREFIX_LISTS)
     egress = ref_acl_side(src_body if src_has_acl else None, flow, "egress")
     ingress = ref_acl_side(dst_body if dst_has_acl else None, flow, "ingress")
     assert verdict.egress.accepted is egress
     assert verdict.ingress.accepted is ingress
     assert verdict.accepted is (egress and ingress)
     if verdict.ingress.entry is not None:
-        assert nacl.entry_matches(verdict.ingress.entry, flow)
+        assert nacl.entry_matches(verdict.ingress.entry, flow, PREFIX_LISTS)
         assert verdict.ingress.accepted is (verdict.ingress.entry.policy.value == "Accept")
 
 
@@ -308,7 +359,9 @@ def test_network_acls_agree_with_reference(src_body, dst_body, src_has_acl, dst_
 def test_denied_ports_agree_with_port_by_port_evaluation(body, flow, direction, low, span):
     acls = [network_acl_from_api(body)]
     high = low + span
-    intervals = nacl.denied_ports(flow, direction, "vsw-x", acls, (low, high))
+    intervals = nacl.denied_ports(
+        flow, direction, "vsw-x", acls, (low, high), prefix_lists=PREFIX_LISTS
+    )
     denied = {port for start, end in intervals for port in range(start, end + 1)}
     expected = set()
     for port in range(low, high + 1):
@@ -332,8 +385,12 @@ def test_reply_range_is_consistent_with_single_client_ports(
 ):
     acls = [network_acl_from_api(client_body), network_acl_from_api(server_body)]
     ports = (1, MAX_TEST_PORT)
-    ranged = nacl.evaluate_reply(flow, "vsw-c", "vsw-s", acls, ephemeral_ports=ports)
-    single = nacl.evaluate_reply(flow, "vsw-c", "vsw-s", acls, client_port=client_port)
+    ranged = nacl.evaluate_reply(
+        flow, "vsw-c", "vsw-s", acls, ephemeral_ports=ports, prefix_lists=PREFIX_LISTS
+    )
+    single = nacl.evaluate_reply(
+        flow, "vsw-c", "vsw-s", acls, client_port=client_port, prefix_lists=PREFIX_LISTS
+    )
     blocked = {
         port
         for start, end in ranged.denied_egress + ranged.denied_ingress
@@ -341,3 +398,39 @@ def test_reply_range_is_consistent_with_single_client_ports(
     }
     assert single.accepted is (client_port not in blocked)
     assert ranged.accepted is (not blocked)
+
+
+# -- port ranges judged piece by piece -----------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    bodies=group_bodies(),
+    acl_body=acl_bodies("nacl-d", "vsw-d"),
+    protocol=st.sampled_from(["tcp", "udp"]),
+    low=st.integers(min_value=1, max_value=MAX_TEST_PORT),
+    span=st.integers(min_value=0, max_value=MAX_TEST_PORT),
+    src=st.sampled_from(ADDRESSES),
+    dst=st.sampled_from(ADDRESSES),
+)
+def test_range_verdict_agrees_with_port_by_port_evaluation(
+    bodies, acl_body, protocol, low, span, src, dst
+):
+    plane = ControlPlane(
+        "cn-test",
+        {},
+        groups={body["SecurityGroupId"]: parse_group(body) for body in bodies},
+        acls=(network_acl_from_api(acl_body),),
+        prefix_lists={k: tuple(v) for k, v in PREFIX_LISTS.items()},
+        port_lists={k: tuple(PortRange.parse(r) for r in v) for k, v in PORT_LISTS.items()},
+    )
+    source = verdicts.Endpoint("a", src, frozenset({"sg-a"}), "vsw-s")
+    target = verdicts.Endpoint("b", dst, frozenset({"sg-b", "sg-c"}), "vsw-d")
+    pieces = verdicts.judge_range(plane, source, target, protocol, (low, low + span))
+    assert pieces[0].ports[0] == low and pieces[-1].ports[1] == low + span
+    assert all(a.ports[1] + 1 == b.ports[0] for a, b in itertools.pairwise(pieces))
+    by_port = {p: piece for piece in pieces for p in range(piece.ports[0], piece.ports[1] + 1)}
+    for port in range(low, low + span + 1):
+        (single,) = verdicts.judge_range(plane, source, target, protocol, (port, port))
+        assert single.accepted is by_port[port].accepted, (port, single, by_port[port])
+        assert single.deciding() == by_port[port].deciding()

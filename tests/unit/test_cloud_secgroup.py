@@ -210,6 +210,14 @@ def test_source_port_range_of_a_quintuple_rule():
     assert ingress(inside, dst).accepted
     assert not ingress(outside, dst).accepted
     assert not ingress(unknown, dst).accepted
+    # An unknown client port could be in a Drop rule's range: it never opens the port.
+    guarded = group(
+        "sg-dst",
+        permission(priority=50, SourceCidrIp="0.0.0.0/0"),
+        permission(policy="Drop", SourcePortRange="1000/2000"),
+    )
+    assert not ingress(unknown, guarded).accepted
+    assert ingress(outside, guarded).accepted
 
 
 def test_port_range_list_is_resolved_or_refused():

@@ -265,4 +265,4 @@ def test_connector_many_silent_ports_run_concurrently():
     result = ports.parse_connect(out)
     assert [r.outcome for r in result.results] == ["timeout"] * 20
     assert result.problems == ()
-    assert elapsed < 5
+    assert elapsed < 12  # in parallel: one after the other would take 20 s

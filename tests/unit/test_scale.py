@@ -1,10 +1,11 @@
-"""Large parametrizations stay fast: 1,000 nodes collect in well under 10 s, no connection."""
+"""Large parametrizations stay cheap: 1,000 nodes collect in well under 10 s of CPU, no
+connection. CPU time, not wall time: a loaded machine stretches the one, not the other."""
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,10 +16,10 @@ nodes:
 """
 
 
-def test_collecting_1000_nodes_takes_under_10_seconds(tmp_path):
+def test_collecting_1000_nodes_takes_under_10_cpu_seconds(tmp_path):
     inventory = tmp_path / "big.yaml"
     inventory.write_text(INVENTORY)
-    t0 = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(
         [
             sys.executable,
@@ -36,11 +37,12 @@ def test_collecting_1000_nodes_takes_under_10_seconds(tmp_path):
         cwd=tmp_path,
         timeout=60,
     )
-    elapsed = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert proc.returncode == 0, proc.stdout[-2000:]
     lines = proc.stdout.splitlines()
     assert "test_mtu.py::test_interface_mtu_is_expected[gpu-1000]" in lines
     assert "test_mtu.py::test_full_mtu_crosses_the_path[gpu-1000->gpu-0001]" in lines
     assert sum(1 for ln in lines if "::" in ln) > 17000
-    print(f"collected 1,000 nodes in {elapsed:.1f} s")
-    assert elapsed < 10
+    print(f"collected 1,000 nodes in {cpu:.1f} s of CPU")
+    assert cpu < 10

@@ -254,9 +254,9 @@ def test_large_failure_component_stays_fast():
     names = nodes(40)
     sched = schedule_rounds(names, "full-mesh")
     results = simulate(sched, bad_nodes=set(names[:20]))
-    t0 = time.monotonic()
+    t0 = time.process_time()  # CPU: a loaded machine does not stretch it
     loc = localize(results)
-    assert time.monotonic() - t0 < 5
+    assert time.process_time() - t0 < 5
     assert set(loc.suspects) == set(names[:20])
 
 
