@@ -123,7 +123,7 @@ def parse_nccl_debug(text: str) -> NcclNetLog:
         m = _LINE_RE.match(_PREFIX_RE.sub("", raw, count=1).strip())
         if not m:
             continue
-        count += 1
+        count += m.group("level") == "INFO"
         d = drafts.setdefault(m.group("host"), _Draft(m.group("host")))
         msg = m.group("msg").strip()
         if msg.startswith("NET/IB : No device found"):
