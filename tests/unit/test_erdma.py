@@ -137,3 +137,17 @@ def test_driver_command_guards_eadm():
 @pytest.mark.parametrize(("mtu", "ib"), [(8500, 4096), (1400, 1024), (1500, 1024), (9000, 4096)])
 def test_expected_active_mtu(mtu, ib):
     assert expected_active_mtu(mtu) == ib
+
+
+def test_identity_is_the_driver_or_the_pci_id_never_the_name():
+    ids = parse_erdma_identity(
+        "dev=rocep26s0 driver=erdma vendor= device= numa=0 netdev=\n"
+        "dev=erdma_9 driver=rxe vendor=0x8086 device=0x1593 numa=0 netdev=\n"
+    )
+    assert [d.name for d in ids.eris()] == ["rocep26s0"]
+
+
+def test_ambiguous_eadm_output_is_not_read_as_a_setting():
+    d = parse_erdma_driver("module=loaded\ncompat_mode=N\ncc:erdma_0=supported: cubic mpcc\n")
+    assert d.cc == {"erdma_0": None} and "not readable" in d.cc_notes["erdma_0"]
+    assert d.compat_mode is False

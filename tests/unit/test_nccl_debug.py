@@ -53,3 +53,11 @@ def test_mpirun_prefixes_and_ansi():
     )
     log = parse_nccl_debug(text)
     assert log.host("h1").ib_devices[0].name == "erdma_0" and log.socket_hosts == ("h2",)
+
+
+def test_gdr_from_channel_lines_alone():
+    on = "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA\n"
+    off = "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0\n"
+    assert parse_nccl_debug(on).host("h").gdr is True
+    assert parse_nccl_debug(off).host("h").gdr is False
+    assert parse_nccl_debug(off + on).host("h").gdr is True  # one GDRDMA channel is proof
