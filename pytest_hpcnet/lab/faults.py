@@ -192,6 +192,43 @@ def _heal_fio_slow(state: LabState, node: LabNode, fault_id: str, undo: str) -> 
     cgroups.unlimit(node.name, undo)
 
 
+# --- eRDMA depth (issue 16): one ERI of a node, and NCCL's transport ------------
+
+
+def _eri(kind: str, rewrite: bool) -> tuple[Injector, Healer]:
+    """A fault on one device (default the node's last: erdma_1 with two ERIs).
+
+    `rewrite`: the device list changes (port state, GIDs), so rdma.json is rewritten;
+    otherwise the emulated tools read the fault from lab.json themselves.
+    """
+
+    def inject(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+        names = [f"erdma_{i}" for i in range(max(1, state.eris))]
+        value = (arg or names[-1]).strip()
+        device, _, rate = value.partition("@")
+        if device not in names or (rate and not re.fullmatch(_RATE, rate.lower())):
+            raise LabError(f"{kind}: expected one of {', '.join(names)} (got {arg!r})")
+        node.faults[kind] = value
+        if rewrite:
+            write_rdma_state(state, node)
+        return kind, value, ""
+
+    def heal(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+        node.faults.pop(kind, None)
+        if rewrite:
+            write_rdma_state(state, node)
+
+    return inject, heal
+
+
+def _inject_nccl_socket(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+    return "nccl-socket", "", ""
+
+
+def _heal_nothing(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+    return None
+
+
 _NUMBER = r"\d+(?:\.\d+)?"
 _RATE = r"\d+(?:\.\d+)?[kmg]?(?:bit)?"
 
@@ -279,6 +316,33 @@ KINDS: dict[str, FaultKind] = {
             f"cpu cgroup caps the node's sshd tree, so fio (default {cgroups.DEFAULT_PERCENT}%)",
             _inject_fio_slow,
             _heal_fio_slow,
+        ),
+        # eRDMA depth (issue 16)
+        FaultKind("eri-down", "eri-down NODE [DEV]", "one ERI port DOWN", *_eri("eri-down", True)),
+        FaultKind(
+            "eri-slow",
+            "eri-slow NODE [DEV[@RATE]]",
+            f"emulated perftest on one ERI paces itself (default {DEFAULT_RDMA_SLOW})",
+            *_eri("eri-slow", False),
+        ),
+        FaultKind(
+            "nccl-socket",
+            "nccl-socket NODE",
+            "emulated NCCL finds no IB device on the node: Using network Socket",
+            _inject_nccl_socket,
+            _heal_nothing,
+        ),
+        FaultKind(
+            "gid-shift",
+            "gid-shift NODE [DEV]",
+            "an extra IPv6 GID moves one ERI's IPv4 GID from index 1 to 2",
+            *_eri("gid-shift", True),
+        ),
+        FaultKind(
+            "rate-limit-drops",
+            "rate-limit-drops NODE [DEV]",
+            "traffic on one ERI raises its hw_*bps_limit_drop_cnt counters",
+            *_eri("rate-limit-drops", False),
         ),
     )
 }
