@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from pytest_hpcnet.probes.gpu import Gpu, GpuQuery, LoadedModules, Memlock, bus_key
+from pytest_hpcnet.probes.gpu import Gpu, GpuQuery, bus_key
+from pytest_hpcnet.probes.gpu_host import LoadedModules, Memlock
 from pytest_hpcnet.probes.gpu_xid import XID_SOURCE, XidLog
 
 HARD_SLOWDOWN = {

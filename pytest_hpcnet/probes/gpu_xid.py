@@ -16,7 +16,7 @@ from pytest_hpcnet.probes.text import strip_ansi
 XID_SOURCE = "https://docs.nvidia.com/deploy/xid-errors/index.html"
 """NVIDIA, "Xid Errors" (the Xid catalog); 48/63/64 also in "Dynamic Page Retirement"."""
 
-XID_MEANINGS: dict[int, str] = {
+XID_MEANINGS: dict[int, str] = {  # NVIDIA's names; the parentheses are our short notes
     13: "Graphics Engine Exception (often the application: illegal address, out of range)",
     31: "GPU memory page fault (often the application: illegal memory access)",
     32: "Invalid or corrupted push buffer stream",

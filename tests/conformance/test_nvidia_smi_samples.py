@@ -10,11 +10,8 @@ import re
 
 import pytest
 
-from pytest_hpcnet.probes.gpu import (
-    QUERY_FIELDS,
-    parse_driver_version,
-    parse_query_gpu,
-)
+from pytest_hpcnet.probes.gpu import QUERY_FIELDS, parse_query_gpu
+from pytest_hpcnet.probes.gpu_host import parse_driver_version
 from pytest_hpcnet.probes.gpu_judges import (
     judge_count_model,
     judge_ecc,

@@ -10,13 +10,15 @@ import pytest
 from pytest_hpcnet.probes.gpu import (
     QUERY_FIELDS,
     bus_key,
+    parse_query_gpu,
+    query_gpu_command,
+    value_or_none,
+)
+from pytest_hpcnet.probes.gpu_host import (
     memlock_command,
     parse_driver_version,
     parse_memlock,
     parse_modules,
-    parse_query_gpu,
-    query_gpu_command,
-    value_or_none,
 )
 from pytest_hpcnet.probes.gpu_topo import parse_topo
 from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND, parse_kernel_log, xid_meaning

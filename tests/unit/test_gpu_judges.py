@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.probes.gpu import parse_memlock, parse_modules, parse_query_gpu
+from pytest_hpcnet.probes.gpu import parse_query_gpu
+from pytest_hpcnet.probes.gpu_host import parse_memlock, parse_modules
 from pytest_hpcnet.probes.gpu_judges import (
     judge_count_model,
     judge_ecc,
