@@ -3,16 +3,16 @@
 Each judge fails closed (an unreadable output, a missing field, a node without
 `nvidia-smi` is a failure with its reason) and names the node, the GPU index and bus id,
 the value found and the fix. Expectations are plain arguments so the requirement layer
-can feed them from the profile.
+can feed them from the profile. Node-wide judges (memlock, modules, versions, GPU-NIC
+topology) are in `gpu_node_judges`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pytest_hpcnet.probes.gpu import Gpu, GpuQuery, bus_key
-from pytest_hpcnet.probes.gpu_host import LoadedModules, Memlock
 from pytest_hpcnet.probes.gpu_xid import XID_SOURCE, XidLog
 
 HARD_SLOWDOWN = {
@@ -233,73 +233,4 @@ def judge_pcie(node: str, query: GpuQuery) -> Verdict:
         problem,
         "re-check under load; a lasting downgrade is a bad riser, slot or BIOS setting: "
         "reseat the GPU or have the host repaired",
-    )
-
-
-def judge_memlock(node: str, memlock: Memlock, user: str = "the NCCL user") -> Verdict:
-    """Locked memory unlimited (NCCL: `Call to ibv_create_qp failed ... -12` otherwise)."""
-    if memlock.unlimited:
-        return PASS
-    value = memlock.error or f"{memlock.kib} KiB"
-    return Verdict(
-        False,
-        f"{node}: memlock for {user} is {value}, expected unlimited",
-        "set `* - memlock unlimited` in /etc/security/limits.d/ (and LimitMEMLOCK=infinity "
-        "for containerd/slurmd), then log in again",
-    )
-
-
-def judge_modules(node: str, modules: LoadedModules, required: Iterable[str]) -> Verdict:
-    """Every `required` kernel module loaded (`nvidia`, and `nvidia_peermem` for GDR)."""
-    if modules.error is not None:
-        return Verdict(False, f"{node}: {modules.error}", "re-run")
-    missing = [m for m in required if not modules.loaded(m)]
-    if not missing:
-        return PASS
-    return Verdict(
-        False,
-        f"{node}: kernel module(s) not loaded: {', '.join(missing)}",
-        f"`modprobe {' '.join(missing)}` and make it persistent in /etc/modules-load.d/",
-    )
-
-
-def judge_versions(
-    versions: Mapping[str, Mapping[str, str]],
-    pins: Mapping[str, str] | None = None,
-    known_bad: Mapping[str, Iterable[str]] | None = None,
-) -> Verdict:
-    """Each component's version identical on every node, equal to its pin, not known bad.
-
-    `versions` is node -> component -> version (a node lacking a component others have is a
-    mismatch: `missing`).
-    """
-    pins, known_bad = pins or {}, known_bad or {}
-    components = sorted({c for found in versions.values() for c in found} | set(pins))
-    problems: list[str] = []
-    for comp in components:
-        seen: dict[str, list[str]] = {}
-        for node, found in versions.items():
-            seen.setdefault(found.get(comp, "missing"), []).append(node)
-        pin = pins.get(comp)
-        if pin is not None:
-            off = {v: n for v, n in seen.items() if v != pin}
-            problems += [f"{comp} {v} on {', '.join(n)} (pinned {pin})" for v, n in off.items()]
-        elif len(seen) > 1:
-            usual = max(seen, key=lambda v: len(seen[v]))
-            problems += [
-                f"{comp} {v} on {', '.join(n)} (others {usual})"
-                for v, n in seen.items()
-                if v != usual
-            ]
-        bad = set(known_bad.get(comp, ()))
-        problems += [
-            f"{comp} {v} on {', '.join(n)} is known bad" for v, n in seen.items() if v in bad
-        ]
-    if not problems:
-        return PASS
-    return Verdict(
-        False,
-        "; ".join(problems),
-        "install the same (pinned, not known-bad) version on every node and reboot if it is "
-        "the driver",
     )

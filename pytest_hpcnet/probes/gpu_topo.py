@@ -85,7 +85,7 @@ def parse_topo(text: str) -> Topology:
         return Topology(error=state[1])
     lines = strip_ansi(text).splitlines()
     header_at = next(
-        (i for i, ln in enumerate(lines) if ln.split("\t")[1:2] and "GPU0" in ln.split("\t")),
+        (i for i, ln in enumerate(lines) if "GPU0" in [c.strip() for c in ln.split("\t")[1:]]),
         None,
     )
     if header_at is None:
@@ -138,3 +138,34 @@ def parse_topo(text: str) -> Topology:
         nic_names=tuple(legend),
         error="; ".join(problems) or None,
     )
+
+
+NIC_NUMA_COMMAND = (
+    'for d in /sys/class/infiniband/*; do [ -e "$d" ] || continue; '
+    'printf \'%s %s\\n\' "${d##*/}" "$(cat "$d/device/numa_node" 2>/dev/null)"; done; true'
+)
+"""`erdma_0 0` per RDMA device: its PCI function's NUMA node (-1: the platform gives none)."""
+
+
+def parse_nic_numa(text: str) -> dict[str, int]:
+    """Device -> NUMA node from NIC_NUMA_COMMAND; devices without a number are left out."""
+    found: dict[str, int] = {}
+    for line in strip_ansi(text).splitlines():
+        words = line.split()
+        if len(words) == 2 and re.fullmatch(r"-?\d+", words[1]):
+            found[words[0]] = int(words[1])
+    return found
+
+
+def hca_selects(hca: str | None, device: str) -> bool:
+    """Whether NCCL_IB_HCA selects `device`: unset selects all; `^` excludes, `=` exact,
+    otherwise prefixes; `:port` suffixes are ignored (NCCL's own rules)."""
+    if not hca or not hca.strip():
+        return True
+    spec = hca.strip()
+    exclude = spec.startswith("^")
+    spec = spec.removeprefix("^")
+    exact = spec.startswith("=")
+    names = [n.split(":")[0].strip() for n in spec.removeprefix("=").split(",") if n.strip()]
+    hit = any(device == n if exact else device.startswith(n) for n in names)
+    return not hit if exclude else hit

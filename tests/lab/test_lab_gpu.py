@@ -19,9 +19,9 @@ from pytest_hpcnet.probes.gpu_judges import (
     judge_pcie,
     judge_persistence,
     judge_throttle,
-    judge_versions,
     judge_xid,
 )
+from pytest_hpcnet.probes.gpu_node_judges import judge_versions
 from pytest_hpcnet.probes.gpu_topo import TOPO_COMMAND, parse_topo
 from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND, XidLog, parse_kernel_log
 from pytest_hpcnet.transport import Transport

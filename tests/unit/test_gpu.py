@@ -20,7 +20,7 @@ from pytest_hpcnet.probes.gpu_host import (
     parse_memlock,
     parse_modules,
 )
-from pytest_hpcnet.probes.gpu_topo import parse_topo
+from pytest_hpcnet.probes.gpu_topo import NIC_NUMA_COMMAND, parse_nic_numa, parse_topo
 from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND, parse_kernel_log, xid_meaning
 
 
@@ -194,3 +194,10 @@ def test_memlock():
     out = subprocess.run(["sh", "-c", memlock_command()], capture_output=True, text=True)
     here = parse_memlock(out.stdout)
     assert here.error is None and (here.unlimited or here.kib is not None)
+
+
+def test_nic_numa_command_runs_here(tmp_path):
+    out = subprocess.run(["sh", "-c", NIC_NUMA_COMMAND], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stderr == ""
+    assert all(isinstance(v, int) for v in parse_nic_numa(out.stdout).values())
+    assert parse_nic_numa("erdma_0 -1\nerdma_1\n") == {"erdma_0": -1}

@@ -9,15 +9,20 @@ from pytest_hpcnet.probes.gpu_host import parse_memlock, parse_modules
 from pytest_hpcnet.probes.gpu_judges import (
     judge_count_model,
     judge_ecc,
-    judge_memlock,
     judge_mig,
-    judge_modules,
     judge_pcie,
     judge_persistence,
     judge_throttle,
-    judge_versions,
     judge_xid,
 )
+from pytest_hpcnet.probes.gpu_node_judges import (
+    judge_gpu_nic_numa,
+    judge_memlock,
+    judge_modules,
+    judge_nccl_ib_hca,
+    judge_versions,
+)
+from pytest_hpcnet.probes.gpu_topo import parse_nic_numa, parse_topo
 from pytest_hpcnet.probes.gpu_xid import parse_kernel_log
 
 H200 = "NVIDIA H200"
@@ -220,3 +225,31 @@ def test_versions_pin_and_known_bad():
         "nccl 2.28.7 on node01, node02 is known bad"
     )
     assert judge_versions(found, pins={"driver": "580.159.04", "nccl": "2.28.7"})
+
+
+def test_gpu_nic_numa(fixture_text):
+    topo = parse_topo(fixture_text("gpu", "topo-8gpu-2nic-erdma.txt"))
+    swapped = judge_gpu_nic_numa("node05", topo, {"erdma_0": 1, "erdma_1": 0})
+    assert not swapped and swapped.gpus == tuple(range(8))
+    assert swapped.reason.startswith(
+        "node05: GPU 0 on NUMA 0, nearest RDMA device erdma_0 on NUMA 1; "
+    )
+    unknown = judge_gpu_nic_numa("node05", topo, {"erdma_0": 0})
+    assert unknown.gpus == (4, 5, 6, 7) and "erdma_1 on NUMA ?" in unknown.reason
+    cut = judge_gpu_nic_numa("node05", parse_topo("GPU0\tX\n"), {})
+    assert not cut and "topo -m unreadable" in cut.reason
+    sysfs = parse_nic_numa("erdma_0 0\nerdma_1 1\nmlx5_0 \n")
+    assert sysfs == {"erdma_0": 0, "erdma_1": 1}
+    assert judge_gpu_nic_numa("node05", topo, sysfs)
+
+
+def test_nccl_ib_hca_covers_the_nearest_devices(fixture_text):
+    topo = parse_topo(fixture_text("gpu", "topo-8gpu-2nic-erdma.txt"))
+    one = judge_nccl_ib_hca("node06", topo, "erdma_0")
+    assert not one and one.reason == (
+        "node06: NCCL_IB_HCA=erdma_0 leaves out erdma_1 (nearest to some GPU)"
+    )
+    assert not judge_nccl_ib_hca("node06", topo, "^erdma_1")
+    assert not judge_nccl_ib_hca("node06", topo, "=erdma_0,erdma_10")
+    for covered in (None, "", "erdma", "=erdma_0,erdma_1", "erdma_0:1,erdma_1:1", "^mlx5"):
+        assert judge_nccl_ib_hca("node06", topo, covered), covered
