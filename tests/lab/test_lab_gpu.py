@@ -21,7 +21,7 @@ from pytest_hpcnet.probes.gpu_judges import (
     judge_throttle,
     judge_xid,
 )
-from pytest_hpcnet.probes.gpu_node_judges import judge_versions
+from pytest_hpcnet.probes.gpu_node_judges import judge_nccl_ib_hca, judge_versions
 from pytest_hpcnet.probes.gpu_topo import TOPO_COMMAND, parse_topo
 from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND, XidLog, parse_kernel_log
 from pytest_hpcnet.transport import Transport
@@ -97,6 +97,8 @@ def test_healthy_lab_passes_every_gpu_judge(lab4, ssh):
     topo = parse_topo(ssh("node02", TOPO_COMMAND).stdout)
     assert topo.error is None and len(topo.gpus) == 8 and topo.nic_name("NIC0") == "erdma_0"
     assert topo.nearest_nics("GPU0") == ("erdma_0",)
+    assert judge_nccl_ib_hca("node02", topo, "erdma")
+    assert "leaves out erdma_0" in judge_nccl_ib_hca("node02", topo, "mlx5").reason
 
 
 @pytest.mark.parametrize(
