@@ -1,7 +1,8 @@
 """The emulated tools of the lab nodes: their install and each node's device state.
 
 `install_tools` copies the tools (`ibv_devinfo`, `rdma`, perftest's `ib_write_bw` and
-`ib_write_lat`, nccl-tests' `all_reduce_perf`, with their shared modules) into
+`ib_write_lat`, nccl-tests' `all_reduce_perf`, `nvidia-smi` with the `dmesg` and
+`journalctl -k` that show its XIDs, with their shared modules) into
 `<state>/bin` as executables; each node's sshd bind-mounts that folder over
 `/usr/local/sbin` in its private mount namespace, so they resolve to the emulations in
 SSH sessions on lab nodes only (and for ranks Open MPI starts there). `write_rdma_state`
@@ -29,8 +30,11 @@ TOOLS = {
     "ib_write_bw": "ib_write_bw.py",
     "ib_write_lat": "ib_write_lat.py",
     "all_reduce_perf": "all_reduce_perf.py",
+    "nvidia-smi": "nvidia_smi.py",
+    "dmesg": "dmesg.py",
+    "journalctl": "journalctl.py",
 }
-SHARED = ("hpcnet_lab_rdma.py", "hpcnet_lab_node.py", "hpcnet_lab_perftest.py")
+SHARED = ("hpcnet_lab_rdma.py", "hpcnet_lab_node.py", "hpcnet_lab_perftest.py", "hpcnet_lab_gpu.py")
 STATE_POINTER = ".hpcnet-lab-state"
 VENDOR_ID = "0x1ded"
 VENDOR_PART_ID = 4223
@@ -141,3 +145,39 @@ def set_eris(state_dir: Path, eris: int) -> int:
             write_rdma_state(state, node)
         state.save()
     return was
+
+
+GPU_BUS_IDS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
+"""The PCI buses of a lab node's eight GPUs (as `tools/hpcnet_lab_gpu.py` BUS_IDS)."""
+XID_DETAILS = {
+    48: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer.",
+    79: "GPU has fallen off the bus.",
+    94: "pid=4242, name=python3, Contained ECC error.",
+    95: "pid=4242, name=python3, Uncontained ECC error.",
+}
+
+
+def kernel_log_file(state: LabState, node: LabNode) -> Path:
+    """The node's kernel messages after boot, read by the emulated `dmesg`/`journalctl -k`."""
+    return state.node_dir(node.name) / "kernel.log"
+
+
+def log_xid(state: LabState, node: LabNode, xid: int, slot: int = 3) -> int:
+    """Append an `NVRM: Xid` line for GPU `slot`; returns the log's size before it."""
+    path = kernel_log_file(state, node)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size = path.stat().st_size if path.exists() else 0
+    detail = XID_DETAILS.get(xid, "pid=4242, name=python3, Ch 00000008")
+    bus = f"PCI:0000:{GPU_BUS_IDS[slot].lower()}:00"
+    line = f"[ 4242.{xid:06d}] NVRM: Xid ({bus}): {xid}, {detail}\n"
+    with path.open("a") as handle:
+        handle.write(line)
+    return size
+
+
+def truncate_kernel_log(state: LabState, node: LabNode, size: int) -> None:
+    """Cut the node's kernel log back to `size` bytes (what healing an XID restores)."""
+    path = kernel_log_file(state, node)
+    if path.exists():
+        with path.open("r+") as handle:
+            handle.truncate(min(size, path.stat().st_size))

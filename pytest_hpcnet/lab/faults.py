@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_hpcnet.lab import cgroups, firewall, links, shaping, tuning
-from pytest_hpcnet.lab.emulation import write_rdma_state
+from pytest_hpcnet.lab.emulation import log_xid, truncate_kernel_log, write_rdma_state
 from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR, LabNode, LabState, locked
 from pytest_hpcnet.lab.system import LabError
 
@@ -24,6 +24,9 @@ DEFAULT_SYSCTL = "net.ipv4.tcp_rmem=4096 131072 6291456"
 DEFAULT_LATENCY_MS = "5"
 DEFAULT_RDMA_SLOW = "500mbit"
 DEFAULT_NCCL_SLOW = "10"
+DEFAULT_GPU = "3"
+DEFAULT_XID = "94"
+DEFAULT_DRIVER = "570.172.08"
 _SYSCTL_RE = re.compile(r"^([a-z0-9_]+(?:\.[a-zA-Z0-9_-]+)+)=(.+)$")
 
 Injector = Callable[[LabState, LabNode, str | None], tuple[str, str, str]]
@@ -229,6 +232,28 @@ def _heal_nothing(state: LabState, node: LabNode, fault_id: str, undo: str) -> N
     return None
 
 
+def _inject_gpu_xid(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+    value = (arg or DEFAULT_XID).strip()
+    if not value.isdigit():
+        raise LabError(f"gpu-xid: expected an XID number such as 79, got {arg!r}")
+    size = log_xid(state, node, int(value))
+    return "gpu-xid", value, str(size)  # inject() keeps the first injection's size as undo
+
+
+def _heal_gpu_xid(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+    truncate_kernel_log(state, node, int(undo or 0))
+
+
+def _gpu(kind: str, summary: str) -> FaultKind:
+    """A fault the emulated nvidia-smi applies to one GPU of the node (default GPU 3)."""
+    return FaultKind(
+        kind,
+        f"{kind} NODE [GPU={DEFAULT_GPU}]",
+        f"emulated nvidia-smi: {summary}",
+        *_recorded(kind, DEFAULT_GPU, r"[0-7]", "a GPU index 0..7"),
+    )
+
+
 _NUMBER = r"\d+(?:\.\d+)?"
 _RATE = r"\d+(?:\.\d+)?[kmg]?(?:bit)?"
 
@@ -343,6 +368,24 @@ KINDS: dict[str, FaultKind] = {
             "rate-limit-drops NODE [DEV]",
             "traffic on one ERI raises its hw_*bps_limit_drop_cnt counters",
             *_eri("rate-limit-drops", False),
+        ),
+        # GPU node health (issue 15)
+        _gpu("gpu-missing", "that GPU is not enumerated (7 GPUs)"),
+        _gpu("gpu-ecc", "4 volatile uncorrected ECC errors and a pending row remap"),
+        _gpu("gpu-throttle", "HW slowdown and HW thermal slowdown active"),
+        _gpu("gpu-pcie-downgrade", "PCIe link gen4 x8 (max gen5 x16)"),
+        FaultKind(
+            "gpu-xid",
+            f"gpu-xid NODE [XID={DEFAULT_XID}]",
+            "an NVRM Xid line for GPU 3 in the node's emulated kernel log (dmesg, journalctl -k)",
+            _inject_gpu_xid,
+            _heal_gpu_xid,
+        ),
+        FaultKind(
+            "driver-mismatch",
+            f"driver-mismatch NODE [VERSION={DEFAULT_DRIVER}]",
+            "emulated nvidia-smi reports another driver version",
+            *_recorded("driver-mismatch", DEFAULT_DRIVER, r"\d+\.\d+(?:\.\d+)?", "a version"),
         ),
     )
 }
