@@ -22,6 +22,7 @@ def _parser() -> argparse.ArgumentParser:
     up = lab_sub.add_parser("up", parents=[state], help="create the lab (cleans a stale one first)")
     up.add_argument("--nodes", type=int, default=4, help="number of nodes (default 4)")
     up.add_argument("--mtu", type=int, default=8500, help="node MTU (default 8500)")
+    up.add_argument("--eris", type=int, default=1, help="eRDMA devices per node, 1 or 2")
     up.add_argument(
         "--inventory", type=Path, default=Path("inventories/lab.yaml"), help="inventory to write"
     )
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         return bundle_cli.run(args)
     try:
         if args.action == "up":
-            state = cluster.up(args.nodes, args.mtu, args.state_dir, args.inventory)
+            state = cluster.up(args.nodes, args.mtu, args.state_dir, args.inventory, args.eris)
             print(f"lab up: {len(state.nodes)} nodes, inventory {state.inventory}")
         elif args.action == "status":
             print("\n".join(cluster.status(args.state_dir)))

@@ -261,6 +261,7 @@ def up(
     mtu: int = 8500,
     state_dir: Path = DEFAULT_STATE_DIR,
     inventory: Path = Path("inventories/lab.yaml"),
+    eris: int = 1,
 ) -> LabState:
     """Create a lab of `count` nodes (cleaning a stale one first) and write its inventory."""
     require_root_linux()
@@ -268,6 +269,8 @@ def up(
         raise LabError(f"--nodes must be between 1 and {MAX_NODES} (the lab uses 198.18.0.0/24)")
     if not 576 <= mtu <= BRIDGE_MTU:
         raise LabError(f"--mtu must be between 576 and {BRIDGE_MTU}")
+    if eris not in (1, 2):
+        raise LabError("--eris must be 1 or 2")
     if not Path(SSHD).exists():
         raise LabError(f"the lab needs {SSHD} (apt-get install openssh-server)")
     down(state_dir)
@@ -287,6 +290,7 @@ def up(
         inventory=str(inventory.resolve()),
         nodes=nodes,
         sysctl=tuning.tuned_sysctls(),
+        eris=eris,
     )
     try:
         _write_keys(state)

@@ -1,15 +1,18 @@
 """The emulated tools of the lab nodes: their install and each node's device state.
 
 `install_tools` copies the tools (`ibv_devinfo`, `rdma`, perftest's `ib_write_bw` and
-`ib_write_lat`, nccl-tests' `all_reduce_perf`, with their shared modules) into
+`ib_write_lat`, nccl-tests' `all_reduce_perf`, `nvidia-smi` with the `dmesg` and
+`journalctl -k` that show its XIDs, with their shared modules) into
 `<state>/bin` as executables; each node's sshd bind-mounts that folder over
 `/usr/local/sbin` in its private mount namespace, so they resolve to the emulations in
 SSH sessions on lab nodes only (and for ranks Open MPI starts there). `write_rdma_state`
-writes the devices they report.
+writes the devices they report: one ERI per node, two with `lab up --eris 2` or
+`set_eris` (opt-in, since the lab profile and the static suite expect one).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -27,8 +30,11 @@ TOOLS = {
     "ib_write_bw": "ib_write_bw.py",
     "ib_write_lat": "ib_write_lat.py",
     "all_reduce_perf": "all_reduce_perf.py",
+    "nvidia-smi": "nvidia_smi.py",
+    "dmesg": "dmesg.py",
+    "journalctl": "journalctl.py",
 }
-SHARED = ("hpcnet_lab_rdma.py", "hpcnet_lab_node.py", "hpcnet_lab_perftest.py")
+SHARED = ("hpcnet_lab_rdma.py", "hpcnet_lab_node.py", "hpcnet_lab_perftest.py", "hpcnet_lab_gpu.py")
 STATE_POINTER = ".hpcnet-lab-state"
 VENDOR_ID = "0x1ded"
 VENDOR_PART_ID = 4223
@@ -65,34 +71,48 @@ def node_guid(mac: str) -> str:
     return ":".join(f"{eui[i]:02x}{eui[i + 1]:02x}" for i in range(0, 8, 2))
 
 
-def rdma_devices(node: LabNode) -> list[dict]:
-    """The node's eRDMA devices as its faults leave them (`no-rdma`, `port-down`)."""
+def rdma_devices(node: LabNode, eris: int = 1) -> list[dict]:
+    """The node's eRDMA devices (`eris` of them) as its faults leave them.
+
+    `no-rdma` removes them, `port-down` downs every port, `eri-down` one device's port;
+    `gid-shift` puts an extra IPv6 GID before the IPv4 one on one device. GIDs are
+    compat-mode style (ALIBABA-FACTS section 5): [0] link-local, [1] ::ffff:<address>.
+    """
     if "no-rdma" in node.faults:
         return []
-    down = "port-down" in node.faults
     guid = node_guid(node.mac or "00:16:3e:00:00:00")
-    port = {
-        "port": 1,
-        "state": "DOWN" if down else "ACTIVE",
-        "physical_state": "DISABLED" if down else "LINK_UP",
-        "max_mtu": IB_MAX_MTU,
-        "active_mtu": IB_MAX_MTU,
-        "link_layer": "Ethernet",
-        "netdev": "eth0",
-    }
-    return [
-        {
-            "name": "erdma_0",
-            "transport": "eRDMA (0)",
-            "fw_ver": "0.2.0",
-            "node_guid": guid,
-            "sys_image_guid": guid,
-            "vendor_id": VENDOR_ID,
-            "vendor_part_id": VENDOR_PART_ID,
-            "hw_ver": "0x0",
-            "ports": [port],
+    devices = []
+    for i in range(max(1, eris)):
+        name = f"erdma_{i}"
+        down = "port-down" in node.faults or node.faults.get("eri-down") == name
+        gids = [str(ipaddress.IPv6Address(f"fe80::{guid}")), f"::ffff:{node.address}"]
+        if node.faults.get("gid-shift") == name:
+            gids.insert(1, f"2001:db8:18::{i + 1:x}")
+        port = {
+            "port": 1,
+            "state": "DOWN" if down else "ACTIVE",
+            "physical_state": "DISABLED" if down else "LINK_UP",
+            "max_mtu": IB_MAX_MTU,
+            "active_mtu": IB_MAX_MTU,
+            "link_layer": "Ethernet",
+            "netdev": "eth0",
+            "gids": gids,
         }
-    ]
+        devices.append(
+            {
+                "name": name,
+                "transport": "eRDMA (0)",
+                "fw_ver": "0.2.0",
+                "node_guid": guid,
+                "sys_image_guid": guid,
+                "vendor_id": VENDOR_ID,
+                "vendor_part_id": VENDOR_PART_ID,
+                "hw_ver": "0x0",
+                "numa_node": i,
+                "ports": [port],
+            }
+        )
+    return devices
 
 
 def write_rdma_state(state: LabState, node: LabNode) -> Path:
@@ -100,6 +120,64 @@ def write_rdma_state(state: LabState, node: LabNode) -> Path:
     path = state.rdma_file(node.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"node": node.name, "devices": rdma_devices(node)}, indent=2))
+    devices = rdma_devices(node, state.eris)
+    tmp.write_text(json.dumps({"node": node.name, "devices": devices}, indent=2))
     tmp.replace(path)
     return path
+
+
+def set_eris(state_dir: Path, eris: int) -> int:
+    """Give every node of a running lab `eris` devices (1 or 2); returns the previous count.
+
+    Opt-in: the lab profile and the static suite expect one device, so `lab up` makes one
+    unless `--eris 2` is given; tests that need two switch a running lab and switch back.
+    """
+    from pytest_hpcnet.lab.state import locked
+
+    if eris not in (1, 2):
+        raise ValueError(f"eris must be 1 or 2, got {eris}")
+    with locked(state_dir):
+        state = LabState.load(state_dir)
+        if state is None:
+            raise ValueError(f"no lab at {state_dir}")
+        was, state.eris = state.eris, eris
+        for node in state.nodes:
+            write_rdma_state(state, node)
+        state.save()
+    return was
+
+
+GPU_BUS_IDS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
+"""The PCI buses of a lab node's eight GPUs (as `tools/hpcnet_lab_gpu.py` BUS_IDS)."""
+XID_DETAILS = {
+    48: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer.",
+    79: "GPU has fallen off the bus.",
+    94: "pid=4242, name=python3, Contained ECC error.",
+    95: "pid=4242, name=python3, Uncontained ECC error.",
+}
+
+
+def kernel_log_file(state: LabState, node: LabNode) -> Path:
+    """The node's kernel messages after boot, read by the emulated `dmesg`/`journalctl -k`."""
+    return state.node_dir(node.name) / "kernel.log"
+
+
+def log_xid(state: LabState, node: LabNode, xid: int, slot: int = 3) -> int:
+    """Append an `NVRM: Xid` line for GPU `slot`; returns the log's size before it."""
+    path = kernel_log_file(state, node)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size = path.stat().st_size if path.exists() else 0
+    detail = XID_DETAILS.get(xid, "pid=4242, name=python3, Ch 00000008")
+    bus = f"PCI:0000:{GPU_BUS_IDS[slot].lower()}:00"
+    line = f"[ 4242.{xid:06d}] NVRM: Xid ({bus}): {xid}, {detail}\n"
+    with path.open("a") as handle:
+        handle.write(line)
+    return size
+
+
+def truncate_kernel_log(state: LabState, node: LabNode, size: int) -> None:
+    """Cut the node's kernel log back to `size` bytes (what healing an XID restores)."""
+    path = kernel_log_file(state, node)
+    if path.exists():
+        with path.open("r+") as handle:
+            handle.truncate(min(size, path.stat().st_size))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_hpcnet.lab import cgroups, firewall, links, shaping, tuning
-from pytest_hpcnet.lab.emulation import write_rdma_state
+from pytest_hpcnet.lab.emulation import log_xid, truncate_kernel_log, write_rdma_state
 from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR, LabNode, LabState, locked
 from pytest_hpcnet.lab.system import LabError
 
@@ -24,6 +24,9 @@ DEFAULT_SYSCTL = "net.ipv4.tcp_rmem=4096 131072 6291456"
 DEFAULT_LATENCY_MS = "5"
 DEFAULT_RDMA_SLOW = "500mbit"
 DEFAULT_NCCL_SLOW = "10"
+DEFAULT_GPU = "3"
+DEFAULT_XID = "94"
+DEFAULT_DRIVER = "570.172.08"
 _SYSCTL_RE = re.compile(r"^([a-z0-9_]+(?:\.[a-zA-Z0-9_-]+)+)=(.+)$")
 
 Injector = Callable[[LabState, LabNode, str | None], tuple[str, str, str]]
@@ -192,6 +195,65 @@ def _heal_fio_slow(state: LabState, node: LabNode, fault_id: str, undo: str) -> 
     cgroups.unlimit(node.name, undo)
 
 
+# --- eRDMA depth (issue 16): one ERI of a node, and NCCL's transport ------------
+
+
+def _eri(kind: str, rewrite: bool) -> tuple[Injector, Healer]:
+    """A fault on one device (default the node's last: erdma_1 with two ERIs).
+
+    `rewrite`: the device list changes (port state, GIDs), so rdma.json is rewritten;
+    otherwise the emulated tools read the fault from lab.json themselves.
+    """
+
+    def inject(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+        names = [f"erdma_{i}" for i in range(max(1, state.eris))]
+        value = (arg or names[-1]).strip()
+        device, _, rate = value.partition("@")
+        if device not in names or (rate and not re.fullmatch(_RATE, rate.lower())):
+            raise LabError(f"{kind}: expected one of {', '.join(names)} (got {arg!r})")
+        node.faults[kind] = value
+        if rewrite:
+            write_rdma_state(state, node)
+        return kind, value, ""
+
+    def heal(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+        node.faults.pop(kind, None)
+        if rewrite:
+            write_rdma_state(state, node)
+
+    return inject, heal
+
+
+def _inject_nccl_socket(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+    return "nccl-socket", "", ""
+
+
+def _heal_nothing(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+    return None
+
+
+def _inject_gpu_xid(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+    value = (arg or DEFAULT_XID).strip()
+    if not value.isdigit():
+        raise LabError(f"gpu-xid: expected an XID number such as 79, got {arg!r}")
+    size = log_xid(state, node, int(value))
+    return "gpu-xid", value, str(size)  # inject() keeps the first injection's size as undo
+
+
+def _heal_gpu_xid(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+    truncate_kernel_log(state, node, int(undo or 0))
+
+
+def _gpu(kind: str, summary: str) -> FaultKind:
+    """A fault the emulated nvidia-smi applies to one GPU of the node (default GPU 3)."""
+    return FaultKind(
+        kind,
+        f"{kind} NODE [GPU={DEFAULT_GPU}]",
+        f"emulated nvidia-smi: {summary}",
+        *_recorded(kind, DEFAULT_GPU, r"[0-7]", "a GPU index 0..7"),
+    )
+
+
 _NUMBER = r"\d+(?:\.\d+)?"
 _RATE = r"\d+(?:\.\d+)?[kmg]?(?:bit)?"
 
@@ -279,6 +341,51 @@ KINDS: dict[str, FaultKind] = {
             f"cpu cgroup caps the node's sshd tree, so fio (default {cgroups.DEFAULT_PERCENT}%)",
             _inject_fio_slow,
             _heal_fio_slow,
+        ),
+        # eRDMA depth (issue 16)
+        FaultKind("eri-down", "eri-down NODE [DEV]", "one ERI port DOWN", *_eri("eri-down", True)),
+        FaultKind(
+            "eri-slow",
+            "eri-slow NODE [DEV[@RATE]]",
+            f"emulated perftest on one ERI paces itself (default {DEFAULT_RDMA_SLOW})",
+            *_eri("eri-slow", False),
+        ),
+        FaultKind(
+            "nccl-socket",
+            "nccl-socket NODE",
+            "emulated NCCL finds no IB device on the node: Using network Socket",
+            _inject_nccl_socket,
+            _heal_nothing,
+        ),
+        FaultKind(
+            "gid-shift",
+            "gid-shift NODE [DEV]",
+            "an extra IPv6 GID moves one ERI's IPv4 GID from index 1 to 2",
+            *_eri("gid-shift", True),
+        ),
+        FaultKind(
+            "rate-limit-drops",
+            "rate-limit-drops NODE [DEV]",
+            "traffic on one ERI raises its hw_*bps_limit_drop_cnt counters",
+            *_eri("rate-limit-drops", False),
+        ),
+        # GPU node health (issue 15)
+        _gpu("gpu-missing", "that GPU is not enumerated (7 GPUs)"),
+        _gpu("gpu-ecc", "4 volatile uncorrected ECC errors and a pending row remap"),
+        _gpu("gpu-throttle", "HW slowdown and HW thermal slowdown active"),
+        _gpu("gpu-pcie-downgrade", "PCIe link gen4 x8 (max gen5 x16)"),
+        FaultKind(
+            "gpu-xid",
+            f"gpu-xid NODE [XID={DEFAULT_XID}]",
+            "an NVRM Xid line for GPU 3 in the node's emulated kernel log (dmesg, journalctl -k)",
+            _inject_gpu_xid,
+            _heal_gpu_xid,
+        ),
+        FaultKind(
+            "driver-mismatch",
+            f"driver-mismatch NODE [VERSION={DEFAULT_DRIVER}]",
+            "emulated nvidia-smi reports another driver version",
+            *_recorded("driver-mismatch", DEFAULT_DRIVER, r"\d+\.\d+(?:\.\d+)?", "a version"),
         ),
     )
 }

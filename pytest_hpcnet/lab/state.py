@@ -77,6 +77,8 @@ class LabState:
     """The per-namespace sysctls `lab up` set on every node (and the inventory expects)."""
     host_backlog: int | None = None
     """The host's `net.core.netdev_max_backlog` before `lab up` raised it (None: untouched)."""
+    eris: int = 1
+    """eRDMA devices per node (`lab up --eris 2`; opt-in, the lab profile expects one)."""
 
     @property
     def root(self) -> Path:

@@ -13,6 +13,12 @@ real ring all-reduce (reduce-scatter then all-gather) of float32 buffers, -w war
 Rank 0 prints nccl-tests' layout: algbw = size/time, busbw = algbw * 2(n-1)/n.
 Lab faults from `lab.json`: `nccl-slow` (this rank stretches each all-reduce by its
 factor) and `latency` (this rank delays each message it sends), both user-space emulation.
+With NCCL_DEBUG=INFO every rank prints the INFO lines NCCL prints when it picks its
+network: `NET/IB : Using [0]erdma_0:1/RoCE [1]erdma_1:1/RoCE [RO]; OOB eth0:<ip><0>` and
+`Using network IB` over the node's active devices matching NCCL_IB_HCA, or, with the
+`nccl-socket` fault (or no usable device), `NET/IB : No device found.` and `Using network
+Socket`; GPUDirect RDMA is always off (no GPU). On IB the ring's bytes are added to the
+devices' emulated hw counters, split evenly; on Socket they are not.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import hpcnet_lab_rdma as lab
 
 VERSION = "2.13.9"
 NCCL_HEADERS = 21903
+NCCL_VERSION = "2.19.3"
 RENDEZVOUS_WAIT_S = 60.0
 IO_TIMEOUT_S = 120.0
 PATTERN = 13
@@ -98,6 +105,7 @@ class Ring:
 
     def __init__(self, rank: int, size: int) -> None:
         self.rank, self.size = rank, size
+        self.moved = [0, 0]  # bytes sent, received
         self.peers: list[list[str]] = []
         self.delay = node.delay_s()
         slow = node.faults().get("nccl-slow")
@@ -151,6 +159,8 @@ class Ring:
 
     def exchange(self, out: memoryview, into: memoryview) -> None:
         """Send `out` to the next rank while receiving `into` from the previous one."""
+        self.moved[0] += len(out)
+        self.moved[1] += len(into)
         sender = threading.Thread(target=self._send, args=(out,))
         sender.start()
         got = 0
@@ -251,6 +261,68 @@ def run_one(ring: Ring, count: int, args: argparse.Namespace, in_place: bool) ->
     return usec, ring.total(wrong)
 
 
+def _hca_match(name: str, spec: str) -> bool:
+    """NCCL_IB_HCA: comma list of prefixes (`=` exact, `^` excludes, `:port` ignored)."""
+    if not spec:
+        return True
+    exclude, spec = spec.startswith("^"), spec.lstrip("^")
+    exact, spec = spec.startswith("="), spec.lstrip("=")
+    names = [item.split(":")[0] for item in spec.split(",") if item]
+    hit = any(name == n if exact else name.startswith(n) for n in names)
+    return hit != exclude
+
+
+def nccl_network() -> tuple[str, list[dict]]:
+    """("IB", devices) or ("Socket", []) as NCCL would choose on this node."""
+    devices = [
+        d
+        for d in lab.load_devices()
+        if any(p.get("state") == "ACTIVE" for p in d.get("ports", []))
+        and _hca_match(d["name"], os.environ.get("NCCL_IB_HCA", ""))
+    ]
+    socket_only = os.environ.get("NCCL_NET") == "Socket" or os.environ.get("NCCL_IB_DISABLE") == "1"
+    if "nccl-socket" in node.faults() or not devices or socket_only:
+        return "Socket", []
+    return "IB", devices
+
+
+class InfoLog:
+    """NCCL INFO lines of this rank (printed only with NCCL_DEBUG=INFO)."""
+
+    def __init__(self) -> None:
+        self.on = os.environ.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE")
+        self.prefix = f"{lab.node_name()}:{os.getpid()}:{threading.get_ident() % 100000} [0]"
+
+    def __call__(self, msg: str) -> None:
+        if self.on:
+            sys.stdout.write(f"{self.prefix} NCCL INFO {msg}\n")
+            sys.stdout.flush()
+
+
+def log_network(info: InfoLog, network: str, devices: list[dict]) -> None:
+    """The lines NCCL prints while it picks its network."""
+    oob = f"{os.environ.get('NCCL_SOCKET_IFNAME', 'eth0')}:{node.address()}<0>"
+    info(f"Bootstrap: Using {oob}")
+    info(f"NCCL version {NCCL_VERSION}+cuda12.2 (hpcnet lab emulation)")
+    info("NET/Plugin: Could not find: libnccl-net.so")
+    if network == "IB":
+        used = " ".join(f"[{i}]{d['name']}:1/RoCE" for i, d in enumerate(devices))
+        info(f"NET/IB : Using {used} [RO]; OOB {oob}")
+        info("Initialized NET plugin IB")
+        info("Assigned NET plugin IB to comm")
+        info("Using network IB")
+        for i, d in enumerate(devices):
+            info(f"NET/IB : GPU Direct RDMA Disabled for HCA {i} '{d['name']}'")
+    else:
+        info("NET/IB : No device found.")
+        info(f"NET/IB : Using [RO]; OOB {oob}")
+        info("Failed to initialize NET plugin IB")
+        info(f"NET/Socket : Using [0]{oob}")
+        info("Initialized NET plugin Socket")
+        info("Assigned NET plugin Socket to comm")
+        info("Using network Socket")
+
+
 def header(args: argparse.Namespace, ring: Ring) -> str:
     step = f"{args.stepfactor}(factor)" if args.stepfactor > 1 else f"{args.stepbytes}(bytes)"
     lines = [
@@ -284,11 +356,19 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(__doc__.splitlines()[0] + "\nUsage: all_reduce_perf -b 8 -e 128M -f 2\n")
         return 0 if args.help else 1
     rank, nranks = world()
+    info = InfoLog()
+    network, devices = nccl_network()
+    log_network(info, network, devices)
     try:
         ring = Ring(rank, nranks)
     except (OSError, RuntimeError) as exc:
         sys.stdout.write(f"{lab.node_name()}: Test NCCL failure all_reduce_perf: {exc}\n")
         return 1
+    if nranks > 1:
+        via = "NET/IB/0" if network == "IB" else "NET/Socket/0"
+        prev, nxt = (rank - 1) % nranks, (rank + 1) % nranks
+        info(f"Channel 00/0 : {prev}[0] -> {rank}[0] [receive] via {via}")
+        info(f"Channel 00/0 : {rank}[0] -> {nxt}[0] [send] via {via}")
     out = sys.stdout
     if rank == 0:
         out.write(header(args, ring))
@@ -315,6 +395,11 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, RuntimeError) as exc:
         sys.stdout.write(f"{lab.node_name()}: Test NCCL failure all_reduce_perf: {exc}\n")
         return 1
+    finally:
+        for d in devices:
+            lab.count_traffic(
+                d["name"], ring.moved[0] // len(devices), ring.moved[1] // len(devices)
+            )
     if rank == 0:
         avg = sum(busbws) / len(busbws) if busbws else 0.0
         verdict = "OK" if not wrong_total else "FAILED"

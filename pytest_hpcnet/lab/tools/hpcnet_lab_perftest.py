@@ -6,8 +6,10 @@ server (no target) listens on TCP `-p` (default 18515), serves exactly one clien
 prints its side and exits (or gives up after SERVER_WAIT_S without a client). The
 client connects, measures and prints. `-d`/`-i` are checked against the node's emulated
 eRDMA devices and print perftest's own errors. Lab faults read from `lab.json`:
-`rdma-slow` caps this node's perftest streams (user-space pacing), `latency` delays each
-message this node sends (user-space; the lab kernel has no netem).
+`rdma-slow` caps this node's perftest streams (user-space pacing), `eri-slow` those of one
+device (`erdma_1`, or `erdma_1@200mbit`), `latency` delays each message this node sends
+(user-space; the lab kernel has no netem). The bytes moved are added to the device's
+emulated hw counters (`hw_tx_bytes_cnt` on the client, `hw_rx_bytes_cnt` on the server).
 """
 
 from __future__ import annotations
@@ -244,9 +246,14 @@ def sizes_of(args: argparse.Namespace, bw: bool) -> list[int]:
     return [args.size or (65536 if bw else 2)]
 
 
-def slow_bps() -> float | None:
-    """This node's `rdma-slow` cap in bits/s, None when not injected."""
-    value = node.faults().get("rdma-slow")
+def slow_bps(device: str | None = None) -> float | None:
+    """This node's `rdma-slow` (or `device`'s `eri-slow`) cap in bits/s, None when none."""
+    found = node.faults()
+    value = found.get("rdma-slow")
+    if value is None and device and "eri-slow" in found:
+        name, _, rate = found["eri-slow"].partition("@")
+        if name == device:
+            return node.rate_bps(rate, RDMA_SLOW_BPS)
     return None if value is None else node.rate_bps(value, RDMA_SLOW_BPS)
 
 
@@ -302,7 +309,8 @@ def serve(args: argparse.Namespace, bw: bool, device: dict, out) -> int:
         out.write(bw_columns(args.report_gbits) if bw else LAT_COLUMNS)
         out.flush()
         if bw:
-            _serve_bw(listener, ch, qps, out)
+            received = _serve_bw(listener, ch, qps, out, device["name"])
+            lab.count_traffic(device["name"], rx=received, mtu=device["mtu"])
         else:
             _serve_lat(ch, out)
         out.write(RULE + "\n")
@@ -310,10 +318,10 @@ def serve(args: argparse.Namespace, bw: bool, device: dict, out) -> int:
     return 0
 
 
-def _serve_bw(listener: socket.socket, ch: Channel, qps: int, out) -> None:
+def _serve_bw(listener: socket.socket, ch: Channel, qps: int, out, device: str) -> int:
     counts = [0] * qps
     threads = []
-    bps = slow_bps()
+    bps = slow_bps(device)
     for i in range(qps):
         data, _ = listener.accept()
         t = threading.Thread(target=_drain, args=(data, counts, i, bps / qps if bps else None))
@@ -334,6 +342,7 @@ def _serve_bw(listener: socket.socket, ch: Channel, qps: int, out) -> None:
             break
     for t in threads:
         t.join(5)
+    return sum(counts)
 
 
 def _serve_lat(ch: Channel, out) -> None:
@@ -397,7 +406,7 @@ def run_client(args: argparse.Namespace, bw: bool, device: dict, out) -> int:
     out.write(bw_columns(args.report_gbits) if bw else LAT_COLUMNS)
     out.flush()
     if bw:
-        _client_bw(args, ch, qps, out)
+        _client_bw(args, ch, qps, out, device)
     else:
         _client_lat(args, ch, out)
     ch.send_json({"done": True})
@@ -407,11 +416,11 @@ def run_client(args: argparse.Namespace, bw: bool, device: dict, out) -> int:
     return 0
 
 
-def _client_bw(args: argparse.Namespace, ch: Channel, qps: int, out) -> None:
+def _client_bw(args: argparse.Namespace, ch: Channel, qps: int, out, device: dict) -> None:
     streams = [
         socket.create_connection((args.target, args.port), CONNECT_TIMEOUT_S) for _ in range(qps)
     ]
-    bps = slow_bps()
+    bps = slow_bps(device["name"])
     delay = node.delay_s()
     duration = args.duration is not None and not args.all
     try:
@@ -439,6 +448,7 @@ def _client_bw(args: argparse.Namespace, ch: Channel, qps: int, out) -> None:
             ch.send_json({"sent": sum(sent) * size})
             ch.recv_json()
             seconds = time.perf_counter() - started
+            lab.count_traffic(device["name"], tx=sum(sent) * size, mtu=device["mtu"])
             row = bw_row(size, sum(sent), sum(sent) * size, seconds, args.report_gbits, duration)
             out.write(row)
             out.flush()

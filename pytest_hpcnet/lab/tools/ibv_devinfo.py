@@ -3,8 +3,9 @@
 Prints the node's emulated eRDMA devices (see hpcnet_lab_rdma.py) byte for byte in the
 layout of rdma-core's devinfo.c: `hca_id:`, tab-aligned fields, one block per port and a
 blank line after each port; "No IB devices found" on stderr and exit 255 without devices.
-Options as the real tool: -d/--ib-dev, -i/--ib-port, -l/--list, -v/--verbose (the
-verbose-only attributes are not emulated: -v prints the default fields).
+Options as the real tool: -d/--ib-dev, -i/--ib-port, -l/--list, -v/--verbose (of the
+verbose-only attributes only the GID table is emulated, in rdma-core's `GID[  1]:
+::ffff:198.18.0.11, RoCE v2` form).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def _mtu(value: int) -> str:
     return f"{value} ({lab.MTU_CODES.get(value, 0)})"
 
 
-def device_block(device: dict, only_port: int = 0) -> str:
+def device_block(device: dict, only_port: int = 0, verbose: bool = False) -> str:
     """One device as `ibv_devinfo` prints it."""
     ports = device.get("ports", [])
     out = [
@@ -61,8 +62,11 @@ def device_block(device: dict, only_port: int = 0) -> str:
             "\t\t\tport_lid:\t\t0",
             "\t\t\tport_lmc:\t\t0x00",
             f"\t\t\tlink_layer:\t\t{port.get('link_layer', 'Ethernet')}",
-            "",
         ]
+        if verbose:
+            gids = enumerate(port.get("gids", []))
+            out += [f"\t\t\tGID[{i:3d}]:\t\t{g}, RoCE v2" for i, g in gids]
+        out.append("")
     return "\n".join(out) + "\n"
 
 
@@ -96,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     if port and any(port > len(d.get("ports", [])) for d in devices):
         sys.stderr.write("Invalid port requested for device\n")
         return 4
-    sys.stdout.write("".join(device_block(d, port) for d in devices))
+    sys.stdout.write("".join(device_block(d, port, args.verbose) for d in devices))
     return 0
 
 

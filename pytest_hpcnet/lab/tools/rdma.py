@@ -2,8 +2,9 @@
 
 `rdma [-j] [-p] [-d] link [show [DEV[/PORT]]]` prints the node's emulated eRDMA ports in
 the current iproute2 format (`link erdma_0/1 state ACTIVE physical_state LINK_UP netdev
-eth0 `, a trailing space as iproute2 prints it), or JSON with -j. Other objects (`dev`,
-`res`, `statistic`, ...) are not emulated.
+eth0 `, a trailing space as iproute2 prints it), or JSON with -j. `rdma [-j] statistic
+[show [link DEV[/PORT]]]` prints each port's hw counters (`link erdma_0/1 hw_tx_bytes_cnt
+0 ...`). Other objects (`dev`, `res`, ...) are not emulated.
 """
 
 from __future__ import annotations
@@ -78,6 +79,32 @@ def link_json(rows: list[dict], pretty: bool) -> str:
     return json.dumps(items, separators=(",", ":")) + "\n"
 
 
+def statistic(rest: list[str], as_json: bool) -> int:
+    """`rdma statistic [show [link DEV[/PORT]]]`: the emulated hw counters per port."""
+    if rest and rest[0] in ("show", "list"):
+        rest = rest[1:]
+    if rest and rest[0] == "link":
+        rest = rest[1:]
+    rows = _rows(rest[0] if rest else None)
+    if isinstance(rows, str):
+        sys.stderr.write(rows + "\n")
+        return 1
+    counters = lab.read_counters()
+    items = [
+        {"ifindex": r["ifindex"], "ifname": r["ifname"], "port": int(r.get("port", 1)),
+         **counters.get(r["ifname"], {})}
+        for r in rows
+    ]  # fmt: skip
+    if as_json:
+        sys.stdout.write(json.dumps(items, separators=(",", ":")) + "\n")
+        return 0
+    for item in items:
+        shown = {k: v for k, v in item.items() if k not in ("ifindex", "ifname", "port")}
+        values = " ".join(f"{k} {v}" for k, v in shown.items())
+        sys.stdout.write(f"link {item['ifname']}/{item['port']} {values} \n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run like `rdma`; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -96,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             sys.stderr.write(f'Option "-{flag}" is unknown, try "rdma -help".\n')
             return 1
+    if args and args[0] in ("statistic", "stat", "s"):
+        return statistic(args[1:], as_json)
     if not args or args[0] not in ("link", "lin", "li", "l"):
         obj = args[0] if args else ""
         if obj in ("", "help"):

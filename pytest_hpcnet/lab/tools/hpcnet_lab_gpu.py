@@ -1,0 +1,116 @@
+"""hpcnet lab emulation: the eight GPUs of a lab node and its kernel log (not real).
+
+Each node has eight NVIDIA H200 as recorded in samples/nvidia_smi (driver 580.159.04,
+143771 MiB, PCIe gen5 x16, ECC on, persistence on, MIG off, clocks idle), on the bus ids
+of a typical 8-GPU HGX board. The node's GPU faults from `lab.json` change them on every
+call: `gpu-missing` (that GPU is not enumerated), `gpu-ecc` (uncorrected errors and a
+pending row remap), `gpu-throttle` (HW and HW thermal slowdown), `gpu-pcie-downgrade`
+(gen4 x8), `driver-mismatch` (another driver version). `gpu-xid` lines live in the node's
+kernel log file, `<state>/nodes/<node>/kernel.log`, read by the emulated `dmesg` and
+`journalctl -k`. Standard library only: it runs on the node with the system python3.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+
+import hpcnet_lab_node as node
+import hpcnet_lab_rdma as lab
+
+BUS_IDS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
+"""Keep equal to `pytest_hpcnet.lab.emulation.GPU_BUS_IDS` (the XID lines name these)."""
+DRIVER = "580.159.04"
+NAME = "NVIDIA H200"
+
+
+def _fault_gpu(faults: dict[str, str], kind: str) -> int | None:
+    """The GPU slot a fault hits (its argument, default 3), or None without the fault."""
+    value = faults.get(kind)
+    if value is None:
+        return None
+    return int(value) if value.isdigit() else 3
+
+
+def _uuid(name: str, index: int) -> str:
+    h = hashlib.sha256(f"{name}/{index}".encode()).hexdigest()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def gpus() -> list[dict[str, str]]:
+    """The node's visible GPUs in index order: field -> value as `--query-gpu` prints it."""
+    name = lab.node_name()
+    faults = node.faults()
+    driver = faults.get("driver-mismatch") or DRIVER
+    missing = _fault_gpu(faults, "gpu-missing")
+    out = []
+    for slot, bus in enumerate(BUS_IDS):
+        if slot == missing:
+            continue
+        ecc = slot == _fault_gpu(faults, "gpu-ecc")
+        slow = slot == _fault_gpu(faults, "gpu-throttle")
+        pcie = slot == _fault_gpu(faults, "gpu-pcie-downgrade")
+        events = "0x0000000000000048" if slow else "0x0000000000000001"
+        out.append(
+            {
+                "index": str(len(out)),
+                "name": NAME,
+                "uuid": _uuid(name, slot),
+                "serial": str(1654124006920 + slot),
+                "driver_version": driver,
+                "vbios_version": "96.00.A5.00.1A",
+                "pci.bus_id": f"00000000:{bus}:00.0",
+                "pcie.link.gen.current": "4" if pcie else "5",
+                "pcie.link.gen.max": "5",
+                "pcie.link.width.current": "8" if pcie else "16",
+                "pcie.link.width.max": "16",
+                "persistence_mode": "Enabled",
+                "pstate": "P0",
+                "temperature.gpu": "88" if slow else "40",
+                "power.draw": "78.89 W",
+                "clocks.current.sm": "345 MHz",
+                "clocks.max.sm": "1980 MHz",
+                "clocks_event_reasons.active": events,
+                "clocks_throttle_reasons.active": events,
+                "ecc.mode.current": "Enabled",
+                "ecc.errors.uncorrected.volatile.total": "4" if ecc else "0",
+                "ecc.errors.corrected.volatile.total": "17" if ecc else "0",
+                "retired_pages.pending": "[N/A]",
+                "remapped_rows.pending": "Yes" if ecc else "No",
+                "remapped_rows.failure": "No",
+                "mig.mode.current": "Disabled",
+                "memory.total": "143771 MiB",
+            }
+        )
+    return out
+
+
+def boot_log() -> list[tuple[float, str]]:
+    """The kernel messages every lab node has since boot: (seconds, message)."""
+    driver = node.faults().get("driver-mismatch") or DRIVER
+    return [
+        (0.0, f"Linux version {platform.release()} (hpcnet lab emulation of the kernel log)"),
+        (5.112233, "nvidia: loading out-of-tree module taints kernel."),
+        (
+            5.301122,
+            f"NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  {driver}  Release Build  "
+            "(nixbld@)  ",
+        ),
+    ]
+
+
+def kernel_log() -> list[tuple[float, str]]:
+    """The boot messages, then the node's `kernel.log` lines (`[ seconds] message`)."""
+    lines = boot_log()
+    path = lab.state_dir() / "nodes" / lab.node_name() / "kernel.log"
+    try:
+        text = path.read_text()
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        stamp, _, message = line.partition("]")
+        try:
+            lines.append((float(stamp.strip(" [")), message.strip()))
+        except ValueError:
+            continue
+    return lines

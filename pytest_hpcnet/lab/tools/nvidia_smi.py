@@ -1,0 +1,114 @@
+"""hpcnet lab emulation of `nvidia-smi`: not the real tool, and no GPU.
+
+Prints the node's eight emulated H200 (see hpcnet_lab_gpu.py) in the formats recorded
+on a real H200 (samples/nvidia_smi): `--query-gpu=F,... --format=csv[,noheader][,nounits]`
+(header `memory.total [MiB]`, values `143771 MiB`, `[N/A]`; an unknown field is refused as
+the real tool refuses it), `topo -m` (ANSI-underlined header, the node's eRDMA devices as
+NICs, `NIC Legend`) and `-L`. Faults change what it prints; nothing else is emulated.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import hpcnet_lab_gpu as gpu
+import hpcnet_lab_rdma as lab
+
+UNITS = {
+    "memory.total": "MiB",
+    "power.draw": "W",
+    "clocks.current.sm": "MHz",
+    "clocks.max.sm": "MHz",
+}
+LEGEND = """
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PIX  = Connection traversing at most a single PCIe bridge
+  NV#  = Connection traversing a bonded set of # NVLinks
+"""  # noqa: E501  (the recorded legend, verbatim)
+
+
+def query(fields: list[str], options: set[str]) -> int:
+    """`--query-gpu`: one CSV line per GPU, header first unless `noheader`."""
+    rows = gpu.gpus()
+    if not rows:
+        sys.stdout.write("No devices were found\n")
+        return 6
+    for field in fields:
+        if field not in rows[0]:
+            sys.stdout.write(f'Field "{field}" is not a valid field to query.\n\n')
+            return 2
+    if "noheader" not in options:
+        heads = [f"{f} [{UNITS[f]}]" if f in UNITS else f for f in fields]
+        sys.stdout.write(", ".join(heads) + "\n")
+    for row in rows:
+        values = [row[f] for f in fields]
+        if "nounits" in options:
+            values = [
+                v.split(" ")[0] if f in UNITS else v for f, v in zip(fields, values, strict=True)
+            ]
+        sys.stdout.write(", ".join(values) + "\n")
+    return 0
+
+
+def topo() -> int:
+    """`topo -m`: GPUs 0-3 and even NICs on NUMA 0, the rest on NUMA 1."""
+    rows = gpu.gpus()
+    names = [f"GPU{r['index']}" for r in rows]
+    slots = [gpu.BUS_IDS.index(r["pci.bus_id"][9:11]) for r in rows]
+    numa = {n: (0 if s < 4 else 1) for n, s in zip(names, slots, strict=True)}
+    nics = [d["name"] for d in lab.load_devices()]
+    for i, _ in enumerate(nics):
+        numa[f"NIC{i}"] = i % 2
+    columns = names + [f"NIC{i}" for i in range(len(nics))]
+
+    def link(a: str, b: str) -> str:
+        if a == b:
+            return " X "
+        if a.startswith("GPU") and b.startswith("GPU"):
+            return "NV18"
+        return "NODE" if numa[a] == numa[b] else "SYS"
+
+    heads = [*columns, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
+    out = ["\t\x1b[4m" + "\t".join(heads) + "\x1b[0m"]
+    for name in names:
+        cpus = "0-47,96-143" if numa[name] == 0 else "48-95,144-191"
+        cells = [link(name, c) for c in columns]
+        out.append("\t".join([name, *cells, cpus, str(numa[name]), "", "N/A"]))
+    for i in range(len(nics)):
+        out.append("\t".join([f"NIC{i}", *(link(f"NIC{i}", c) for c in columns)]))
+    text = "\n".join(out) + "\n" + LEGEND
+    if nics:
+        text += "\nNIC Legend:\n\n" + "".join(f"  NIC{i}: {n}\n" for i, n in enumerate(nics))
+    sys.stdout.write(text + "\n")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """Run like `nvidia-smi`; returns the exit status."""
+    if argv[:2] == ["topo", "-m"]:
+        return topo()
+    if argv == ["-L"]:
+        for row in gpu.gpus():
+            sys.stdout.write(f"GPU {row['index']}: {row['name']} (UUID: {row['uuid']})\n")
+        return 0
+    fields, options = None, None
+    for arg in argv:
+        if arg.startswith("--query-gpu="):
+            fields = [f.strip() for f in arg.split("=", 1)[1].split(",") if f.strip()]
+        elif arg.startswith("--format="):
+            options = set(arg.split("=", 1)[1].split(","))
+    if fields and options is not None and "csv" in options:
+        return query(fields, options)
+    usage = "Usage: nvidia-smi --query-gpu=F,... --format=csv[,noheader][,nounits] | topo -m | -L"
+    sys.stdout.write(__doc__.splitlines()[0] + "\n" + usage + "\n")
+    return 0 if argv in ([], ["-h"], ["--help"]) else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

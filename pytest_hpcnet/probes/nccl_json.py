@@ -1,0 +1,144 @@
+"""nccl-tests JSON output (`-J FILE`, nccl-tests 2.19+) into the table parser's `NcclResult`.
+
+The same fields as `parse_nccl` and the same fail-closed rules: a cut-short or unreadable
+file, fewer sizes than asked, a missing out-of-bounds or average-bandwidth section, or
+another number of ranks or hosts than launched is an `error`, never a measurement.
+Pure; never raises.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+from pytest_hpcnet.probes.nccl import NcclExpected, NcclRank, NcclResult, NcclRow, _incomplete
+from pytest_hpcnet.probes.text import strip_ansi
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+def _row(item: Any) -> NcclRow | None:
+    if not isinstance(item, dict):
+        return None
+    oop, ip = item.get("out_of_place"), item.get("in_place")
+    if not isinstance(oop, dict) or not isinstance(item.get("size"), int):
+        return None
+    measured = [_number(oop.get(k)) for k in ("time", "alg_bw", "bus_bw")]
+    if any(v is None for v in measured):
+        return None
+    ip = ip if isinstance(ip, dict) else {}
+    root = str(item.get("root", "")).strip()
+    return NcclRow(
+        size_bytes=item["size"],
+        count=int(item.get("count") or 0),
+        dtype=str(item.get("type", "")),
+        redop=item.get("redop"),
+        root=int(root) if root.lstrip("-").isdigit() else None,
+        oop_time_us=measured[0],  # type: ignore[arg-type]
+        oop_algbw_gbs=measured[1],  # type: ignore[arg-type]
+        oop_busbw_gbs=measured[2],  # type: ignore[arg-type]
+        oop_wrong=_number(oop.get("nwrong")),
+        ip_time_us=_number(ip.get("time")),
+        ip_algbw_gbs=_number(ip.get("alg_bw")),
+        ip_busbw_gbs=_number(ip.get("bus_bw")),
+        ip_wrong=_number(ip.get("nwrong")),
+    )
+
+
+def _ranks(config: dict) -> list[NcclRank]:
+    out = []
+    for d in config.get("devices") or []:
+        if isinstance(d, dict) and isinstance(d.get("rank"), int):
+            out.append(
+                NcclRank(
+                    rank=d["rank"],
+                    host=str(d.get("hostname", "")),
+                    device=int(d.get("device") or 0),
+                    bus_id=str(d.get("device_hex", "")),
+                    gpu=str(d.get("device_info", "")),
+                    pid=d.get("pid") if isinstance(d.get("pid"), int) else None,
+                    group=d.get("group") if isinstance(d.get("group"), int) else None,
+                )
+            )
+    return out
+
+
+def parse_nccl_json(text: str, expected: NcclExpected | None = None) -> NcclResult:
+    """Parse one nccl-tests `-J` file; `expected` as for `parse_nccl`."""
+    expected = expected or NcclExpected()
+    body = strip_ansi(text).strip()
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        flat = " ".join(body.split())[-60:] or "empty file"
+        return NcclResult(error=f"unparseable JSON ({exc.msg}; cut short?): ...{flat}")
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+        return NcclResult(error="unparseable JSON: no `results` list")
+    config = data.get("config") if isinstance(data.get("config"), dict) else {}
+    facts: dict[str, object] = {}
+    for key, name in (
+        ("minimum_bytes", "min_bytes_asked"),
+        ("maximum_bytes", "max_bytes_asked"),
+        ("step_factor", "step_factor"),
+        ("step_bytes", "step_bytes"),
+        ("validation", "validation"),
+        ("ngpus", "n_gpus_per_thread"),
+    ):
+        if isinstance(config.get(key), int) and not isinstance(config.get(key), bool):
+            facts[name] = config[key]
+    if facts.get("step_factor") == 1:  # nccl-tests steps by bytes when the factor is 1
+        facts.pop("step_factor")
+    args = data.get("args") if isinstance(data.get("args"), list) else []
+    if args:
+        facts["collective"] = os.path.basename(str(args[0]))
+    if isinstance(data.get("nccl_version"), int):
+        facts["nccl_version"] = data["nccl_version"]
+    oob = data.get("out_of_bounds")
+    if isinstance(oob, dict) and isinstance(oob.get("count"), int):
+        facts["oob_values"] = oob["count"]
+        facts["oob_failed"] = str(oob.get("okay")).lower() != "true"
+    avg = data.get("average_bus_bandwidth")
+    saw_avg = isinstance(avg, dict) and _number(avg.get("bandwidth")) is not None
+    if saw_avg:
+        facts["avg_busbw_gbs"] = _number(avg.get("bandwidth"))  # type: ignore[union-attr]
+    failures = tuple(str(e) for e in data.get("errors") or [] if str(e).strip())
+    ranks = _ranks(config)
+    common = {"ranks": tuple(ranks), "failures": failures, **facts}
+    rows, problems = [], []
+    for item in data["results"]:
+        row = _row(item)
+        if row is None:
+            problems.append(f"unreadable result: {json.dumps(item)[:80]}")
+        else:
+            rows.append(row)
+    if not rows:
+        why = failures[0] if failures else "no result in `results`"
+        return NcclResult(problems=tuple(problems), error=why, **common)  # type: ignore[arg-type]
+    validated = facts.get("validation") == 1
+    total_wrong = None
+    if validated:
+        counted = [w for r in rows for w in (r.oop_wrong, r.ip_wrong) if w is not None]
+        total_wrong = int(sum(counted)) if counted else None
+    wrong_column = "#wrong" if validated else None
+    why = _incomplete(rows, facts, saw_avg, expected, ranks, wrong_column, total_wrong)
+    if problems:
+        why.append(f"{len(problems)} unreadable result(s)")
+    if why and failures:
+        why.append(failures[0])
+    top = max(rows, key=lambda r: r.size_bytes)
+    return NcclResult(
+        rows=tuple(rows),
+        error="; ".join(why) or None,
+        busbw_at_max_size_gbs=top.oop_busbw_gbs,
+        max_size_bytes=top.size_bytes,
+        total_wrong=total_wrong,
+        wrong_column=wrong_column,
+        problems=tuple(problems),
+        **common,  # type: ignore[arg-type]
+    )

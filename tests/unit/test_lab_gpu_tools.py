@@ -1,0 +1,89 @@
+"""The lab's emulated nvidia-smi, dmesg and journalctl, run here (no root, no namespaces):
+recorded formats, the GPU parsers read them, and each fault changes exactly what it says."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from pytest_hpcnet.lab import faults
+from pytest_hpcnet.lab.emulation import GPU_BUS_IDS, install_tools
+from pytest_hpcnet.lab.state import LabNode, LabState
+from pytest_hpcnet.probes.gpu import QUERY_FIELDS, parse_query_gpu, query_gpu_command
+from pytest_hpcnet.probes.gpu_judges import judge_ecc, judge_pcie, judge_throttle, judge_xid
+from pytest_hpcnet.probes.gpu_topo import TOPO_COMMAND, parse_topo
+from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND, parse_kernel_log
+from tests.corpus import sample
+
+
+@pytest.fixture
+def node(tmp_path):
+    """Run a shell command as on lab node01 (the emulated tools first on PATH)."""
+    state = LabState(str(tmp_path), "lab.yaml", nodes=[LabNode("node01", "198.18.0.11", 8500)])
+    state.save()
+    bin_dir = install_tools(state)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "HPCNET_LAB_NODE": "node01",
+        "HPCNET_LAB_STATE": str(tmp_path),
+    }
+
+    def run(command: str) -> str:
+        out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=env)
+        return out.stdout
+
+    run.state_dir = tmp_path
+    return run
+
+
+def test_query_header_is_the_recorded_one(node):
+    recorded = {}
+    for line in sample("nvidia_smi", "query-gpu-all-fields.tsv").read_text().splitlines():
+        field, _, rest = line.partition("\t")
+        recorded[field] = rest.split("|")[0]
+    header = node(query_gpu_command()).splitlines()[0]
+    assert header == ", ".join(recorded[f] for f in QUERY_FIELDS)
+    assert node("nvidia-smi --query-gpu=no.such --format=csv") == (
+        'Field "no.such" is not a valid field to query.\n\n'
+    )
+
+
+def test_healthy_node_and_its_faults(node):
+    query = parse_query_gpu(node(query_gpu_command()))
+    assert query.error is None and len(query.gpus) == 8
+    assert [g.bus_id[9:11] for g in query.gpus] == list(GPU_BUS_IDS)
+    assert judge_ecc("node01", query) and judge_pcie("node01", query)
+    for kind in ("gpu-ecc", "gpu-throttle", "gpu-pcie-downgrade"):
+        faults.inject(kind, "node01", "5", node.state_dir)
+    faulted = parse_query_gpu(node(query_gpu_command()))
+    for judge in (judge_ecc, judge_throttle, judge_pcie):
+        assert judge("node01", faulted).gpus == (5,), judge.__name__
+    faults.inject("gpu-missing", "node01", "0", node.state_dir)
+    assert parse_query_gpu(node(query_gpu_command())).gpus[0].bus_id == "00000000:2A:00.0"
+    assert len(faults.heal("node01", node.state_dir)) == 4
+    assert parse_query_gpu(node(query_gpu_command())) == query
+
+
+def test_xid_fault_reaches_both_logs_and_heals(node):
+    clean = parse_kernel_log(node(KERNEL_LOG_COMMAND))
+    assert (clean.source, clean.events, clean.error) == ("journalctl", (), None)
+    faults.inject("gpu-xid", "node01", "79", node.state_dir)
+    log = parse_kernel_log(node(KERNEL_LOG_COMMAND))
+    assert [(e.xid, e.bus_id) for e in log.events] == [(79, "0000:5d:00")]
+    assert [e.xid for e in parse_kernel_log("hpcnet-klog: dmesg\n" + node("dmesg")).events] == [79]
+    query = parse_query_gpu(node(query_gpu_command()))
+    assert judge_xid("node01", log, query=query).gpus == (3,)
+    faults.heal("node01", node.state_dir)
+    assert parse_kernel_log(node(KERNEL_LOG_COMMAND)).events == ()
+
+
+def test_topology_and_driver_mismatch(node):
+    topo = parse_topo(node(TOPO_COMMAND))
+    assert topo.error is None and len(topo.gpus) == 8 and topo.nic_names == ()
+    faults.inject("driver-mismatch", "node01", None, node.state_dir)
+    drivers = {g.driver_version for g in parse_query_gpu(node(query_gpu_command())).gpus}
+    assert drivers == {"570.172.08"}
+    assert "570.172.08" in node("dmesg")
