@@ -38,7 +38,7 @@ from pytest_hpcnet.probes.perftest import (
 )
 from pytest_hpcnet.probes.rdma import ibv_devinfo_command
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo
-from pytest_hpcnet.transport import Transport
+from pytest_hpcnet.transport.fanout import Transport
 
 pytestmark = pytest.mark.lab
 

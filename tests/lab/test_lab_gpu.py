@@ -24,7 +24,7 @@ from pytest_hpcnet.probes.gpu_judges import (
 from pytest_hpcnet.probes.gpu_node_judges import judge_nccl_ib_hca, judge_versions
 from pytest_hpcnet.probes.gpu_topo import TOPO_COMMAND, parse_topo
 from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND, XidLog, parse_kernel_log
-from pytest_hpcnet.transport import Transport
+from pytest_hpcnet.transport.fanout import Transport
 
 pytestmark = pytest.mark.lab
 
