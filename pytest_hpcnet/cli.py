@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from pytest_hpcnet import bundle_cli
+from pytest_hpcnet.gate import apply as gate_cli
 from pytest_hpcnet.lab import cluster, faults
 from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR
 from pytest_hpcnet.lab.system import LabError
@@ -41,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     heal = lab_sub.add_parser("heal", parents=[state], help="undo the faults of a node or all")
     heal.add_argument("node", help="node name or `all`")
     bundle_cli.add_commands(sub)
+    gate_cli.add_commands(sub)
     return parser
 
 
@@ -48,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.area in bundle_cli.COMMANDS:
         return bundle_cli.run(args)
+    if args.area == "gate":
+        return gate_cli.run(args)
     try:
         if args.action == "up":
             state = cluster.up(args.nodes, args.mtu, args.state_dir, args.inventory)
