@@ -31,6 +31,7 @@ from pytest_hpcnet.evidence import (
 from pytest_hpcnet.gate import hook, slurm
 from pytest_hpcnet.gate.config import ActionSettings, SchedulerSettings
 from pytest_hpcnet.gate.judge import NodeJudgement, judge
+from pytest_hpcnet.inventory import InventoryError, load_inventory
 
 HookRunner = Callable[[str, tuple[str, ...], float], hook.HookResult]
 EXIT_HEALTHY, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_NOT_DONE = 0, 1, 2, 3, 4
@@ -56,7 +57,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     gate = sub.add_parser("gate", help="act on a finished run: Slurm drain/resume, action hook")
     gate_sub = gate.add_subparsers(dest="action", required=True)
     apply = gate_sub.add_parser(
-        "apply", help="plan (and with --act, do) drains, resumes and hook runs for a run folder"
+        "apply",
+        help="plan (and with --act, do) drains, resumes and hook runs for a run folder",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     apply.add_argument("run_dir", type=Path, help="reports/<run-id>/ of a finished run")
     apply.add_argument("--inventory", type=Path, required=True, help="the cluster's inventory")
@@ -69,8 +73,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Carry out `hpcnet gate apply`; returns the exit status."""
-    from pytest_hpcnet.inventory import InventoryError, load_inventory
-
     try:
         inventory = load_inventory(args.inventory)
     except InventoryError as exc:

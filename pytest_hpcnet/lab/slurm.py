@@ -19,6 +19,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from pytest_hpcnet.gate.slurm import SlurmError, parse_scontrol_nodes
 from pytest_hpcnet.lab.state import BRIDGE_ADDRESS, DEFAULT_STATE_DIR, LabState
 from pytest_hpcnet.lab.system import LabError
 
@@ -152,16 +153,12 @@ def scontrol(state_dir: Path, *args: str, timeout: float = 15.0) -> subprocess.C
 
 
 def _all_idle(state_dir: Path, names: list[str]) -> bool:
-    with contextlib.suppress(subprocess.TimeoutExpired):
+    try:
         proc = scontrol(state_dir, "show", "node", "-o", timeout=5)
-        if proc.returncode != 0:
-            return False
-        states = {}
-        for line in proc.stdout.splitlines():
-            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
-            states[fields.get("NodeName")] = fields.get("State", "")
-        return all(states.get(n) == "IDLE" for n in names)
-    return False
+        nodes = parse_scontrol_nodes(proc.stdout) if proc.returncode == 0 else {}
+    except (subprocess.TimeoutExpired, SlurmError):
+        return False
+    return all(n in nodes and nodes[n].state == "IDLE" for n in names)
 
 
 def start(state: LabState) -> Path:
