@@ -4,8 +4,9 @@ Exit status (documented in docs/gate.md):
   0  every judged node passed; every planned action done (or printed, in a dry run)
   1  nodes failed; every planned action for them done (or printed)
   2  usage error: bad arguments, unreadable inventory or run folder; nothing done
-  3  the run is incomplete (unreachable nodes, errors, interrupted, no summary.json);
-     failures found were still acted on, nothing was resumed on the strength of it
+  3  the run is incomplete (unreachable nodes, errors, interrupted, no summary.json):
+     failures found were acted on, nodes it could not judge left as they are (an
+     interrupted run, or one without summary.json, resumes nobody)
   4  an action was not done: the Slurm controller did not answer or refused, or a hook failed
      or timed out; what was not done is listed and is planned again by the next run
 """
