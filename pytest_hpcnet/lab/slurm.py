@@ -216,18 +216,11 @@ def _start(state: LabState, folder: Path) -> None:
         "slurmctld.log",
     )
     for node in state.nodes:
-        argv = [
-            "ip",
-            "netns",
-            "exec",
-            node.namespace,
-            PROGRAMS["slurmd"],
-            "-D",
-            "-N",
-            node.name,
-            "-f",
-            conf,
-        ]
+        (folder / "spool" / node.name).mkdir(parents=True, exist_ok=True)
+        # nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup mounts slurmd
+        # needs to start (its cgroup plugin loads even with proctrack/linuxproc, task/none)
+        netns = f"--net=/run/netns/{node.namespace}"
+        argv = ["nsenter", netns, "--", PROGRAMS["slurmd"], "-D", "-N", node.name, "-f", conf]
         _spawn(root, f"slurmd-{node.name}", argv, "slurmd")
     names = [n.name for n in state.nodes]
     _wait("every slurmd", lambda: _all_idle(root, names), root, "slurmctld.log")
