@@ -54,9 +54,9 @@ def gate_inventory(lab, tmp_path: Path) -> tuple[Path, Path]:
     """The lab inventory plus `scheduler:`, with scontrol behind a wrapper logging each argv."""
     log = tmp_path / "scontrol.log"
     wrapper = tmp_path / "scontrol"
+    logger = 'for a in "$0" "$@"; do printf "%s\\037" "$a"; done; echo'
     wrapper.write_text(
-        "#!/bin/sh\n"
-        f'{{ for a in "$@"; do printf \'%s\\037\' "$a"; done; echo; }} >> {shlex.quote(str(log))}\n'
+        f"#!/bin/sh\n{{ {logger}; }} >> {shlex.quote(str(log))}\n"
         f'exec {lab_slurm.PROGRAMS["scontrol"]} "$@"\n'
     )
     wrapper.chmod(0o755)
