@@ -117,10 +117,22 @@ def apply(
         report.say(f"hpcnet gate: {run_dir} is not a run folder with evidence.jsonl records")
         report.code = EXIT_USAGE
         return report
+    if summary and cluster and summary.cluster and summary.cluster != cluster:
+        report.say(
+            f"hpcnet gate: {run_dir} is a run of cluster {summary.cluster!r}, "
+            f"the inventory is {cluster!r}; nothing done"
+        )
+        report.code = EXIT_USAGE
+        return report
     judgements = judge(records, summary, nodes)
+    strangers = sorted(set(judgements) - set(nodes)) if nodes else []
+    for name in strangers:  # evidence about a node the inventory does not have
+        report.say(f"  ignored {name}: not a node of the inventory")
+        del judgements[name]
     failed = sorted(n for n, j in judgements.items() if j.status == "fail")
     unjudged = sorted(n for n, j in judgements.items() if j.status == "unjudged")
     run_id = summary.run_id if summary else run_dir.name
+    gate_dir = run_dir.resolve().parent / GATE_DIR / run_dir.resolve().name
     report.say(
         f"hpcnet gate: run {run_id} ({summary.verdict if summary else 'no summary.json'}), "
         f"{mode}: {len(judgements) - len(failed) - len(unjudged)} passed, "
@@ -143,7 +155,6 @@ def apply(
     if scheduler.kind == "slurm":
         not_done |= _slurm(report, judgements, scheduler, act, scontrol_runner, entry)
     if actions.command is not None:
-        gate_dir = run_dir.resolve().parent / GATE_DIR / run_id
         not_done |= _hooks(
             report,
             judgements,
@@ -157,7 +168,7 @@ def apply(
             entry,
         )
     if act:
-        _keep(run_dir.resolve().parent / GATE_DIR / run_id, entry)
+        _keep(gate_dir, entry)
     if not_done:
         report.code = EXIT_NOT_DONE
     return report

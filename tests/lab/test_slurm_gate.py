@@ -163,7 +163,7 @@ def test_silent_controller_leaves_nothing_done_and_exits_4(slurm_lab, tmp_path):
                 "message": "eth0 MTU 1500",
             }
         )
-    bundle.close({"cluster": "lab"})
+    bundle.close({"cluster": yaml.safe_load(Path(lab.inventory).read_text())["cluster"]["name"]})
     ctld = lab_slurm.recorded(lab.root)["slurmctld"]
     os.kill(ctld, signal.SIGSTOP)  # alive but silent: the worst case for a timeout
     try:

@@ -164,7 +164,7 @@ def test_failing_hook_exits_4(tmp_path):
 
 
 INVENTORY = """\
-cluster: {name: c1, region: cn-lab}
+cluster: {name: lab, region: cn-lab}
 ssh: {user: root}
 nodes:
   - {name: "node0[1-3]", host: "198.18.0.1[1-3]"}
@@ -219,3 +219,17 @@ def test_inventory_sections_load(tmp_path):
     assert loaded.scheduler.node_names.slurm_name("node01") == "gpu-node01"
     assert loaded.scheduler.node_names.slurm_name("node03") == "spare7"
     assert loaded.actions.timeout_s == 5 and loaded.scheduler.act is False
+
+
+def test_a_run_of_another_cluster_is_refused_and_strange_nodes_ignored(tmp_path):
+    run_dir = run_folder(tmp_path)
+    other = gate.apply(
+        run_dir, SLURM, ActionSettings(), NODES, cluster="prod", scontrol_runner=healthy_slurm()
+    )
+    assert other.code == gate.EXIT_USAGE and "cluster 'lab'" in other.lines[0]
+    fake = healthy_slurm()
+    fewer = gate.apply(
+        run_dir, SLURM, ActionSettings(), ["node01", "node03"], cluster="lab", scontrol_runner=fake
+    )
+    assert "  ignored node02: not a node of the inventory" in fewer.lines
+    assert not any("node02" in line for line in fewer.lines if line.startswith("scontrol"))
