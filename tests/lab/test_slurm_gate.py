@@ -86,6 +86,8 @@ def gate(lab, run_dir: Path, inventory: Path, *extra: str) -> tuple[int, list[st
         env=lab_slurm.env(lab.root),
         timeout=120,
     )
+    print(f"$ hpcnet gate apply {run_dir.name} {' '.join(extra)} -> {proc.returncode}")
+    print(proc.stdout + proc.stderr)
     return proc.returncode, (proc.stdout + proc.stderr).splitlines()
 
 
