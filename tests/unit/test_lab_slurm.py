@@ -56,3 +56,17 @@ def test_stop_kills_only_recorded_pids_still_running_their_program(tmp_path):
         other.kill()
         sleeper.wait()
         other.wait()
+
+
+def test_missing_packages_give_one_line(monkeypatch):
+    monkeypatch.setitem(lab_slurm.PROGRAMS, "slurmd", "/nonexistent/slurmd")
+    reason = lab_slurm.missing()
+    assert reason is not None and "\n" not in reason
+    assert reason.startswith("lab Slurm needs slurmd (apt-get install slurmctld slurmd")
+
+
+def test_lab_up_takes_slurm():
+    from pytest_hpcnet import cli
+
+    assert cli._parser().parse_args(["lab", "up", "--slurm"]).slurm is True
+    assert cli._parser().parse_args(["lab", "up"]).slurm is False
