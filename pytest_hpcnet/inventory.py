@@ -35,6 +35,7 @@ from pytest_hpcnet.expectations import (
     merge,
     profile_names,
 )
+from pytest_hpcnet.gate.config import ActionSettings, SchedulerSettings
 from pytest_hpcnet.inventory_sources import (
     InventorySourceError,
     NodesFrom,
@@ -165,6 +166,8 @@ class InventoryFile(Strict):
     benchmarks: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
     cloud: CloudSettings = Field(default_factory=CloudSettings)
     waivers: list[Waiver] = Field(default_factory=list)
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    actions: ActionSettings = Field(default_factory=ActionSettings)
 
     @field_validator("nodes")
     @classmethod
@@ -216,6 +219,8 @@ class Inventory(BaseModel):
     benchmarks: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
     cloud: CloudSettings = Field(default_factory=CloudSettings)
     waivers: list[Waiver]
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    actions: ActionSettings = Field(default_factory=ActionSettings)
 
     @model_validator(mode="after")
     def _unique(self) -> Inventory:
@@ -425,6 +430,8 @@ def _build(
             benchmarks=parsed.benchmarks,
             cloud=parsed.cloud,
             waivers=parsed.waivers,
+            scheduler=parsed.scheduler,
+            actions=parsed.actions,
         )
     except ValidationError as exc:
         raise InventoryError(
