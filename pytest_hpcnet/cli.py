@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from pytest_hpcnet.gate import apply as gate_cli
 from pytest_hpcnet.lab import cluster, faults
+from pytest_hpcnet.lab import slurm as lab_slurm
 from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR
 from pytest_hpcnet.lab.system import LabError
 from pytest_hpcnet.report import commands as bundle_cli
@@ -26,6 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--inventory", type=Path, default=Path("inventories/lab.yaml"), help="inventory to write"
     )
+    up.add_argument("--slurm", action="store_true", help="also run a real Slurm (docs/gate.md)")
     lab_sub.add_parser("status", parents=[state], help="show the lab's nodes")
     lab_sub.add_parser("down", parents=[state], help="remove the lab (idempotent)")
     kinds = "\n".join(f"  {k.usage:<26} {k.summary}" for k in faults.KINDS.values())
@@ -42,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     heal = lab_sub.add_parser("heal", parents=[state], help="undo the faults of a node or all")
     heal.add_argument("node", help="node name or `all`")
     bundle_cli.add_commands(sub)
+    gate_cli.add_commands(sub)
     return parser
 
 
@@ -49,10 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.area in bundle_cli.COMMANDS:
         return bundle_cli.run(args)
+    if args.area == "gate":
+        return gate_cli.run(args)
     try:
         if args.action == "up":
             state = cluster.up(args.nodes, args.mtu, args.state_dir, args.inventory, args.eris)
             print(f"lab up: {len(state.nodes)} nodes, inventory {state.inventory}")
+            if args.slurm:
+                print(f"lab Slurm up: export SLURM_CONF={lab_slurm.start(state)}")
         elif args.action == "status":
             print("\n".join(cluster.status(args.state_dir)))
         elif args.action == "down":

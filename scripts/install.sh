@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(python3 python3-venv python3-pip openssh-server openssh-client iproute2 iptables
-          iputils-ping procps curl fio openmpi-bin ${HPCNET_EXTRA_APT:-})
+          iputils-ping procps curl fio openmpi-bin slurmctld slurmd slurm-client munge ${HPCNET_EXTRA_APT:-})
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

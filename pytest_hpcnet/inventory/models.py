@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from pytest_hpcnet.gate.config import ActionSettings, SchedulerSettings
 from pytest_hpcnet.inventory.bench_settings import BenchmarkSettings, CloudSettings
 from pytest_hpcnet.inventory.expectations import (
     DEFAULT_SYSCTL,
@@ -168,6 +169,8 @@ class InventoryFile(Strict):
     benchmarks: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
     cloud: CloudSettings = Field(default_factory=CloudSettings)
     waivers: list[Waiver] = Field(default_factory=list)
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    actions: ActionSettings = Field(default_factory=ActionSettings)
 
     @field_validator("waivers")
     @classmethod
@@ -227,6 +230,8 @@ class Inventory(BaseModel):
     benchmarks: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
     cloud: CloudSettings = Field(default_factory=CloudSettings)
     waivers: list[Waiver]
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    actions: ActionSettings = Field(default_factory=ActionSettings)
 
     @model_validator(mode="after")
     def _unique(self) -> Inventory:
@@ -436,6 +441,8 @@ def _build(
             benchmarks=parsed.benchmarks,
             cloud=parsed.cloud,
             waivers=parsed.waivers,
+            scheduler=parsed.scheduler,
+            actions=parsed.actions,
         )
     except ValidationError as exc:
         raise InventoryError(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from pytest_hpcnet.lab import benchmarks, cgroups, cpfs, firewall, tuning
+from pytest_hpcnet.lab import benchmarks, cgroups, cpfs, firewall, slurm, tuning
 from pytest_hpcnet.lab.emulation import NODE_BIN, install_tools, write_rdma_state
 from pytest_hpcnet.lab.links import create_node_link
 from pytest_hpcnet.lab.metadata import add_metadata_address, start_metadata
@@ -92,6 +92,7 @@ def down(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
     Returns what was removed, for the status line.
     """
     removed: list[str] = []
+    slurm.stop(state_dir)
     state = LabState.load(state_dir)
     if state:
         for node in state.nodes:

@@ -148,7 +148,7 @@ _BYTES_RE = re.compile(r"minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
 _STEP_RE = re.compile(r"step:\s*(\d+)\((factor|bytes)\)")
 _VALIDATION_RE = re.compile(r"validation:\s*(\d+)")
 _FAILURE_RE = re.compile(r"failure|failed|\berror\b|abort|segmentation fault|killed", re.I)
-_WARN_RE = re.compile(r"NCCL WARN")
+_WARN_RE = re.compile(r"NCCL WARN|\bplm:\w+: Warning:")  # NCCL's, Open MPI launcher's
 _INFO_RE = re.compile(r"NCCL INFO")
 
 

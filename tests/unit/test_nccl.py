@@ -222,3 +222,25 @@ def test_terminal_colour_codes_are_stripped_before_parsing():
     lines[11] = "\x1b[1;32m" + lines[11].rstrip("\n") + "\x1b[0m\n"  # the first row
     coloured = parse_nccl("".join(lines))
     assert coloured.ok and coloured.rows == parse_nccl(plain).rows
+
+
+def test_open_mpi_launcher_warning_is_a_warning_not_a_failure(fixture_text):
+    """Open MPI's rsh launcher prints this on a loaded machine (the child had exec'd first);
+    the run is whole and correct, so it must not fail the all-reduce."""
+    text = fixture_text(AREA, "real-cscs-gh200-cut-before-footer.txt")
+    whole = parse_nccl(
+        fixture_text("samples/nccl_allreduce", "cscs-alps-gh200-2node-nccl-tests-2.18.2.txt")
+    )
+    assert whole.ok, whole.reason
+    line = (
+        "[node01:26927] plm:rsh: Warning: setpgid(26933,26933) failed in parent "
+        "with errno=Permission denied(13)"
+    )
+    warned = parse_nccl(
+        fixture_text("samples/nccl_allreduce", "cscs-alps-gh200-2node-nccl-tests-2.18.2.txt")
+        + line
+        + "\n"
+    )
+    assert warned.ok, warned.reason
+    assert warned.failures == () and warned.warnings[-1] == line
+    assert not parse_nccl(text + line + "\n").ok  # a cut table stays an error

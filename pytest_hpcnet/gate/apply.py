@@ -1,0 +1,259 @@
+"""`hpcnet gate apply RUN_DIR --inventory INV [--act]`: the gate's one step after a run.
+
+Exit status (documented in docs/gate.md):
+  0  every judged node passed; every planned action done (or printed, in a dry run)
+  1  nodes failed; every planned action for them done (or printed)
+  2  usage error: bad arguments, unreadable inventory or run folder; nothing done
+  3  the run is incomplete (unreachable nodes, errors, interrupted, no summary.json):
+     failures found were acted on, nodes it could not judge left as they are (an
+     interrupted run, or one without summary.json, resumes nobody)
+  4  an action was not done: the Slurm controller did not answer or refused, or a hook failed
+     or timed out; what was not done is listed and is planned again by the next run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pytest_hpcnet.gate import hook, slurm
+from pytest_hpcnet.gate.config import ActionSettings, SchedulerSettings
+from pytest_hpcnet.gate.judge import NodeJudgement, judge
+from pytest_hpcnet.inventory.models import InventoryError, load_inventory
+from pytest_hpcnet.report.evidence import (
+    EvidenceBundle,
+    EvidenceError,
+    read_records,
+    read_summary,
+)
+
+HookRunner = Callable[[str, tuple[str, ...], float], hook.HookResult]
+EXIT_HEALTHY, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_NOT_DONE = 0, 1, 2, 3, 4
+GATE_DIR = ".gate"
+"""Under the reports folder: `.gate/<run-id>/gate.jsonl` and hook outputs. Kept out of the
+run folder itself, whose every file is covered by its digest and signature."""
+
+
+@dataclass
+class Report:
+    """What the gate printed and the status it ends with."""
+
+    lines: list[str] = field(default_factory=list)
+    code: int = EXIT_HEALTHY
+
+    def say(self, line: str) -> None:
+        self.lines.append(line)
+        print(line, flush=True)
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register `hpcnet gate apply` on the `hpcnet` parser."""
+    gate = sub.add_parser("gate", help="act on a finished run: Slurm drain/resume, action hook")
+    gate_sub = gate.add_subparsers(dest="action", required=True)
+    apply = gate_sub.add_parser(
+        "apply",
+        help="plan (and with --act, do) drains, resumes and hook runs for a run folder",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    apply.add_argument("run_dir", type=Path, help="reports/<run-id>/ of a finished run")
+    apply.add_argument("--inventory", type=Path, required=True, help="the cluster's inventory")
+    apply.add_argument(
+        "--act",
+        action="store_true",
+        help="do it (default: a dry run printing the exact commands)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out `hpcnet gate apply`; returns the exit status."""
+    try:
+        inventory = load_inventory(args.inventory)
+    except InventoryError as exc:
+        print(f"hpcnet gate: {exc}")
+        return EXIT_USAGE
+    return apply(
+        args.run_dir,
+        inventory.scheduler,
+        inventory.actions,
+        [n.name for n in inventory.nodes],
+        act=args.act,
+        cluster=inventory.cluster.name,
+    ).code
+
+
+def apply(
+    run_dir: Path,
+    scheduler: SchedulerSettings,
+    actions: ActionSettings,
+    nodes: list[str],
+    act: bool = False,
+    cluster: str = "",
+    scontrol_runner: slurm.Runner = slurm.run_command,
+    hook_runner: HookRunner = hook.run_hook,
+) -> Report:
+    """Judge the run, plan, print the plan's exact commands and, with `act`, carry it out."""
+    report = Report()
+    mode = "act" if act else "dry run"
+    if act and scheduler.kind == "slurm" and not scheduler.act:
+        report.say("hpcnet gate: --act refused: the inventory says scheduler.act: false")
+        report.code = EXIT_USAGE
+        return report
+    try:
+        records = read_records(run_dir) if run_dir.is_dir() else None
+        summary = read_summary(run_dir) if run_dir.is_dir() else None
+    except (EvidenceError, ValueError) as exc:
+        report.say(f"hpcnet gate: {run_dir}: {exc}")
+        report.code = EXIT_USAGE
+        return report
+    if not records:
+        report.say(f"hpcnet gate: {run_dir} is not a run folder with evidence.jsonl records")
+        report.code = EXIT_USAGE
+        return report
+    if summary and cluster and summary.cluster and summary.cluster != cluster:
+        report.say(
+            f"hpcnet gate: {run_dir} is a run of cluster {summary.cluster!r}, "
+            f"the inventory is {cluster!r}; nothing done"
+        )
+        report.code = EXIT_USAGE
+        return report
+    judgements = judge(records, summary, nodes)
+    strangers = sorted(set(judgements) - set(nodes)) if nodes else []
+    for name in strangers:  # evidence about a node the inventory does not have
+        report.say(f"  ignored {name}: not a node of the inventory")
+        del judgements[name]
+    failed = sorted(n for n, j in judgements.items() if j.status == "fail")
+    unjudged = sorted(n for n, j in judgements.items() if j.status == "unjudged")
+    run_id = summary.run_id if summary else run_dir.name
+    gate_dir = run_dir.resolve().parent / GATE_DIR / run_dir.resolve().name
+    report.say(
+        f"hpcnet gate: run {run_id} ({summary.verdict if summary else 'no summary.json'}), "
+        f"{mode}: {len(judgements) - len(failed) - len(unjudged)} passed, "
+        f"{len(failed)} failed, {len(unjudged)} unjudged"
+    )
+    for name in unjudged:
+        report.say(f"  unjudged {name}: {judgements[name].why}")
+    incomplete = summary is None or summary.verdict == "INCOMPLETE"
+    report.code = EXIT_FAILED if failed else EXIT_HEALTHY
+    if incomplete:
+        report.code = EXIT_INCOMPLETE
+    entry: dict[str, Any] = {
+        "at": datetime.now(timezone.utc).isoformat(),
+        "run_id": run_id,
+        "mode": mode,
+        "failed": failed,
+        "unjudged": unjudged,
+    }
+    not_done = False
+    if scheduler.kind == "slurm":
+        not_done |= _slurm(report, judgements, scheduler, act, scontrol_runner, entry)
+    if actions.command is not None:
+        not_done |= _hooks(
+            report,
+            judgements,
+            scheduler,
+            actions,
+            act,
+            run_id,
+            cluster,
+            hook_runner,
+            gate_dir,
+            entry,
+        )
+    if act:
+        _keep(gate_dir, entry)
+    if not_done:
+        report.code = EXIT_NOT_DONE
+    return report
+
+
+def _slurm(
+    report: Report,
+    judgements: Mapping[str, NodeJudgement],
+    scheduler: SchedulerSettings,
+    act: bool,
+    runner: slurm.Runner,
+    entry: dict[str, Any],
+) -> bool:
+    """Plan and (with act) execute Slurm drains/resumes; True when something was not done."""
+    try:
+        live = slurm.read_nodes(scheduler, runner)
+    except slurm.SlurmError as exc:
+        report.say(f"slurm: controller not answering: {exc}")
+        report.say("slurm: nothing done; the next gate run plans again")
+        entry["slurm"] = {"error": str(exc)}
+        return True
+    the_plan = slurm.plan(judgements, live, scheduler)
+    for name, why in the_plan.untouched:
+        report.say(f"  untouched {name}: {why}")
+    if not the_plan.actions:
+        report.say("slurm: nothing to do")
+    for action in the_plan.actions:
+        report.say(action.command)
+    entry["slurm"] = {"planned": [a.command for a in the_plan.actions]}
+    if not act or not the_plan.actions:
+        return False
+    outcome = slurm.execute(the_plan.actions, scheduler, runner)
+    entry["slurm"]["done"] = [a.command for a in outcome.done]
+    report.say(f"slurm: {len(outcome.done)} of {len(the_plan.actions)} done")
+    if outcome.failed is None:
+        return False
+    action, error = outcome.failed
+    report.say(f"slurm: FAILED {action.command}: {error}")
+    for rest in outcome.not_done:
+        report.say(f"slurm: not done (next run plans it again): {rest.command}")
+    entry["slurm"]["failed"] = {"command": action.command, "error": error}
+    return True
+
+
+def _hooks(
+    report: Report,
+    judgements: Mapping[str, NodeJudgement],
+    scheduler: SchedulerSettings,
+    actions: ActionSettings,
+    act: bool,
+    run_id: str,
+    cluster: str,
+    runner: HookRunner,
+    gate_dir: Path,
+    entry: dict[str, Any],
+) -> bool:
+    """Run (or print) the action hook once per failed node; True when one did not succeed."""
+    results = []
+    bad = False
+    for name in sorted(n for n, j in judgements.items() if j.status == "fail"):
+        slurm_node = scheduler.node_names.slurm_name(name)
+        argv = hook.hook_argv(actions, judgements[name], slurm_node, run_id, cluster)
+        if not act:
+            report.say(shlex.join(argv))
+            continue
+        result = runner(name, argv, actions.timeout_s)
+        report.say(result.command)
+        record = result.record()
+        record["output_digest"] = EvidenceBundle(gate_dir).store_output(result.output)
+        del record["output"]
+        results.append(record)
+        if not result.ok:
+            bad = True
+            state = "timed out" if result.timed_out else f"exit status {result.exit_status}"
+            report.say(f"hook: FAILED for {name}: {state}")
+    if act:
+        entry["hooks"] = results
+    return bad
+
+
+def _keep(gate_dir: Path, entry: dict[str, Any]) -> None:
+    """Append this gate run's entry to `gate.jsonl` (fsynced)."""
+    gate_dir.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(entry, sort_keys=True, ensure_ascii=False) + "\n"
+    with open(gate_dir / "gate.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())

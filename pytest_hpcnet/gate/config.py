@@ -1,0 +1,89 @@
+"""The inventory's `scheduler:` and `actions:` sections (see docs/gate.md)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from pytest_hpcnet.inventory.expectations import Strict
+
+SLURM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+PLACEHOLDERS = ("{node}", "{slurm_node}", "{checks}", "{reasons}", "{run_id}", "{cluster}")
+
+
+class NodeNames(Strict):
+    """Inventory name -> scheduler name: `map` first, else `pattern` (`{name}` inside), else
+    the same name."""
+
+    pattern: str | None = None
+    map: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern_has_name(cls, value: str | None) -> str | None:
+        if value is not None:
+            if "{name}" not in value:
+                raise ValueError(f"pattern {value!r} must contain {{name}}")
+            _check_name(value.replace("{name}", "x"))
+        return value
+
+    @field_validator("map")
+    @classmethod
+    def _map_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value.values():
+            _check_name(name)
+        return value
+
+    def slurm_name(self, node: str) -> str:
+        """The scheduler's name of inventory node `node`."""
+        if node in self.map:
+            return self.map[node]
+        return self.pattern.replace("{name}", node) if self.pattern else node
+
+
+def _check_name(name: str) -> None:
+    if not SLURM_NAME.match(name):
+        raise ValueError(
+            f"{name!r} is not a valid scheduler node name (letters, digits, '.', '_', '-')"
+        )
+
+
+class SchedulerSettings(Strict):
+    """`scheduler:` which scheduler runs the cluster and whether the gate may change it."""
+
+    kind: Literal["none", "slurm"] = "none"
+    node_names: NodeNames = Field(default_factory=NodeNames)
+    act: bool = False
+    """The inventory's consent: drains and resumes need `act: true` and `--act`."""
+    scontrol: str = "scontrol"
+    """The scontrol program (a path or a name on PATH)."""
+    timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
+    """Per scontrol call; a controller slower than this counts as not answering."""
+
+    @field_validator("scontrol")
+    @classmethod
+    def _one_word(cls, value: str) -> str:
+        if not value or value.startswith("-") or any(c.isspace() for c in value):
+            raise ValueError(f"scontrol {value!r} must be one program path or name")
+        return value
+
+
+class ActionSettings(Strict):
+    """`actions:` a command run once per failed node (see `pytest_hpcnet.gate.hook`)."""
+
+    command: str | None = None
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+
+    @model_validator(mode="after")
+    def _parses(self) -> ActionSettings:
+        if self.command is not None:
+            try:
+                words = shlex.split(self.command)
+            except ValueError as exc:
+                raise ValueError(f"command {self.command!r} cannot be split: {exc}") from None
+            if not words:
+                raise ValueError("command is empty")
+        return self
