@@ -68,7 +68,7 @@ def test_reports_disk_too_full_is_one_clear_error_before_any_test(pytester, monk
     pytester.makefile(".yaml", inv=INVENTORY)
     pytester.makepyfile(test_suite=SUITE)
     full = shutil.disk_usage(pytester.path)._replace(free=5 * 1024 * 1024)
-    monkeypatch.setattr("pytest_hpcnet.plugin.shutil.disk_usage", lambda path: full)
+    monkeypatch.setattr("pytest_hpcnet.session.shutil.disk_usage", lambda path: full)
     result = pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", "out")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
@@ -79,7 +79,7 @@ def test_reports_disk_too_full_is_one_clear_error_before_any_test(pytester, monk
 
 
 def test_free_space_floor_grows_with_the_cluster(tmp_path):
-    from pytest_hpcnet.plugin import free_space_problem
+    from pytest_hpcnet.session import free_space_problem
 
     assert free_space_problem(tmp_path, 3) is None  # the test machine has 64 MB to spare
     problem = free_space_problem(tmp_path, 10**8)  # 512 KiB per node: about 48 TiB
@@ -181,3 +181,17 @@ def test_answers(cluster, node):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*ghost unreachable: DNS: cannot resolve 'no-such-host.invalid'*"])
     result.stdout.fnmatch_lines(["nodes reached: 0/1; unreachable: 1"])
+
+
+def test_loading_the_plugin_imports_no_run_machinery():
+    """pytest loads the plugin in every project that has it installed: without an inventory
+    it must not pay for SSH, pydantic or the report stack at start-up."""
+    import subprocess
+    import sys
+
+    heavy = ("paramiko", "fabric", "pydantic", "jinja2", "pytest_hpcnet.session")
+    code = "import sys, pytest_hpcnet.plugin; print([m for m in %r if m in sys.modules])"
+    out = subprocess.run(
+        [sys.executable, "-c", code % (heavy,)], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"

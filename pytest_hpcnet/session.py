@@ -1,0 +1,305 @@
+"""One acceptance run inside pytest: the state the plugin registers when an inventory is
+given (recording, evidence, certificate, summary).
+
+`plugin.py` imports this module only then, so a project that merely has the plugin
+installed never loads SSH, pydantic or the report stack at pytest's start-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections import Counter
+from datetime import date, datetime
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from pytest_hpcnet.campaigns.cluster import Cluster
+from pytest_hpcnet.campaigns.progress import LOG, PREFIX, Reporter, silent
+from pytest_hpcnet.inventory.models import Inventory, InventoryError, load_inventory
+from pytest_hpcnet.report.baseline import Baseline, load_baseline, record_regressions
+from pytest_hpcnet.report.evidence import EvidenceBundle, new_run_id, utc_now
+from pytest_hpcnet.report.handover import finish_run, run_context
+from pytest_hpcnet.report.html_report import add_environment, html_extras
+from pytest_hpcnet.report.recording import (
+    Check,
+    attach,
+    decide,
+    detach,
+    show_verdict,
+    subject_of,
+)
+from pytest_hpcnet.report.verdict import run_date
+from pytest_hpcnet.requirements.registry import title
+from pytest_hpcnet.transport.fanout import NodeUnreachable, Transport
+
+CHECK = pytest.StashKey[Check]()
+MIN_FREE_BYTES = 64 * 1024 * 1024
+FREE_BYTES_PER_NODE = 512 * 1024
+
+
+def start_run(config: pytest.Config, path: str) -> HpcnetState:
+    """Load the inventory and the baseline, register the run's state, open its folder;
+    a user mistake is a `pytest.UsageError` (one line, exit 4)."""
+    try:
+        inventory = load_inventory(path)
+    except InventoryError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    workerinput = getattr(config, "workerinput", None)
+    run_id = workerinput.get("hpcnet_run_id") if workerinput else None
+    reports = Path(config.getoption("hpcnet_reports_dir"))
+    state = HpcnetState(config, inventory, reports / (run_id or new_run_id()))
+    baseline = config.getoption("hpcnet_baseline")
+    if baseline:
+        try:
+            state.baseline = load_baseline(baseline)
+        except (OSError, ValueError) as exc:
+            raise pytest.UsageError(f"--hpcnet-baseline {baseline}: {exc}") from None
+    config.pluginmanager.register(state, "hpcnet-state")
+    if not config.option.collectonly:
+        _open_run_dir(config, state)
+    return state
+
+
+class HpcnetState:
+    """What the plugin keeps for one pytest session (registered as a plugin object)."""
+
+    def __init__(self, config: pytest.Config, inventory: Inventory | None, run_dir: Path):
+        self.config = config
+        self.inventory = inventory
+        self.run_dir = run_dir
+        self.is_worker = hasattr(config, "workerinput")
+        self.bundle: EvidenceBundle | None = None
+        self.cluster: Cluster | None = None
+        self.outcomes: Counter[str] = Counter()
+        self.unreachable: dict[str, str] = {}
+        self.contacted = False
+        self.interrupted = False
+        self.verdict: str | None = None
+        self.certificate: Path | None = None
+        self.baseline: Baseline | None = None
+        self.failing: Counter[str] = Counter()
+
+    @property
+    def run_date(self) -> date:
+        """The date the run is judged on: the UTC date of the controller's start."""
+        return run_date(self.bundle.started_at if self.bundle else utc_now())
+
+    def open_cluster(self) -> Cluster:
+        if self.cluster is None:
+            assert self.inventory is not None
+            concurrency = self.config.getoption("hpcnet_concurrency")
+            transport = Transport(self.inventory, concurrency)
+            self.cluster = Cluster(self.inventory, transport, terminal_reporter(self.config))
+        return self.cluster
+
+    # -- recording ------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        marker = item.get_closest_marker("check")
+        if marker is None or self.inventory is None:
+            return
+        check_id = marker.args[0]
+        requirement = marker.args[1] if len(marker.args) > 1 else check_id
+        subject, kind = subject_of(item)
+        check = Check(check_id, requirement, subject, kind, item.nodeid, self.bundle)
+        item.stash[CHECK] = check
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        outcome = yield
+        report: pytest.TestReport = outcome.get_result()
+        if call.excinfo is not None and call.excinfo.errisinstance(NodeUnreachable):
+            report.longrepr = str(call.excinfo.value)  # one line, no traceback
+        check = item.stash.get(CHECK, None)
+        decisive = report.when == "call" or (report.when == "setup" and not report.passed)
+        if check is None or not decisive or self.inventory is None:
+            return
+        regressions = None
+        if self.baseline is not None:
+            expect = self.inventory.expect
+            regressions = partial(record_regressions, baseline=self.baseline, expect=expect)
+        # The one decision (report.verdict, on the run's UTC date): the evidence, the terminal,
+        # JUnit and the certificate all show it.
+        record, waiver = decide(
+            check, report, call.excinfo, self.inventory.waivers, self.run_date, regressions
+        )
+        verdict, message = record["verdict"], record["message"]
+        show_verdict(report, verdict, message, waiver)
+        if verdict == "fail" and item.config.option.tbstyle == "auto":
+            report.longrepr = f"{_failing_line(item, call)}: {message}"  # the criterion, one line
+        attach(report, record, check.unreachable)
+        html_extras(report, record)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Count outcomes; the controller appends each check's record to the evidence."""
+        if report.when == "call":
+            self.outcomes["waived" if hasattr(report, "wasxfail") else report.outcome] += 1
+        elif report.when == "setup" and not report.passed:
+            self.outcomes["error" if report.failed else "skipped"] += 1
+        carried = detach(report)
+        if carried is None or self.bundle is None or self.is_worker:
+            return  # only the controller writes the evidence
+        record, unreachable = carried
+        if record["verdict"] in ("fail", "error"):
+            self.failing[record["check_id"]] += 1
+        self.contacted = self.contacted or bool(record["commands"])
+        self.unreachable.update(unreachable)
+        self.bundle.append(record)
+
+    # -- end of session -------------------------------------------------------------------
+
+    def pytest_keyboard_interrupt(self) -> None:
+        self.interrupted = True
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.cluster is not None:
+            self.unreachable.update(self.cluster.transport.unreachable())
+            self.cluster.transport.close()
+        if self.bundle is None or self.inventory is None:
+            return
+        inv = self.inventory
+        summary = self.bundle.close(
+            {
+                "cluster": inv.cluster.name,
+                "inventory_sha256": inv.sha256,
+                "expectations_sha256": inv.expect_sha256,
+                "unreachable_nodes": sorted(self.unreachable),
+                "interrupted": self.interrupted or session.shouldstop is not False,
+                "connection_retries": self.cluster.transport.retries() if self.cluster else {},
+            }
+        )
+        self.verdict = summary.verdict
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self) -> None:
+        """Render (and sign) the certificate after every other report is written."""
+        if self.bundle is None or self.inventory is None or self.verdict is None:
+            return
+        placement = self.cluster.placement() if self.cluster is not None else {}
+        context = run_context(self.inventory, placement, self.unreachable)
+        self.certificate = finish_run(
+            self.run_dir,
+            context,
+            self.run_date,
+            metrics=self.config.getoption("hpcnet_metrics"),
+            sign_key=self.config.getoption("hpcnet_sign_key"),
+        )
+
+
+def terminal_reporter(config: pytest.Config) -> Reporter:
+    """Write progress lines past pytest's output capture (and log them)."""
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if terminal is None or hasattr(config, "workerinput") or config.get_verbosity() < -1:
+        return silent
+
+    def write(line: str) -> None:
+        # Private API, read defensively: under -q pytest leaves a row of progress dots that
+        # the public `ensure_newline()` does not know about (it tracks file paths, not
+        # columns), and no public call says whether the current line is dirty. Without
+        # `_tw` (another pytest), the line is written as is.
+        writer = getattr(terminal, "_tw", None)
+        if writer is not None and writer.width_of_current_line:
+            writer.line()
+        terminal.write_line(PREFIX + line)
+
+    def report(line: str) -> None:
+        LOG.info(line)
+        if capture is None:
+            write(line)
+            return
+        with capture.global_and_fixture_disabled():
+            write(line)
+
+    return report
+
+
+def _failing_line(item: pytest.Item, call: pytest.CallInfo) -> str:
+    """`path:line` of the failing assert in the test's own file."""
+    path, line, _ = item.location
+    if call.excinfo is not None:
+        own = [e for e in call.excinfo.traceback if e.path == item.path]
+        if own:
+            line = own[-1].lineno
+    return f"{path}:{(line or 0) + 1}"
+
+
+def free_space_problem(run_dir: Path, nodes: int) -> str | None:
+    """Why the reports folder's disk cannot hold this run's evidence, or None.
+
+    A 128-node static run writes about 23 MB (evidence, outputs, reports); the floor is
+    `MIN_FREE_BYTES` or `FREE_BYTES_PER_NODE` per node, whichever is larger."""
+    needed = max(MIN_FREE_BYTES, FREE_BYTES_PER_NODE * nodes)
+    free = shutil.disk_usage(run_dir).free
+    if free >= needed:
+        return None
+    mb = 1024 * 1024
+    return (
+        f"reports directory {run_dir} has {free / mb:.0f} MB free; a run on {nodes} nodes "
+        f"needs at least {needed // mb} MB for its evidence (free some space, or choose "
+        "another --reports-dir)"
+    )
+
+
+def _open_run_dir(config: pytest.Config, state: HpcnetState) -> None:
+    """Create the run folder (a clear error before any test if it cannot be written)."""
+    try:
+        state.run_dir.mkdir(parents=True, exist_ok=True)
+        probe = state.run_dir / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise pytest.UsageError(
+            f"reports directory {state.run_dir} is not writable: {exc.strerror or exc}"
+        ) from None
+    nodes = len(state.inventory.nodes) if state.inventory else 0
+    problem = free_space_problem(state.run_dir, nodes)
+    if problem:
+        with contextlib.suppress(OSError):
+            state.run_dir.rmdir()  # only if still empty: nothing of another process
+        raise pytest.UsageError(problem)
+    state.bundle = EvidenceBundle(state.run_dir, state.run_dir.name)
+    started = getattr(config, "workerinput", {}).get("hpcnet_run_started")
+    if started:
+        state.bundle.started_at = datetime.fromisoformat(started)
+    if state.is_worker:
+        return
+    add_environment(config, state.inventory)
+    if hasattr(config.option, "htmlpath") and not config.option.htmlpath:
+        config.option.htmlpath = str(state.run_dir / "report.html")
+        config.option.self_contained_html = True
+    if hasattr(config.option, "xmlpath") and not config.option.xmlpath:
+        config.option.xmlpath = str(state.run_dir / "junit.xml")
+
+
+def write_summary(state: HpcnetState, terminalreporter) -> None:
+    """The run's lines at the end of the terminal output: nodes, counts, verdict, reports."""
+    inv = state.inventory
+    tr = terminalreporter
+    tr.section("hpcnet", sep="-")
+    total = len(inv.nodes)
+    tr.write_line(f"cluster {inv.cluster.name} ({inv.cluster.region}): {total} nodes")
+    down = state.unreachable
+    contacted = state.cluster is not None or state.contacted
+    reached = f"{total - len(down)}/{total}" if contacted else "not contacted"
+    tr.write_line(f"nodes reached: {reached}; unreachable: {len(down)}")
+    for name, reason in sorted(down.items()):
+        tr.write_line(f"  {name}: {reason}", red=True)
+    retried = state.cluster.transport.retries() if state.cluster else {}
+    if retried:
+        tr.write_line("connection retries: " + ", ".join(f"{n} {c}" for n, c in retried.items()))
+    o = state.outcomes
+    tr.write_line(
+        f"checks: {o['passed']} passed, {o['failed']} failed, {o['error']} errors, "
+        f"{o['waived']} waived, {o['skipped']} skipped"
+    )
+    for check_id, count in sorted(state.failing.items()):
+        tr.write_line(f"  {title(check_id)} ({check_id}): {count} failed or errored", red=True)
+    verdict = state.verdict or "INCOMPLETE"
+    tr.write_line(f"verdict: {verdict}", green=verdict == "ACCEPTED", red=verdict != "ACCEPTED")
+    tr.write_line(f"reports: {state.run_dir}/ (certificate.html, evidence.jsonl)")
