@@ -14,7 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pytest_hpcnet.inventory.models import Waiver
 
 Verdict = Literal["pass", "fail", "error", "waived", "skipped"]
-OverallVerdict = Literal["ACCEPTED", "REJECTED", "INCOMPLETE"]
+# PASSED: a partial run (a marker or -k selection, or a scope narrower than the handover)
+# in which everything it covered passed; it is never a handover certificate.
+OverallVerdict = Literal["ACCEPTED", "PASSED", "REJECTED", "INCOMPLETE"]
+GOOD_VERDICTS: tuple[str, ...] = ("ACCEPTED", "PASSED")
 Comparison = Literal[">=", "<=", "==", "in"]
 VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "waived", "skipped")
 
@@ -66,6 +69,25 @@ class CheckRecord(BaseModel):
     waiver: Waiver | None = None
 
 
+class ScopeEntry(BaseModel):
+    """A requirement (or one subject of it) left out of the verdict or not measured, and why."""
+
+    check_id: str
+    subject: str = ""
+    reason: str
+    key: str = ""  # the inventory key that would bring it in (an unset bound), if any
+
+
+class RunScope(BaseModel):
+    """What a run covered: the whole handover, or a part of it, and what it left out."""
+
+    handover: bool = True  # every requirement selected: the run can be a handover certificate
+    label: str = "handover"  # what it covered when partial, e.g. "static checks"
+    selection: str = ""  # the selection as given on the command line ("-m static", "-k mtu")
+    excluded: list[ScopeEntry] = Field(default_factory=list)  # inventory `scope.exclude`
+    incomplete: list[ScopeEntry] = Field(default_factory=list)  # in scope, not measured
+
+
 class RunSummary(BaseModel):
     """What `summary.json` holds; extra keys given to `close()` are kept as they are."""
 
@@ -81,3 +103,7 @@ class RunSummary(BaseModel):
     interrupted: bool = False
     counts: dict[str, int] = Field(default_factory=dict)
     verdict: OverallVerdict = "INCOMPLETE"
+    profile: str = ""  # the inventory's profile name ("" when none)
+    profile_sources: dict[str, str] = Field(default_factory=dict)  # profile `source:` notes
+    lab: bool = False  # the evidence comes from the embedded lab (emulated tools)
+    scope: RunScope = Field(default_factory=RunScope)
