@@ -41,6 +41,7 @@ from pytest_hpcnet.report.signing import (
     load_public_key,
     read_facts,
     sign,
+    signer_display,
 )
 from pytest_hpcnet.report.verify import verify
 
@@ -327,7 +328,10 @@ def merge(
         raise MergeRefused(problems)
     bundle = merge_bundles(out, [p.run_dir for p in parts])
     summary = bundle.close(merged_summary(parts))
-    render_certificate(out, merged_context(parts))
+    context = merged_context(parts)
+    if sign_key is not None:  # checked by _check_keys above
+        context.signer = signer_display(sign_key)
+    render_certificate(out, context)
     if sign_key is not None:
         sign(out, sign_key)
     checks = sum(len(p.records) for p in parts)
