@@ -69,6 +69,7 @@ def test_certificate_in_a_browser(lab4, tmp_path):
     assert "kernel" in versions and "all 4 nodes" in versions
     facts = dom.split('id="node-facts"', 1)[1].split("</table>", 1)[0]
     assert re.search(r"node01</td>.*?ecs\.[a-z0-9]+\.[a-z0-9]+", facts, re.S)
+    assert "i-lab00001" in facts  # the instance id, measured by the reachability check
     assert signer_display(key)["ssh_fingerprint"] in dom
     assert re.search(r'<details class="evidence" id="ev-mtu" open="?"?>', dom)
     assert re.search(r'<details class="evidence" id="ev-reachability">', dom)

@@ -337,3 +337,19 @@ def test_gpu_section_hook_is_in_the_template_once():
 def test_prints_with_details_expanded(tmp_path, print_rule):
     _, page = render(tmp_path)
     assert print_rule in page.split("@media print", 1)[1]
+
+
+def test_finish_run_names_the_key_that_signs_and_the_bundle_verifies(tmp_path):
+    from pytest_hpcnet.report.certificate import CertificateContext
+    from pytest_hpcnet.report.handover import finish_run
+
+    key, pub = tmp_path / "sign.pem", tmp_path / "sign.pub"
+    fingerprint = generate_keypair(key, pub)
+    bundle = write_bundle(tmp_path, {})
+    page = finish_run(
+        bundle.run_dir, CertificateContext(**CONTEXT), RUN_START.date(), sign_key=str(key)
+    )
+    text = page.read_text(encoding="utf-8")
+    assert fingerprint in text and "signed after rendering" in text
+    result = verify(bundle.run_dir, pub)
+    assert result.ok and result.signed and result.key_fingerprint == fingerprint
