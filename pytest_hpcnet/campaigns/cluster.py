@@ -110,9 +110,7 @@ class Cluster:
         """The pairs every pair check covers: each node to the next around the ring."""
         return self.pairs.ring()
 
-    def pair_facts(
-        self, source: Node, target: Node, recorder: Recorder | None = None
-    ) -> PairFacts:
+    def pair_facts(self, source: Node, target: Node, recorder: Recorder | None = None) -> PairFacts:
         """What `source` saw of `target` (gathered for all pairs on first use)."""
         self.require_reachable(source, recorder)
         self.require_reachable(target, recorder)
