@@ -171,6 +171,13 @@ def test_failing_rows_first_and_not_run_rows_listed():
         "nccl_busbw",
         "cpfs",
         "cloud_audit",
+        "erdma_identity",
+        "erdma_driver",
+        "erdma_port",
+        "erdma_eri_bw",
+        "erdma_instance_bw",
+        "nccl_transport",
+        "rdma_counters",
     } == not_run
 
 
