@@ -94,7 +94,20 @@ class NcclCampaign:
             }
         if self.inventory.expect.erdma.gdr:
             env["NCCL_NET_GDR_LEVEL"] = "SYS"
-        return env | dict(self.inventory.benchmarks.nccl.env)
+        env |= dict(self.inventory.benchmarks.nccl.env)
+        if env["NCCL_DEBUG"].upper() not in ("INFO", "TRACE"):
+            env["NCCL_DEBUG"] = "INFO"  # the transport check reads NCCL's INFO lines
+        return env
+
+    def ib_devices(self, node: str) -> list[str]:
+        """The node's ERIs NCCL is told to use (`NCCL_IB_HCA` prefixes when the inventory
+        pins them; `^` exclusions are not applied)."""
+        found = self.facts.eri_devices(node)
+        hca = self.inventory.benchmarks.nccl.env.get("NCCL_IB_HCA", "")
+        if not hca or hca.startswith("^"):
+            return found
+        prefixes = [p.lstrip("=").split(":")[0] for p in hca.split(",") if p]
+        return [d for d in found if any(d.startswith(p) for p in prefixes)]
 
     def launch(self, nodes: list[Node]) -> tuple[NcclResult, CommandResult]:
         """all_reduce_perf across `nodes`, launched from the first; the table is parsed

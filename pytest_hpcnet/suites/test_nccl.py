@@ -121,7 +121,7 @@ def test_nccl_runs_on_erdma_not_sockets(cluster, check):
             check.command(result)
     settings = cluster.inventory.benchmarks.nccl
     size = nccl_size(settings.args.e) or 0
-    devices = {n: cluster.facts_campaign.eri_devices(n) for n in nodes}
+    devices = {n: cluster.collective.ib_devices(n) for n in nodes}
     n = max(len(nodes), 2)
     per_device = {len(d) for d in devices.values()} or {1}
     min_bytes = max(1, size * (n - 1) // n // max(max(per_device), 1))
