@@ -226,12 +226,14 @@ class FactsCampaign:
 
     def eri_devices(self, name: str) -> list[str]:
         """The node's ERIs in name order: bound to erdma or PCI 1ded:107f in sysfs (the
-        node's glob narrows them when the inventory sets one); where sysfs lists no RDMA
-        device, the devices `ibv_devinfo` shows matching the glob."""
+        node's glob narrows them when the inventory sets one); where sysfs shows none (no
+        sysfs, or another vendor's RDMA devices), the devices `ibv_devinfo` shows matching
+        the glob."""
         node = self.inventory.node(name)
         ids = self.identities(name)
-        if ids is not None and ids.devices:
-            return sorted(d.name for d in ids.eris(node.rdma.device_glob))
+        eris = ids.eris(node.rdma.device_glob) if ids is not None else ()
+        if eris:
+            return sorted(d.name for d in eris)
         out = self.gather()[name].sections.get("ibv_devinfo")
         if out is None:
             return []
