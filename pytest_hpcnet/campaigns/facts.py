@@ -23,6 +23,7 @@ from pytest_hpcnet.probes.erdma import (
     parse_erdma_identity,
     parse_gid_tables,
 )
+from pytest_hpcnet.probes.erdma_gdr import gdr_command
 from pytest_hpcnet.probes.fio import mount_check_command
 from pytest_hpcnet.probes.links import ip_addr_command, ip_link_command, parse_interfaces
 from pytest_hpcnet.probes.metadata import MetadataFacts, metadata_command, parse_metadata
@@ -91,6 +92,10 @@ SECTIONS += [
     FactSection("erdma_identity", lambda node, expect: erdma_identity_command(None)),
     FactSection("ibv_devinfo_v", lambda node, expect: ibv_devinfo_command(verbose=True)),
     FactSection("erdma_driver", lambda node, expect: erdma_driver_command(None, None)),
+    FactSection(
+        "erdma_gdr",
+        lambda node, expect: gdr_command() if expect.erdma.gdr else "echo 'not expected'",
+    ),
 ]
 
 

@@ -18,6 +18,7 @@ from pytest_hpcnet.probes.erdma import (
     GidTables,
     expected_active_mtu,
 )
+from pytest_hpcnet.probes.erdma_gdr import GdrState
 from pytest_hpcnet.probes.nccl_debug import NcclNetLog
 from pytest_hpcnet.probes.rdma import RdmaDevices
 from pytest_hpcnet.requirements.erdma_judges import (
@@ -231,3 +232,21 @@ def judge_traffic(
         for f in judge_rdma_traffic(node, d, devices.get(node, ()), min_bytes)
     ]
     return from_findings(findings)
+
+
+def judge_erdma_gdr(node: str, state: GdrState, expect: Expectations) -> Verdict:
+    """Where `expect.erdma.gdr` is true: PCIe ACS off on every bridge (S14) and the ACS
+    state readable; the peer-memory module is reported (dma-buf needs none, S13; NCCL's
+    GDRDMA line in `nccl_transport` is the proof)."""
+    if state.problems:
+        return Verdict(False, reason=f"{node}: {state.problems[0]}")
+    if state.acs_on:
+        shown = ", ".join(state.acs_on[:4]) + (" ..." if len(state.acs_on) > 4 else "")
+        return Verdict(
+            False,
+            float(len(state.acs_on)),
+            0.0,
+            reason=f"{node}: PCIe ACS on (ACSCtl SrcValid+) at {shown}: GPU-ERI P2P blocked",
+        )
+    peer = state.peermem or "no peer-memory module (dma-buf needed: NCCL >= 2.27)"
+    return Verdict(True, 0.0, 0.0, reason=f"{node}: ACS off on {state.acs_read} bridges; {peer}")

@@ -36,6 +36,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement("erdma_identity", "Every ERI present (by driver)", ("rdma", "erdma"), "static"),
     Requirement("erdma_driver", "eRDMA driver state", ("erdma",), "static"),
     Requirement("erdma_port", "eRDMA active MTU, GID index, NUMA", ("mtu", "erdma"), "static"),
+    Requirement("erdma_gdr", "GPUDirect RDMA readiness", ("erdma",), "static"),
     Requirement("mtu", "Jumbo MTU", ("mtu", "jumbo_frames"), "static"),
     Requirement("path_mtu", "Path MTU", ("mtu",), "static"),
     Requirement("security_group", "Security group", ("ports",), "static"),

@@ -3,6 +3,7 @@
 import pytest
 
 from pytest_hpcnet.probes.erdma import parse_erdma_driver, parse_erdma_identity, parse_gid_tables
+from pytest_hpcnet.probes.erdma_gdr import parse_gdr
 from pytest_hpcnet.probes.links import parse_interfaces
 from pytest_hpcnet.probes.rdma import (
     compare_sources,
@@ -15,6 +16,7 @@ from pytest_hpcnet.requirements.erdma import (
     expected_eris,
     judge_erdma_active_mtu,
     judge_erdma_driver,
+    judge_erdma_gdr,
     judge_erdma_gid,
     judge_erdma_identity,
     judge_erdma_numa,
@@ -190,4 +192,19 @@ def test_eri_numa_node(cluster, node, check):
         pytest.skip("no NUMA node per ERI expected (expect.erdma.numa; published for L20N only)")
     ids = eri_identities(cluster, node, check)
     verdict = judge_erdma_numa(node.name, ids, cluster.expect)
+    assert verdict, verdict.reason
+
+
+@mark("erdma_gdr")
+def test_gpudirect_rdma_ready(cluster, node, check):
+    gdr = cluster.expect.erdma.gdr
+    if gdr is False:
+        check.measure("gdr", "not supported here", "", None, None, "expect.erdma.gdr")
+        pytest.skip("GPUDirect RDMA: not supported here (expect.erdma.gdr: false)")
+    if gdr is None:
+        pytest.skip("GPUDirect RDMA not expected (expect.erdma.gdr unset): not judged")
+    state = parse_gdr(cluster.facts(node, check).text("erdma_gdr"))
+    check.measure("peer_memory", state.peermem or "none", "", None, None, "/proc/modules")
+    check.measure("acs_on_bridges", len(state.acs_on), "", 0, "==", "S14: ACS off for P2P")
+    verdict = judge_erdma_gdr(node.name, state, cluster.expect)
     assert verdict, verdict.reason

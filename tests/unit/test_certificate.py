@@ -174,6 +174,7 @@ def test_failing_rows_first_and_not_run_rows_listed():
         "erdma_identity",
         "erdma_driver",
         "erdma_port",
+        "erdma_gdr",
         "erdma_eri_bw",
         "erdma_instance_bw",
         "nccl_transport",
