@@ -93,7 +93,7 @@ class Cluster:
         return self.facts_campaign.data_address(name)
 
     def rdma_device(self, name: str) -> str | None:
-        """The node's first RDMA device matching its expected glob (perftest's `-d`)."""
+        """The node's first RDMA device matching its glob (perftest uses `eri_devices`)."""
         return self.facts_campaign.rdma_device(name)
 
     def reachable_nodes(self) -> list[Node]:

@@ -213,7 +213,7 @@ class FactsCampaign:
         return addresses[0] if addresses else None
 
     def rdma_device(self, name: str) -> str | None:
-        """The node's first RDMA device matching its expected glob (perftest's `-d`)."""
+        """The node's first RDMA device matching its glob (perftest uses `eri_devices`)."""
         node = self.inventory.node(name)
         out = self.gather()[name].sections.get("ibv_devinfo")
         if out is None:
