@@ -453,7 +453,7 @@ class PerftestCampaigns:
             progress(f"{tool}: suspect devices {', '.join(campaign.suspect_devices)}")
         if tool.endswith("_bw") and width > 1 and rounds:
             campaign.instance_runs = self._all_at_once(
-                rounds[0], len(rounds) + 1, tool, settings, addresses, devices, side
+                rounds, len(rounds) + 1, tool, settings, addresses, devices, side
             )
         return campaign
 
@@ -472,7 +472,7 @@ class PerftestCampaigns:
 
     def _all_at_once(
         self,
-        pairs: list[Pair],
+        rounds: list[list[Pair]],
         index: int,
         tool: str,
         settings: PerftestSettings,
@@ -480,15 +480,43 @@ class PerftestCampaigns:
         devices: dict[str, list[str]],
         side: Callable[[str, int, int], PerftestOptions],
     ) -> dict[Pair, dict[str, PairRun]]:
-        """Every device of each pair at once (one server and client per device)."""
-        runnable = [p for p in pairs if p.a in addresses and p.b in addresses]
-        slots = [(p, i) for p in runnable for i in range(min(len(devices[p.a]), len(devices[p.b])))]
-        with phase(self.facts.progress, f"{tool} all ERIs at once: {len(runnable)} pairs"):
-            runs = run_slots(self.facts.transport, slots, index, tool, settings, addresses, side)
-        out: dict[Pair, dict[str, PairRun]] = {p: {} for p in runnable}
-        for (pair, i), run in runs.items():
-            out[pair][devices[pair.a][i]] = run
+        """Every device of each pair at once (one server and client per device), on the
+        pairs `instance_rounds` picks so that every node is in one; a device index only one
+        side has is a failed run of its own."""
+        out: dict[Pair, dict[str, PairRun]] = {}
+        for offset, pairs in enumerate(instance_rounds(rounds)):
+            runnable = [p for p in pairs if p.a in addresses and p.b in addresses]
+            both = {p: min(len(devices[p.a]), len(devices[p.b])) for p in runnable}
+            slots = [(p, i) for p in runnable for i in range(both[p])]
+            label = f"{tool} all ERIs at once: {len(runnable)} pairs"
+            with phase(self.facts.progress, label):
+                runs = run_slots(
+                    self.facts.transport, slots, index + offset, tool, settings, addresses, side
+                )
+            for p in runnable:
+                out[p] = {}
+                for i in range(max(len(devices[p.a]), len(devices[p.b]))):
+                    name = device_label(devices, p, i)
+                    run = runs.get((p, i))
+                    out[p][name] = run or missing_device(p, index + offset, i, devices)
         return out
+
+
+def instance_rounds(rounds: list[list[Pair]]) -> list[list[Pair]]:
+    """The all-at-once rounds: the first schedule round, then (odd node counts) one more
+    round of later pairs that cover the nodes the first round left out."""
+    if not rounds:
+        return []
+    covered = {n for p in rounds[0] for n in (p.a, p.b)}
+    extra: list[Pair] = []
+    busy: set[str] = set()
+    for pairs in rounds[1:]:
+        for p in pairs:
+            if (p.a not in covered or p.b not in covered) and not {p.a, p.b} & busy:
+                extra.append(p)
+                busy |= {p.a, p.b}
+                covered |= {p.a, p.b}
+    return [rounds[0], extra] if extra else [rounds[0]]
 
 
 def device_label(devices: dict[str, list[str]], pair: Pair, i: int) -> str:

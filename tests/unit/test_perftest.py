@@ -327,3 +327,20 @@ def test_every_eri_localized_to_node_and_device():
     assert worst(every[2][1], ok).device == "erdma_0"
     lacking = missing_device(Pair("node01", "node02"), 1, 1, {**devices, "node02": ["erdma_0"]})
     assert lacking.error == "node02 has no ERI 1 (erdma_0)" and lacking.device == "erdma_1"
+
+
+def test_all_at_once_rounds_cover_every_node_of_an_odd_cluster():
+    from pytest_hpcnet.campaigns.perftest import instance_rounds
+    from pytest_hpcnet.campaigns.schedule import schedule_rounds
+
+    for n in (2, 3, 5, 8, 9):
+        nodes = [f"n{i}" for i in range(n)]
+        rounds = schedule_rounds(nodes, "matchings", 2)
+        picked = instance_rounds(rounds)
+        assert picked[0] == rounds[0] and len(picked) <= 2
+        covered = [x for r in picked for p in r for x in (p.a, p.b)]
+        assert set(covered) == set(nodes), (n, picked)
+        for r in picked:  # each round's pairs are disjoint: they run at once
+            inside = [x for p in r for x in (p.a, p.b)]
+            assert len(inside) == len(set(inside))
+    assert instance_rounds([]) == []
