@@ -43,6 +43,7 @@ class VerifyResult:
     key_fingerprint: str | None = None
 
 
+
 def _check_certificate(root: Path, digest: str, result: VerifyResult) -> dict[str, Any] | None:
     facts: dict[str, Any] | None = None
     try:
