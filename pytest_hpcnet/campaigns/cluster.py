@@ -93,7 +93,7 @@ class Cluster:
         return self.facts_campaign.data_address(name)
 
     def rdma_device(self, name: str) -> str | None:
-        """The node's first RDMA device matching its expected glob (perftest's `-d`)."""
+        """The node's first RDMA device matching its glob (perftest uses `eri_devices`)."""
         return self.facts_campaign.rdma_device(name)
 
     def reachable_nodes(self) -> list[Node]:
@@ -110,9 +110,7 @@ class Cluster:
         """The pairs every pair check covers: each node to the next around the ring."""
         return self.pairs.ring()
 
-    def pair_facts(
-        self, source: Node, target: Node, recorder: Recorder | None = None
-    ) -> PairFacts:
+    def pair_facts(self, source: Node, target: Node, recorder: Recorder | None = None) -> PairFacts:
         """What `source` saw of `target` (gathered for all pairs on first use)."""
         self.require_reachable(source, recorder)
         self.require_reachable(target, recorder)

@@ -51,6 +51,35 @@ class RdmaExpect(Strict):
     compat_mode: str | None = None
 
 
+class ErdmaExpect(Strict):
+    """eRDMA in depth (issue 16): figures per ERI and per instance, driver state, NCCL.
+
+    None means "not published / not expected": the check reports the value and does not
+    judge it. Profiles give each key's source (ALIBABA-FACTS.md ids S1, S13, ...).
+    """
+
+    eris: Annotated[int, Field(ge=1)] | None = None
+    """ERIs per node (identity counts devices bound to the erdma driver)."""
+    per_eri_gbps: PositiveFloat | None = None
+    """Rated Gbit/s of one ERI: each device's ib_write_bw pair is judged against it."""
+    per_instance_gbps: PositiveFloat | None = None
+    """Rated Gbit/s of the instance: all its ERIs run at once are judged against it."""
+    same_nic_index_gbps: PositiveFloat | None = None
+    """The lower instance figure when every ERI sits on one NIC index (ebmgn7ex only, S1)."""
+    bw_fraction: Annotated[float, Field(gt=0, le=1)] = 0.8
+    """Share of a rated figure a measurement must reach (project choice)."""
+    compat_mode: bool | None = None
+    """erdma `compat_mode` (Y on GPU nodes set up by the erdma-controller, S13)."""
+    cc: str | None = None
+    """Congestion-control algorithm `eadm conf -t cc` must show (`mpcc`), where readable."""
+    gdr: bool | None = None
+    """GPUDirect RDMA: True expected on, False "not supported here", None not judged."""
+    nccl_network: Literal["IB", "Socket"] | None = "IB"
+    """The network NCCL must choose (`NET/IB` for eRDMA); a Socket fallback fails."""
+    numa: dict[str, int] = Field(default_factory=dict)
+    """Device -> NUMA node it must sit on (compute-nest L20N: erdma_0 -> 0, erdma_1 -> 1)."""
+
+
 class PortSpec(Strict):
     """Ports that must be open between cluster nodes."""
 
@@ -144,6 +173,7 @@ class Expectations(Strict):
     mtu: Annotated[int, Field(ge=68, le=65535)] = 8500
     jumbo_frames: bool = True
     rdma: RdmaExpect = Field(default_factory=RdmaExpect)
+    erdma: ErdmaExpect = Field(default_factory=ErdmaExpect)
     ports: PortSpec = Field(default_factory=PortSpec)
     flows: FlowsExpect = Field(default_factory=FlowsExpect)
     placement: PlacementExpect = Field(default_factory=PlacementExpect)

@@ -62,7 +62,7 @@ PrintLastLog no
 MaxStartups 256:30:512
 MaxSessions 256
 ClientAliveInterval 0
-SetEnv HPCNET_LAB_NODE={name} HPCNET_LAB_STATE={state}
+SetEnv HPCNET_LAB_NODE={name} HPCNET_LAB_STATE={state} HPCNET_SYSFS={state}/nodes/{name}/sys
 LogLevel ERROR
 """
 

@@ -33,6 +33,10 @@ class Requirement:
 REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement("reachability", "Nodes reachable over SSH", (), "static"),
     Requirement("erdma", "eRDMA devices", ("rdma",), "static"),
+    Requirement("erdma_identity", "Every ERI present (by driver)", ("rdma", "erdma"), "static"),
+    Requirement("erdma_driver", "eRDMA driver state", ("erdma",), "static"),
+    Requirement("erdma_port", "eRDMA active MTU, GID index, NUMA", ("mtu", "erdma"), "static"),
+    Requirement("erdma_gdr", "GPUDirect RDMA readiness", ("erdma",), "static"),
     Requirement("mtu", "Jumbo MTU", ("mtu", "jumbo_frames"), "static"),
     Requirement("path_mtu", "Path MTU", ("mtu",), "static"),
     Requirement("security_group", "Security group", ("ports",), "static"),
@@ -53,7 +57,13 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "benchmark",
         row=False,
     ),
+    Requirement("erdma_eri_bw", "Bandwidth of every ERI", ("erdma",), "benchmark"),
+    Requirement("erdma_instance_bw", "All ERIs of a node at once", ("erdma",), "benchmark"),
     Requirement("nccl_busbw", "NCCL bus bandwidth", ("nccl",), "benchmark"),
+    Requirement("nccl_transport", "NCCL on eRDMA, no socket fallback", ("erdma",), "benchmark"),
+    Requirement(
+        "rdma_counters", "No RDMA/NIC error counter moved in benchmarks", ("erdma",), "benchmark"
+    ),
     Requirement("cpfs", "CPFS", ("cpfs",), "benchmark"),
 )
 

@@ -91,7 +91,8 @@ FAULTS = {
     "mtu": (None, {"mtu", "path_mtu"}),
     "block": ("tcp/29500", {"security_group"}),
     "reject": ("udp/4791", {"security_group"}),
-    "no-rdma": (None, {"erdma"}),
+    # no device and no erdma module: every eRDMA check of the node
+    "no-rdma": (None, {"erdma", "erdma_identity", "erdma_driver", "erdma_port"}),
     "port-down": (None, {"erdma"}),
     "vswitch": (None, {"placement"}),
     "zone": (None, {"placement"}),
