@@ -25,6 +25,7 @@ from pytest_hpcnet.report.certificate_format import (
     format_margin,
     format_value,
 )
+from pytest_hpcnet.report.certificate_gpu import gpu_section
 from pytest_hpcnet.report.certificate_rows import (  # noqa: F401 - re-exported
     DEFAULT_REQUIREMENTS,
     NodeInfo,
@@ -280,6 +281,7 @@ def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> st
         sections=_evidence_sections(root, records, rows, run_date),
         facts_json=_facts_script(facts),
         digest=facts.get(DIGEST_KEY, ""),
+        gpu=gpu_section(records),
     )
     return redact(html)
 
