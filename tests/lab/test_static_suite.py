@@ -91,7 +91,7 @@ FAULTS = {
     "mtu": (None, {"mtu", "path_mtu"}),
     "block": ("tcp/29500", {"security_group"}),
     "reject": ("udp/4791", {"security_group"}),
-    "no-rdma": (None, {"erdma"}),
+    "no-rdma": (None, {"erdma", "gpu_topology"}),  # topo -m then shows no NIC near any GPU
     "port-down": (None, {"erdma"}),
     "vswitch": (None, {"placement"}),
     "zone": (None, {"placement"}),
