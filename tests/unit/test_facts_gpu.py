@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytest_hpcnet.campaigns.facts import GPU_SECTIONS, facts_command, split_sections
 from pytest_hpcnet.inventory.expectations import Expectations, load_profile
-from pytest_hpcnet.inventory.models import Node
+from pytest_hpcnet.inventory.models import Node, load_inventory
 
 NODE = Node(name="n1", host="198.18.0.11")
 
@@ -42,3 +42,23 @@ def test_no_rdma_sysfs_skips_only_that_section():
     expect = Expectations.model_validate({"gpu": {"count": 8, "rdma_sysfs": False}})
     script = facts_command(NODE, expect)
     assert "nvidia-smi topo -m" in script and "/sys/class/infiniband" not in script
+
+
+def test_inventory_overrides_the_profiles_gpu_and_versions_keys(tmp_path):
+    path = tmp_path / "inv.yaml"
+    path.write_text(
+        "cluster: {name: c, region: cn-test}\n"
+        "nodes: [{name: n1, host: 198.18.0.11}]\n"
+        "expect:\n"
+        "  profile: ebmgn7ex\n"
+        "  gpu: {model: NVIDIA A800-SXM4-80GB, allowed_xids: [13]}\n"
+        "  versions: {pin: {nvidia_driver: 580.126.09}}\n"
+    )
+    expect = load_inventory(path).expect
+    assert (expect.gpu.count, expect.gpu.model) == (8, "NVIDIA A800-SXM4-80GB")  # count: profile
+    assert expect.gpu.allowed_xids == [13] and expect.gpu.persistence is True
+    assert expect.versions.pin == {"nvidia_driver": "580.126.09"}
+    assert {(b.tool, b.version) for b in expect.versions.known_bad} == {
+        ("nccl", "2.28.7"),
+        ("nccl", "2.28.9"),
+    }
