@@ -21,6 +21,20 @@ COMPARED = ("nvidia_driver", "cuda", "nccl", "kernel", "erdma", "rdma-core")
 """The components whose version must be identical on every node (where any node has them)."""
 
 
+def _verdict(node: str | None, problems: list[str], fix: str) -> Verdict:
+    """Pass without problems; else fail naming each (after `node: ` when given), with `fix`."""
+    if not problems:
+        return PASS
+    reason = "; ".join(problems)
+    return Verdict(
+        False,
+        measured=len(problems),
+        bound=0,
+        reason=f"{node}: {reason}" if node else reason,
+        fix=fix,
+    )
+
+
 def judge_memlock(node: str, memlock: Memlock, expect: Expectations) -> Verdict:
     """Locked memory unlimited for the NCCL user, or at least `expect.gpu.memlock_min_kib`
     (NCCL: `Call to ibv_create_qp failed ... -12` otherwise)."""
@@ -77,14 +91,10 @@ def judge_rdma_pcie(node: str, sysfs: RdmaSysfs, expect: Expectations) -> Verdic
         low = [f"{k}{cur:g}{u} of {k}{top:g}{u}" for k, cur, top, u in pairs if cur < top]  # type: ignore[operator]
         if low:
             problems.append(f"{dev.device} PCIe link {', '.join(low)}")
-    if not problems:
-        return PASS
-    return Verdict(
-        False,
-        measured=len(problems),
-        bound=0,
-        reason=f"{node}: " + "; ".join(problems),
-        fix="a lasting downgrade is a bad slot, riser or BIOS setting: have the host repaired "
+    return _verdict(
+        node,
+        problems,
+        "a lasting downgrade is a bad slot, riser or BIOS setting: have the host repaired "
         "(on a virtual function without link data, set expect.gpu.rdma_sysfs: false)",
     )
 
@@ -128,14 +138,10 @@ def judge_versions(versions: Mapping[str, Mapping[str, str]], expect: Expectatio
                 for v, n in seen.items()
                 if _matches(v, bad.version)
             ]
-    if not problems:
-        return PASS
-    return Verdict(
-        False,
-        measured=len(problems),
-        bound=0,
-        reason="; ".join(problems),
-        fix="install the same (pinned, not known-bad) version on every node and reboot if it is "
+    return _verdict(
+        None,
+        problems,
+        "install the same (pinned, not known-bad) version on every node and reboot if it is "
         "the driver",
     )
 
@@ -170,14 +176,10 @@ def judge_gpu_nic_numa(
             f"{_label(row.device, query)} on NUMA {row.numa_affinity or '?'}, "
             f"nearest RDMA device {shown or 'none'}"
         )
-    if not problems:
-        return PASS
-    return Verdict(
-        False,
-        measured=len(problems),
-        bound=0,
-        reason=f"{node}: " + "; ".join(problems),
-        fix="check the instance type's NIC/GPU layout and "
+    return _verdict(
+        node,
+        problems,
+        "check the instance type's NIC/GPU layout and "
         "/sys/class/infiniband/*/device/numa_node; pin each rank to its GPU's NUMA node",
     )
 
