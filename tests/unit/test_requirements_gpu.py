@@ -9,7 +9,7 @@ import pytest
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import parse_query_gpu
 from pytest_hpcnet.probes.gpu_host import parse_memlock, parse_modules
-from pytest_hpcnet.probes.gpu_rdma import parse_rdma_sysfs
+from pytest_hpcnet.probes.gpu_rdma import RdmaSysfs, parse_rdma_sysfs
 from pytest_hpcnet.probes.gpu_topo import parse_topo
 from pytest_hpcnet.probes.gpu_xid import parse_kernel_log
 from pytest_hpcnet.requirements.gpu import (
@@ -26,6 +26,7 @@ from pytest_hpcnet.requirements.gpu_node import (
     judge_memlock,
     judge_modules,
     judge_nccl_ib_hca,
+    judge_rdma_pcie,
     judge_versions,
 )
 
@@ -302,3 +303,28 @@ def test_nccl_ib_hca_covers_the_nearest_devices(fixture_text):
         "node06", parse_topo(fixture_text("samples/nvidia_smi", "smi-topo.txt")), None
     )
     assert not no_nic and "no RDMA device near any GPU" in no_nic.reason
+
+
+def test_rdma_pcie_links():
+    def sysfs(*devices: tuple[str, str, str, str, str]) -> RdmaSysfs:
+        keys = ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width")
+        lines = [f"{d[0]} numa_node 0" for d in devices]
+        lines += [f"{d[0]} {k} {v}" for d in devices for k, v in zip(keys, d[1:], strict=True)]
+        return parse_rdma_sysfs("\n".join(lines) + f"\nhpcnet-rdma-devices: {len(devices)}\n")
+
+    two = expect(versions={})
+    two.rdma.min_devices = 2
+    full = ("erdma_0", "16.0 GT/s PCIe", "16.0 GT/s PCIe", "16", "16")
+    slow = ("erdma_1", "8.0 GT/s PCIe", "16.0 GT/s PCIe", "8", "16")
+    verdict = judge_rdma_pcie("node07", sysfs(full, slow), two)
+    assert not verdict and verdict.reason == (
+        "node07: erdma_1 PCIe link 8 GT/s of 16 GT/s, x8 of x16"
+    )
+    assert "have the host repaired" in verdict.fix
+    unknown = judge_rdma_pcie("node07", sysfs(full, ("erdma_1", "Unknown", "?", "?", "?")), two)
+    assert "erdma_1 PCIe link not reported (current_link_speed=Unknown" in unknown.reason
+    one = judge_rdma_pcie("node07", sysfs(full), two)
+    assert one.reason == "node07: 1 devices in /sys/class/infiniband, expected at least 2"
+    cut = judge_rdma_pcie("node07", parse_rdma_sysfs("erdma_0 numa_node 0\n"), two)
+    assert not cut and "cut short" in cut.reason
+    assert judge_rdma_pcie("node07", sysfs(full, ("erdma_1", *full[1:])), two)
