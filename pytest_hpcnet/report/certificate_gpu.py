@@ -60,15 +60,17 @@ def gpu_section(records: Sequence[CheckRecord]) -> dict[str, Any] | None:
         node = nodes.setdefault(record.subject, _node(record.subject))
         measured = _measured(record)
         if record.check_id == "gpu_inventory" and "gpus" in measured:
-            node["gpus"], node["model"] = measured["gpus"], measured.get("model")
+            count = measured["gpus"]
+            node["gpus"] = int(count) if isinstance(count, float) and count.is_integer() else count
+            node["model"] = measured.get("model")
         if "nic_map" in measured:
             node["nic_map"] = _nic_map(measured["nic_map"])
         node["driver"] = node["driver"] or record.tool_versions.get("nvidia_driver")
         node["cuda"] = node["cuda"] or record.tool_versions.get("cuda")
         if record.verdict in BAD:
             node["issues"].append(f"{title(record.check_id)}: {record.message}")
-        elif record.verdict == "skipped" and record.check_id not in node["not_measured"]:
-            node["not_measured"].append(record.check_id)
+        elif record.verdict == "skipped" and record.message not in node["not_measured"]:
+            node["not_measured"].append(record.message)  # the skip's reason
     columns = sorted(
         {gpu for node in nodes.values() for gpu in node["nic_map"]},
         key=lambda g: (len(g), g),

@@ -54,7 +54,8 @@ def test_section_per_node_with_health_and_nic_map():
         "580.159.04",
         "13.0",
     )
-    assert one["healthy"] and one["not_measured"] == ["pcie_links"] and one["nic_map"] == {}
+    assert one["healthy"] and one["nic_map"] == {} and repr(two["gpus"]) == "8"  # 8.0 in JSON
+    assert one["not_measured"] == ["not applicable: expect.gpu.rdma_sysfs"]
     assert not two["healthy"] and two["issues"] == [
         "GPU memory health (ECC, row remapping): node02: GPU 3 (00000000:5D:00.0) <b>4</b> errors"
     ]
@@ -66,7 +67,7 @@ def test_template_escapes_node_output_and_shows_the_map():
     html = _environment().get_template("certificate_gpu.html.j2").render(gpu=gpu_section(records()))
     assert "<b>4</b>" not in html and "&lt;b&gt;4&lt;/b&gt;" in html
     assert '<section id="gpus">' in html and html.count("erdma_1") == 2
-    assert "not applicable here: pcie_links" in html
+    assert "not measured here: not applicable: expect.gpu.rdma_sysfs" in html
 
 
 def test_no_gpu_measurement_no_section():
