@@ -25,6 +25,11 @@ from pytest_hpcnet.probes.erdma import (
 )
 from pytest_hpcnet.probes.erdma_gdr import gdr_command
 from pytest_hpcnet.probes.fio import mount_check_command
+from pytest_hpcnet.probes.gpu import query_gpu_command
+from pytest_hpcnet.probes.gpu_host import DRIVER_VERSION_COMMAND, MODULES_COMMAND, memlock_command
+from pytest_hpcnet.probes.gpu_rdma import CUDA_COMMAND, RDMA_SYSFS_COMMAND
+from pytest_hpcnet.probes.gpu_topo import TOPO_COMMAND
+from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND
 from pytest_hpcnet.probes.links import ip_addr_command, ip_link_command, parse_interfaces
 from pytest_hpcnet.probes.metadata import MetadataFacts, metadata_command, parse_metadata
 from pytest_hpcnet.probes.rdma import (
@@ -97,6 +102,39 @@ SECTIONS += [
         lambda node, expect: gdr_command() if expect.erdma.gdr else "echo 'not expected'",
     ),
 ]
+
+
+# -- GPU node health (issue 15): one block of sections, in the same round trip -------------
+
+
+def _gpu_command(command: str) -> Callable[[Node, Expectations], str]:
+    """`command` on a GPU profile; a CPU-only profile (`expect.gpu.count` unset) runs nothing."""
+    return lambda node, expect: command if expect.gpu.count else "echo 'not expected'"
+
+
+GPU_SECTIONS: list[FactSection] = [
+    FactSection("gpu_query", _gpu_command(query_gpu_command())),
+    FactSection("gpu_topo", _gpu_command(TOPO_COMMAND)),
+    FactSection("gpu_cuda", _gpu_command(CUDA_COMMAND)),
+    FactSection("gpu_driver", _gpu_command(DRIVER_VERSION_COMMAND)),
+    FactSection("gpu_modules", _gpu_command(MODULES_COMMAND)),
+    FactSection(
+        "gpu_memlock",
+        lambda node, expect: (
+            memlock_command(expect.gpu.nccl_user) if expect.gpu.count else "echo 'not expected'"
+        ),
+    ),
+    FactSection("gpu_klog", _gpu_command(KERNEL_LOG_COMMAND)),
+    FactSection(
+        "rdma_sysfs",
+        lambda node, expect: (
+            RDMA_SYSFS_COMMAND
+            if expect.gpu.count and expect.gpu.rdma_sysfs
+            else "echo 'not expected'"
+        ),
+    ),
+]
+SECTIONS += GPU_SECTIONS
 
 
 def sections_script(commands: dict[str, str], parallel: bool = False) -> str:

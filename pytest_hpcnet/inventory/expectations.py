@@ -155,6 +155,42 @@ class CpfsExpect(Strict):
     aggregate_lower: Annotated[float, Field(ge=-1, le=0)] = -0.5
 
 
+class GpuExpect(Strict):
+    """GPUs every node carries (`count: null`: a CPU-only profile; every GPU check is then
+    skipped as not applicable). See docs/checks.md, "GPU node health"."""
+
+    count: Annotated[int, Field(ge=0)] | None = None
+    model: str | None = None
+    """As `nvidia-smi --query-gpu=name` prints it; null: any model."""
+    persistence: bool = True
+    mig: bool = False
+    allowed_xids: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
+    modules: list[str] = Field(default_factory=lambda: ["nvidia"])
+    """Kernel modules that must be loaded (add `nvidia_peermem` for GDR before NCCL 2.27)."""
+    memlock_min_kib: Annotated[int, Field(ge=0)] | None = None
+    """null: `ulimit -l` must be unlimited for the NCCL user."""
+    nccl_user: str | None = None
+    """The user NCCL runs as (its `ulimit -l` is read through `su`); null: the SSH user."""
+    rdma_sysfs: bool = True
+    """Whether /sys/class/infiniband describes the RDMA devices (PCIe link, NUMA node)."""
+
+
+class KnownBad(Strict):
+    """A version that must not be installed, with why and where that is said."""
+
+    tool: str
+    version: str
+    reason: str
+    source: str
+
+
+class VersionsExpect(Strict):
+    """Versions every node must share; `pin` sets the exact one (tool -> version)."""
+
+    pin: dict[str, str] = Field(default_factory=dict)
+    known_bad: list[KnownBad] = Field(default_factory=list)
+
+
 DEFAULT_SYSCTL: dict[str, dict] = {
     "net.core.rmem_max": {"value": 16777216, "mode": "min"},
     "net.core.wmem_max": {"value": 16777216, "mode": "min"},
@@ -189,6 +225,8 @@ class Expectations(Strict):
     nccl: NcclExpect = Field(default_factory=NcclExpect)
     cpfs: CpfsExpect = Field(default_factory=CpfsExpect)
     cloud: CloudExpect = Field(default_factory=CloudExpect)
+    gpu: GpuExpect = Field(default_factory=GpuExpect)
+    versions: VersionsExpect = Field(default_factory=VersionsExpect)
     regression_tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.10
     regression_tolerances: dict[str, Annotated[float, Field(gt=0, le=100)]] = Field(
         default_factory=lambda: {"tuning.rtt_avg": 2.0, "tuning.rtt_max": 5.0}

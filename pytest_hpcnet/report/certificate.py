@@ -26,6 +26,7 @@ from pytest_hpcnet.report.certificate_format import (
     format_margin,
     format_value,
 )
+from pytest_hpcnet.report.certificate_gpu import gpu_section
 from pytest_hpcnet.report.certificate_header import (
     LAB_NOTICE,
     certified_verdict,
@@ -255,6 +256,7 @@ def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> st
             [ToolVersions.model_validate(t) for t in facts.get("versions", [])]
         ),
         digest=facts.get(DIGEST_KEY, ""),
+        gpu=gpu_section(records),
     )
     return redact(html)
 

@@ -46,6 +46,17 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement(
         "tuning", "Host tuning", ("sysctl", "nic_max_errors", "nic_max_dropped", "ping"), "static"
     ),
+    # GPU node health (issue 15); a CPU-only profile (expect.gpu.count unset) skips them
+    Requirement("gpu_inventory", "GPU count, model and driver modules", ("gpu",), "static"),
+    Requirement("gpu_health", "GPU memory health (ECC, row remapping)", ("gpu",), "static"),
+    Requirement("gpu_xid", "No GPU Xid errors since boot", ("gpu",), "static"),
+    Requirement("gpu_clocks", "GPU clocks, persistence and MIG mode", ("gpu",), "static"),
+    Requirement(
+        "pcie_links", "PCIe links at full speed (GPUs, RDMA devices)", ("gpu", "rdma"), "static"
+    ),
+    Requirement("memlock", "Locked memory for NCCL (ulimit -l)", ("gpu",), "static"),
+    Requirement("gpu_topology", "GPU-NIC topology (NUMA, NCCL_IB_HCA)", ("gpu",), "static"),
+    Requirement("versions", "Driver and library versions agree", ("versions",), "static"),
     Requirement("ib_write_bw", "RDMA write bandwidth (ib_write_bw)", ("ib_write_bw",), "benchmark"),
     Requirement(
         "ib_write_lat", "RDMA write latency (ib_write_lat)", ("ib_write_lat",), "benchmark"

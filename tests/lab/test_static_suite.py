@@ -91,8 +91,8 @@ FAULTS = {
     "mtu": (None, {"mtu", "path_mtu"}),
     "block": ("tcp/29500", {"security_group"}),
     "reject": ("udp/4791", {"security_group"}),
-    # no device and no erdma module: every eRDMA check of the node
-    "no-rdma": (None, {"erdma", "erdma_identity", "erdma_driver", "erdma_port"}),
+    # no device and no erdma module: every eRDMA check of the node; topo -m then shows no NIC
+    "no-rdma": (None, {"erdma", "erdma_identity", "erdma_driver", "erdma_port", "gpu_topology"}),
     "port-down": (None, {"erdma"}),
     "vswitch": (None, {"placement"}),
     "zone": (None, {"placement"}),
