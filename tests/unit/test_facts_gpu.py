@@ -27,9 +27,15 @@ def test_gpu_profile_gathers_every_gpu_section_in_the_one_script():
     assert all(f"@@hpcnet begin {name}'" in script for name in names)
 
 
+def gpu_part(expect: Expectations) -> str:
+    """The GPU sections' share of the facts script (the eRDMA sections read sysfs too)."""
+    return "\n".join(s.build(NODE, expect) for s in GPU_SECTIONS)
+
+
 def test_cpu_only_profile_runs_no_gpu_command():
     script = facts_command(NODE, Expectations())
-    assert "nvidia-smi" not in script and "/sys/class/infiniband" not in script
+    assert "nvidia-smi" not in script
+    assert "/sys/class/infiniband" not in gpu_part(Expectations())
     output = "\n".join(
         f"@@hpcnet begin {s.name}\nnot expected\n@@hpcnet end {s.name} 0" for s in GPU_SECTIONS
     )
@@ -40,8 +46,8 @@ def test_cpu_only_profile_runs_no_gpu_command():
 
 def test_no_rdma_sysfs_skips_only_that_section():
     expect = Expectations.model_validate({"gpu": {"count": 8, "rdma_sysfs": False}})
-    script = facts_command(NODE, expect)
-    assert "nvidia-smi topo -m" in script and "/sys/class/infiniband" not in script
+    assert "nvidia-smi topo -m" in facts_command(NODE, expect)
+    assert "/sys/class/infiniband" not in gpu_part(expect)
 
 
 def test_inventory_overrides_the_profiles_gpu_and_versions_keys(tmp_path):
