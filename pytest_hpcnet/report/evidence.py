@@ -43,13 +43,13 @@ from pytest_hpcnet.report.verdict import (  # noqa: F401 - re-exported
     overall_verdict,
     run_date,
     run_date_of,
+    scope_of,
 )
 
 EVIDENCE_FILE = "evidence.jsonl"
 SUMMARY_FILE = "summary.json"
 OUTPUTS_DIR = "outputs"
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024
-
 
 
 class EvidenceError(ValueError):
@@ -95,9 +95,7 @@ def bound_output(text: str, limit: int = MAX_OUTPUT_BYTES) -> str:
     half = limit // 2
     head = raw[:half].decode("utf-8", errors="ignore")
     tail = raw[-half:].decode("utf-8", errors="ignore")
-    note = (
-        f"\n[hpcnet: output truncated: kept the first and last {half} of {len(raw)} bytes]\n"
-    )
+    note = f"\n[hpcnet: output truncated: kept the first and last {half} of {len(raw)} bytes]\n"
     return head + note + tail
 
 
@@ -186,7 +184,10 @@ class EvidenceBundle:
         records = self.records()
         on = run_date_of(result, records)
         result.counts = count_verdicts(records, on)
-        result.verdict = overall_verdict(records, result.unreachable_nodes, on, result.interrupted)
+        result.scope = scope_of(records, result.scope, on)
+        result.verdict = overall_verdict(
+            records, result.unreachable_nodes, on, result.interrupted, result.scope
+        )
         data = redact_data(result.model_dump(mode="json"))
         text = json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
         _write_atomic(self.run_dir / SUMMARY_FILE, text.encode("utf-8"))

@@ -43,7 +43,6 @@ class VerifyResult:
     key_fingerprint: str | None = None
 
 
-
 def _check_certificate(root: Path, digest: str, result: VerifyResult) -> dict[str, Any] | None:
     facts: dict[str, Any] | None = None
     try:
