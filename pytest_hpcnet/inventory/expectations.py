@@ -141,6 +141,8 @@ class Expectations(Strict):
     """Everything a check may compare against; merged from defaults, profile and inventory."""
 
     profile: str | None = None
+    instance_types: list[str] = Field(default_factory=list)
+    """Globs of the ECS instance types the thresholds are for (`ecs.ebmgn8is.*`)."""
     mtu: Annotated[int, Field(ge=68, le=65535)] = 8500
     jumbo_frames: bool = True
     rdma: RdmaExpect = Field(default_factory=RdmaExpect)
@@ -192,6 +194,18 @@ def load_profile(name: str) -> dict:
     text = (resources.files("pytest_hpcnet") / "profiles" / f"{name}.yaml").read_text()
     data = yaml.safe_load(text) or {}
     return data.get("expect", {})
+
+
+def load_profile_sources(name: str) -> dict[str, str]:
+    """The `source:` notes of one shipped profile, by key, each on one line."""
+    text = (resources.files("pytest_hpcnet") / "profiles" / f"{name}.yaml").read_text()
+    notes = (yaml.safe_load(text) or {}).get("source") or {}
+    out: dict[str, str] = {}
+    for key, value in notes.items():
+        items = value.items() if isinstance(value, dict) else [("", value)]
+        for sub, text in items:
+            out[f"{key}.{sub}" if sub else str(key)] = " ".join(str(text).split())
+    return out
 
 
 def merge(base: dict, override: dict) -> dict:

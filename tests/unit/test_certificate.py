@@ -133,7 +133,7 @@ def test_failing_rows_first_and_not_run_rows_listed():
     assert rows[0].anchor == "ev-ib_write_bw"
     not_run = {r.check_id for r in rows if r.verdict == "not_run"}
     assert {"erdma", "path_mtu", "security_group", "acl", "placement", "tuning",
-            "ib_write_lat", "nccl_busbw", "cpfs", "cloud_audit"} == not_run
+            "ib_write_lat", "nccl_busbw", "cpfs", "cloud_audit", "instance_type"} == not_run
 
 
 def test_custom_requirement_list_and_equality_thresholds():
