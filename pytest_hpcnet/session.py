@@ -32,7 +32,7 @@ from pytest_hpcnet.report.recording import (
     subject_of,
 )
 from pytest_hpcnet.report.records import GOOD_VERDICTS, RunSummary
-from pytest_hpcnet.report.verdict import run_date, verdict_line
+from pytest_hpcnet.report.verdict import LAB_EVIDENCE, run_date, verdict_line
 from pytest_hpcnet.requirements.registry import title
 from pytest_hpcnet.run_scope import (
     check_exclusions,
@@ -44,7 +44,6 @@ from pytest_hpcnet.run_scope import (
 from pytest_hpcnet.transport.fanout import NodeUnreachable, Transport
 
 CHECK = pytest.StashKey[Check]()
-LAB_LINE = "LAB evidence (emulated tools), not a cluster handover"
 MIN_FREE_BYTES = 64 * 1024 * 1024
 FREE_BYTES_PER_NODE = 512 * 1024
 
@@ -339,5 +338,5 @@ def write_summary(state: HpcnetState, terminalreporter) -> None:
     good = summary.verdict in GOOD_VERDICTS
     tr.write_line(f"verdict: {verdict_line(summary)}", green=good, red=not good)
     if summary.lab:
-        tr.write_line(LAB_LINE, yellow=True)
+        tr.write_line(LAB_EVIDENCE, yellow=True)
     tr.write_line(f"reports: {state.run_dir}/ (certificate.html, evidence.jsonl)")

@@ -32,6 +32,7 @@ check in scope that was not measured."""
 UNBOUND = re.compile(r"no bound set \((expect\.[A-Za-z0-9_.]+)\)")
 """A skip for an unset threshold names the key to set: `no bound set (expect.nccl.x)`."""
 MAX_SUBJECTS = 8
+LAB_EVIDENCE = "LAB evidence (emulated tools), not a cluster handover"
 
 
 def run_date(started_at: datetime) -> date:
