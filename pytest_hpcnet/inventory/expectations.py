@@ -118,7 +118,21 @@ class NcclExpect(Strict):
 
 class CpfsExpect(Strict):
     mount: str = "/mnt/cpfs"
-    fstypes: list[str] = Field(default_factory=lambda: ["cpfs", "cpfs-nfs", "nfs", "alinas"])
+    fstypes: list[str] = Field(
+        default_factory=lambda: [
+            "cpfs",
+            "cpfs-nfs",
+            "nfs",
+            "alinas",
+            "fuse.aliyun-alinas-efc",
+            "lustre",
+        ]
+    )
+    """What CPFS clients put in /proc/mounts (ALIBABA-FACTS section 7): cpfs-nfs mounts show
+    as `nfs` (through a local proxy on 127.0.x.y), CPFS for Lingjun through EFC as
+    `fuse.aliyun-alinas-efc`, legacy CPFS as `lustre`."""
+    client: Literal["cpfs-nfs", "efc", "lustre"] | None = None
+    """The CPFS client the nodes must use: `cpfs-nfs` also requires the 127.0.x.y proxy."""
     min_read_mbs_per_node: PositiveFloat | None = None
     min_write_mbs_per_node: PositiveFloat | None = None
     min_fairness: Annotated[float, Field(gt=0, le=1)] = 0.5
