@@ -13,6 +13,7 @@ import pytest
 
 from pytest_hpcnet.inventory.models import load_inventory
 from pytest_hpcnet.lab import cpfs
+from pytest_hpcnet.lab.cluster import LAB_SCOPE_REASON
 from pytest_hpcnet.report.verdict import LAB_EVIDENCE
 from pytest_hpcnet.transport.fanout import Transport
 from tests.lab.test_static_suite import run_static
@@ -36,9 +37,11 @@ def test_a_static_lab_run_is_passed_not_a_handover_and_marked_lab(lab4, tmp_path
     assert summary["scope"]["handover"] is False and summary["scope"]["label"] == "static checks"
     assert summary["lab"] is True and summary["profile"] == "lab"
     assert summary["profile_sources"]["instance_types"]
-    excluded = {e["check_id"]: e for e in summary["scope"]["excluded"]}
-    assert excluded["cloud_audit"]["kind"] == "inventory"
-    assert excluded["erdma"]["reason"].startswith("not applicable: no kernel module expected")
+    excluded = {(e["check_id"], e["kind"], e["reason"]) for e in summary["scope"]["excluded"]}
+    assert ("cloud_audit", "inventory", LAB_SCOPE_REASON) in excluded
+    reason = "not applicable: no kernel module expected (expect.rdma.kernel_module is null)"
+    assert ("erdma", "not_applicable", reason) in excluded
+    assert summary["scope"]["incomplete"] == []
     assert not any(r["check_id"] == "cloud_audit" for r in records)  # deselected
     assert any(r["check_id"] == "instance_type" and r["verdict"] == "pass" for r in records)
     out = printed[0]
@@ -88,7 +91,7 @@ def test_cpfs_throughput_only_where_cpfs_is_mounted(lab4, tmp_path):
         assert f"{NODE}: {cpfs.MOUNT} is not a mount point" in record["message"], record
     throughput = [r for r in ours if "throughput" in r["nodeid"]]
     assert len(throughput) == 2 and all(r["verdict"] == "error" for r in throughput)
-    ran_fio = [c for r in records for c in r["commands"] if "fio" in c["command"]]
+    ran_fio = [c for r in records for c in r["commands"] if "--directory=" in c["command"]]
     assert ran_fio and all(c["node"] != NODE for c in ran_fio)
     fairness = [r for r in records if "fairness" in r["nodeid"]]
     assert len(fairness) == 2
