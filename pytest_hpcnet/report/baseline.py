@@ -83,7 +83,9 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     return baseline_from_records(read_records(evidence), source=str(source))
 
 
-def _tolerance(check_id: str, name: str, default: float, per_metric: Mapping[str, float]) -> float:
+def _tolerance(
+    check_id: str, name: str, default: float, per_metric: Mapping[str, float]
+) -> float:
     for key in (f"{check_id}.{name}", name, check_id):
         if key in per_metric:
             return per_metric[key]
@@ -134,7 +136,9 @@ def compare_to_baseline(
     return regressions
 
 
-def record_regressions(record: dict, baseline: Baseline, expect: Expectations) -> list[Regression]:
+def record_regressions(
+    record: dict, baseline: Baseline, expect: Expectations
+) -> list[Regression]:
     """Compare one check record's numbers with the baseline; the deltas land in the record."""
     checked = CheckRecord.model_validate(record)
     found = compare_to_baseline(

@@ -52,6 +52,7 @@ OUTPUTS_DIR = "outputs"
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024
 
 
+
 class EvidenceError(ValueError):
     """The evidence file cannot be read (a damaged line other than the last)."""
 
@@ -95,7 +96,9 @@ def bound_output(text: str, limit: int = MAX_OUTPUT_BYTES) -> str:
     half = limit // 2
     head = raw[:half].decode("utf-8", errors="ignore")
     tail = raw[-half:].decode("utf-8", errors="ignore")
-    note = f"\n[hpcnet: output truncated: kept the first and last {half} of {len(raw)} bytes]\n"
+    note = (
+        f"\n[hpcnet: output truncated: kept the first and last {half} of {len(raw)} bytes]\n"
+    )
     return head + note + tail
 
 

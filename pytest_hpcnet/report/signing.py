@@ -169,7 +169,9 @@ def sign(run_dir: PathLike, private_key_path: PathLike, passphrase: bytes | None
         raise ValueError(f"{root}: bundle changed since the certificate was rendered")
     private_key = load_private_key(private_key_path, passphrase)
     public_key = private_key.public_key()
-    raw_public = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    raw_public = public_key.public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
     document: dict[str, Any] = {
         "format": SIGNATURE_FORMAT,
         "algorithm": ALGORITHM,
@@ -179,9 +181,9 @@ def sign(run_dir: PathLike, private_key_path: PathLike, passphrase: bytes | None
         "public_key_fingerprint": key_fingerprint(public_key),
         "signed_at": utc_now().isoformat(),
     }
-    document["signature"] = base64.b64encode(private_key.sign(_signed_payload(document))).decode(
-        "ascii"
-    )
+    document["signature"] = base64.b64encode(
+        private_key.sign(_signed_payload(document))
+    ).decode("ascii")
     path = root / SIGNATURE_FILE
     _write_atomic(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
     return path
