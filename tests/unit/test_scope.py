@@ -102,3 +102,23 @@ def test_the_bundle_writes_the_completed_scope_and_its_verdict(tmp_path):
     assert summary.verdict == "INCOMPLETE"
     assert [e.check_id for e in summary.scope.incomplete] == ["erdma"]
     assert summary.scope.required == ["mtu", "erdma"]
+
+
+def test_the_suites_unset_bound_skips_name_their_keys():
+    from pytest_hpcnet.suites.test_rdma_perftest import UNSET_BW
+
+    cases = {
+        UNSET_BW + "; measured 96.5 Gbit/s": "expect.ib_write_bw.min_gbps",
+        "no bound set (expect.nccl.min_avg_busbw_gbs); measured 9.1": (
+            "expect.nccl.min_avg_busbw_gbs"
+        ),
+        "no bound set (expect.cpfs.min_read_mbs_per_node); measured 2100 MB/s": (
+            "expect.cpfs.min_read_mbs_per_node"
+        ),
+        "no bound set (expect.instance_types): the instance types the profile is for": (
+            "expect.instance_types"
+        ),
+    }
+    for message, key in cases.items():
+        [entry] = scope_of([rec("x", "cluster", "skipped", message)], None, DAY).incomplete
+        assert (entry.kind, entry.key) == ("unbound", key)
