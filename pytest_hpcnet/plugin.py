@@ -158,7 +158,7 @@ def perftest_pair(cluster: Cluster):  # parametrized from the benchmark schedule
 
 @pytest.fixture
 def acl_flow(cluster: Cluster):  # parametrized from expect.flows; none listed -> skipped
-    pytest.skip("no ACL flows in the inventory (expect.flows.allow / expect.flows.deny)")
+    pytest.skip("not applicable: no ACL flows in the inventory (expect.flows.allow/deny)")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -31,8 +31,16 @@ from pytest_hpcnet.report.recording import (
     show_verdict,
     subject_of,
 )
-from pytest_hpcnet.report.verdict import run_date
+from pytest_hpcnet.report.records import GOOD_VERDICTS, RunSummary
+from pytest_hpcnet.report.verdict import LAB_EVIDENCE, run_date, verdict_line
 from pytest_hpcnet.requirements.registry import title
+from pytest_hpcnet.run_scope import (
+    check_exclusions,
+    excluded_ids,
+    is_lab,
+    profile_facts,
+    run_scope,
+)
 from pytest_hpcnet.transport.fanout import NodeUnreachable, Transport
 
 CHECK = pytest.StashKey[Check]()
@@ -47,6 +55,7 @@ def start_run(config: pytest.Config, path: str) -> HpcnetState:
         inventory = load_inventory(path)
     except InventoryError as exc:
         raise pytest.UsageError(str(exc)) from None
+    check_exclusions(inventory)
     workerinput = getattr(config, "workerinput", None)
     run_id = workerinput.get("hpcnet_run_id") if workerinput else None
     reports = Path(config.getoption("hpcnet_reports_dir"))
@@ -78,6 +87,7 @@ class HpcnetState:
         self.contacted = False
         self.interrupted = False
         self.verdict: str | None = None
+        self.summary: RunSummary | None = None
         self.certificate: Path | None = None
         self.baseline: Baseline | None = None
         self.failing: Counter[str] = Counter()
@@ -94,6 +104,21 @@ class HpcnetState:
             transport = Transport(self.inventory, concurrency)
             self.cluster = Cluster(self.inventory, transport, terminal_reporter(self.config))
         return self.cluster
+
+    # -- scope ----------------------------------------------------------------------------
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list) -> None:
+        """Deselect the requirements the inventory excludes (`scope.exclude`)."""
+        out = set(excluded_ids(self.inventory)) if self.inventory else set()
+        if not out:
+            return
+        keep, drop = [], []
+        for item in items:
+            marker = item.get_closest_marker("check")
+            (drop if marker is not None and marker.args[0] in out else keep).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
 
     # -- recording ------------------------------------------------------------------------
 
@@ -171,8 +196,12 @@ class HpcnetState:
                 "unreachable_nodes": sorted(self.unreachable),
                 "interrupted": self.interrupted or session.shouldstop is not False,
                 "connection_retries": self.cluster.transport.retries() if self.cluster else {},
+                "scope": run_scope(self.config, inv).model_dump(),
+                "lab": is_lab(inv, self.cluster.placement() if self.cluster else {}),
+                **profile_facts(inv),
             }
         )
+        self.summary = summary
         self.verdict = summary.verdict
 
     @pytest.hookimpl(trylast=True)
@@ -300,6 +329,14 @@ def write_summary(state: HpcnetState, terminalreporter) -> None:
     )
     for check_id, count in sorted(state.failing.items()):
         tr.write_line(f"  {title(check_id)} ({check_id}): {count} failed or errored", red=True)
-    verdict = state.verdict or "INCOMPLETE"
-    tr.write_line(f"verdict: {verdict}", green=verdict == "ACCEPTED", red=verdict != "ACCEPTED")
+    summary = state.summary or RunSummary(run_id=state.run_dir.name)
+    for entry in summary.scope.incomplete:
+        where = f" [{entry.subject}]" if entry.subject else ""
+        tr.write_line(f"  not measured: {entry.check_id}{where}: {entry.reason}", red=True)
+    for entry in summary.scope.excluded:
+        tr.write_line(f"  not in scope: {entry.check_id}: {entry.reason}")
+    good = summary.verdict in GOOD_VERDICTS
+    tr.write_line(f"verdict: {verdict_line(summary)}", green=good, red=not good)
+    if summary.lab:
+        tr.write_line(LAB_EVIDENCE, yellow=True)
     tr.write_line(f"reports: {state.run_dir}/ (certificate.html, evidence.jsonl)")

@@ -151,6 +151,7 @@ class Cluster:
         """NCCL on halves of the reachable nodes until one node is left to blame (once)."""
         return self.collective.bisection(recorder)
 
-    def fio(self) -> dict[str, FioRun]:
-        """fio write+read on every reachable node at once under the CPFS mount (once)."""
-        return self.storage.runs()
+    def fio(self, only: set[str] | None = None) -> dict[str, FioRun]:
+        """fio write+read on every reachable node (in `only`, when given) at once under the
+        CPFS mount (once)."""
+        return self.storage.runs(only)

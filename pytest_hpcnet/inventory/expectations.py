@@ -147,7 +147,21 @@ class NcclExpect(Strict):
 
 class CpfsExpect(Strict):
     mount: str = "/mnt/cpfs"
-    fstypes: list[str] = Field(default_factory=lambda: ["cpfs", "cpfs-nfs", "nfs", "alinas"])
+    fstypes: list[str] = Field(
+        default_factory=lambda: [
+            "cpfs",
+            "cpfs-nfs",
+            "nfs",
+            "alinas",
+            "fuse.aliyun-alinas-efc",
+            "lustre",
+        ]
+    )
+    """What CPFS clients put in /proc/mounts (ALIBABA-FACTS section 7): cpfs-nfs mounts show
+    as `nfs` (through a local proxy on 127.0.x.y), CPFS for Lingjun through EFC as
+    `fuse.aliyun-alinas-efc`, legacy CPFS as `lustre`."""
+    client: Literal["cpfs-nfs", "efc", "lustre"] | None = None
+    """The CPFS client the nodes must use: `cpfs-nfs` also requires the 127.0.x.y proxy."""
     min_read_mbs_per_node: PositiveFloat | None = None
     min_write_mbs_per_node: PositiveFloat | None = None
     min_fairness: Annotated[float, Field(gt=0, le=1)] = 0.5
@@ -206,6 +220,8 @@ class Expectations(Strict):
     """Everything a check may compare against; merged from defaults, profile and inventory."""
 
     profile: str | None = None
+    instance_types: list[str] = Field(default_factory=list)
+    """Globs of the ECS instance types the thresholds are for (`ecs.ebmgn8is.*`)."""
     mtu: Annotated[int, Field(ge=68, le=65535)] = 8500
     jumbo_frames: bool = True
     rdma: RdmaExpect = Field(default_factory=RdmaExpect)
@@ -260,6 +276,18 @@ def load_profile(name: str) -> dict:
     text = (resources.files("pytest_hpcnet") / "profiles" / f"{name}.yaml").read_text()
     data = yaml.safe_load(text) or {}
     return data.get("expect", {})
+
+
+def load_profile_sources(name: str) -> dict[str, str]:
+    """The `source:` notes of one shipped profile, by key, each on one line."""
+    text = (resources.files("pytest_hpcnet") / "profiles" / f"{name}.yaml").read_text()
+    notes = (yaml.safe_load(text) or {}).get("source") or {}
+    out: dict[str, str] = {}
+    for key, value in notes.items():
+        items = value.items() if isinstance(value, dict) else [("", value)]
+        for sub, text in items:
+            out[f"{key}.{sub}" if sub else str(key)] = " ".join(str(text).split())
+    return out
 
 
 def merge(base: dict, override: dict) -> dict:

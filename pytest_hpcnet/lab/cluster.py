@@ -218,6 +218,9 @@ def lab_concurrency(cpus: int | None = None) -> int:
     return max(SESSIONS_PER_CPU * 2, min(64, SESSIONS_PER_CPU * (cpus or os.cpu_count() or 1)))
 
 
+LAB_SCOPE_REASON = "the lab has no Alibaba Cloud control plane (cloud.enabled is false)"
+
+
 def lab_inventory(state: LabState) -> dict:
     """The inventory of the lab, usable as is with strict host-key checking."""
     return {
@@ -239,6 +242,7 @@ def lab_inventory(state: LabState) -> dict:
         },
         "nodes": [{"name": n.name, "host": n.address, "interface": "eth0"} for n in state.nodes],
         "cloud": {"enabled": False},  # the lab has no cloud account behind it
+        "scope": {"exclude": ["cloud_audit"], "reason": LAB_SCOPE_REASON},
         "expect": {
             "profile": "lab",
             "mtu": state.nodes[0].mtu if state.nodes else 8500,

@@ -44,6 +44,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement("cloud_audit", "Cloud control plane", ("ports", "flows", "rdma"), "static"),
     Requirement("placement", "Placement", ("placement",), "static"),
     Requirement(
+        "instance_type", "Instance type matches the profile", ("instance_types",), "static"
+    ),
+    Requirement(
         "tuning", "Host tuning", ("sysctl", "nic_max_errors", "nic_max_dropped", "ping"), "static"
     ),
     # GPU node health (issue 15); a CPU-only profile (expect.gpu.count unset) skips them

@@ -92,7 +92,7 @@ def test_rdma_tools_agree(cluster, node, check):
 def test_erdma_kernel_module_loaded(cluster, node, check):
     module = cluster.expect.rdma.kernel_module
     if not module:
-        pytest.skip("no kernel module expected (expect.rdma.kernel_module is null)")
+        pytest.skip("not applicable: no kernel module expected (expect.rdma.kernel_module is null)")
     state = parse_erdma_module(cluster.facts(node, check).text("erdma_module"), module)
     check.measure("module_loaded", str(state.loaded), "", "True", "==", "expect.rdma.kernel_module")
     assert state.loaded, f"{node.name}: kernel module {module} is not loaded"
@@ -102,7 +102,7 @@ def test_erdma_kernel_module_loaded(cluster, node, check):
 def test_erdma_compat_mode(cluster, node, check):
     wanted = cluster.expect.rdma.compat_mode
     if wanted is None:
-        pytest.skip("no compat_mode expected (expect.rdma.compat_mode is unset)")
+        pytest.skip("not applicable: no compat_mode expected (expect.rdma.compat_mode is unset)")
     mode = parse_compat_mode(cluster.facts(node, check).text("compat_mode"))
     check.measure("compat_mode", mode.raw, "", wanted, "==", "expect.rdma.compat_mode")
     assert mode.raw == wanted, f"{node.name}: compat_mode is {mode.raw!r}, expected {wanted!r}"
