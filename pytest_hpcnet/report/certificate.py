@@ -147,7 +147,8 @@ def build_facts(
     names = [n.name for n in nodes]
     scope = summary.scope if summary is not None else RunScope()
     verdict = certified_verdict(
-        overall_verdict(records, unreachable, run_date, interrupted), summary
+        overall_verdict(records, unreachable, run_date, interrupted, summary and summary.scope),
+        summary,
     )
     facts: dict[str, Any] = {
         "format": CERTIFICATE_FORMAT,
