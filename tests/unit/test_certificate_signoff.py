@@ -83,6 +83,7 @@ def write_bundle(
     summary: dict,
     records: list[CheckRecord] | None = None,
     odd_kernel: bool = False,
+    audit_skipped: bool = True,
 ) -> EvidenceBundle:
     bundle = EvidenceBundle(tmp_path / "20261130-052750-cd34")
     digest = bundle.store_output("ib_write_bw output\n 65536 5000 196.50 196.50 0.37\n")
@@ -97,7 +98,8 @@ def write_bundle(
         )
         bundle.append(devices(node))
         bundle.append(mtu(node))
-        bundle.append(skipped_audit(node))
+        if audit_skipped:
+            bundle.append(skipped_audit(node))
     for source, target in zip(NODES, NODES[1:] + NODES[:1], strict=True):
         bundle.append(bandwidth(source, target, 196.5, digest))
     for record in records or []:
@@ -125,7 +127,7 @@ def section(page: str, ident: str) -> str:
 
 def test_partial_run_reads_passed_and_not_a_handover_certificate(tmp_path):
     scope = RunScope(handover=False, label="static checks", selection="-m static")
-    _, page = render(tmp_path, {"scope": scope, "profile": "ebmgn8is"})
+    _, page = render(tmp_path, {"scope": scope, "profile": "ebmgn8is"}, audit_skipped=False)
     assert 'class="big">PASSED<' in page and "ACCEPTED" not in page.split("<body>", 1)[1][:3000]
     assert "static checks (-m static) passed — not a handover certificate" in page
     assert "Partial run record (not a handover certificate)" in page
@@ -133,15 +135,19 @@ def test_partial_run_reads_passed_and_not_a_handover_certificate(tmp_path):
 
 
 def test_unmeasured_scope_is_incomplete_with_the_key_to_set(tmp_path):
-    scope = RunScope(
-        incomplete=[
-            ScopeEntry(
-                check_id="nccl_busbw", reason="no bound set", key="expect.nccl.min_busbw_gbps"
-            )
-        ],
-        excluded=[ScopeEntry(check_id="cpfs", reason="no CPFS on this cluster")],
+    # The evidence decides what was not measured (bundle.close recomputes the scope): an
+    # unset bound is a skip naming its key; the inventory's exclusion is kept with its reason.
+    unbound = CheckRecord(
+        check_id="nccl_busbw",
+        requirement="NCCL bus bandwidth",
+        subject="cluster",
+        kind="cluster",
+        verdict="skipped",
+        message="no bound set (expect.nccl.min_busbw_gbps)",
+        started_at=RUN_START,
     )
-    _, page = render(tmp_path, {"scope": scope})
+    scope = RunScope(excluded=[ScopeEntry(check_id="cpfs", reason="no CPFS on this cluster")])
+    _, page = render(tmp_path, {"scope": scope}, records=[unbound], audit_skipped=False)
     assert 'class="big">INCOMPLETE<' in page
     measured = section(page, "not-measured")
     assert "nccl_busbw" in measured and "expect.nccl.min_busbw_gbps" in measured
