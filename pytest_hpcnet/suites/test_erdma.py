@@ -189,7 +189,9 @@ def test_eri_gid_index_is_the_ipv4_one(cluster, node, check):
 def test_eri_numa_node(cluster, node, check):
     wanted = cluster.expect.erdma.numa
     if not wanted:
-        pytest.skip("no NUMA node per ERI expected (expect.erdma.numa; published for L20N only)")
+        pytest.skip(
+            "not applicable: no NUMA node per ERI expected (expect.erdma.numa; L20N only)"
+        )
     ids = eri_identities(cluster, node, check)
     verdict = judge_erdma_numa(node.name, ids, cluster.expect)
     assert verdict, verdict.reason
@@ -200,9 +202,9 @@ def test_gpudirect_rdma_ready(cluster, node, check):
     gdr = cluster.expect.erdma.gdr
     if gdr is False:
         check.measure("gdr", "not supported here", "", None, None, "expect.erdma.gdr")
-        pytest.skip("GPUDirect RDMA: not supported here (expect.erdma.gdr: false)")
+        pytest.skip("not applicable: GPUDirect RDMA not supported here (expect.erdma.gdr: false)")
     if gdr is None:
-        pytest.skip("GPUDirect RDMA not expected (expect.erdma.gdr unset): not judged")
+        pytest.skip("not applicable: GPUDirect RDMA not expected (expect.erdma.gdr unset)")
     state = parse_gdr(cluster.facts(node, check).text("erdma_gdr"))
     check.measure("peer_memory", state.peermem or "none", "", None, None, "/proc/modules")
     check.measure("acs_on_bridges", len(state.acs_on), "", 0, "==", "S14: ACS off for P2P")

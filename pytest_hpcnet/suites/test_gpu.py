@@ -77,7 +77,7 @@ def test_gpu_count_and_model(cluster, node, check):
 def test_gpu_kernel_modules(cluster, node, check):
     facts = gpu_facts(cluster, node, check)
     if not cluster.expect.gpu.modules:
-        pytest.skip("no kernel module expected (expect.gpu.modules is empty)")
+        pytest.skip("not applicable: no kernel module expected (expect.gpu.modules is empty)")
     verdict = gpu_node.judge_modules(
         node.name, parse_modules(facts.text("gpu_modules")), cluster.expect
     )

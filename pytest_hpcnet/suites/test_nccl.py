@@ -102,7 +102,7 @@ def by_inventory_name(cluster, log):
 def test_nccl_runs_on_erdma_not_sockets(cluster, check):
     network = cluster.expect.erdma.nccl_network
     if network is None:
-        pytest.skip("no NCCL network expected (expect.erdma.nccl_network is null)")
+        pytest.skip("not applicable: no NCCL network expected (expect.erdma.nccl_network is null)")
     cluster.nccl(check)
     log, artefact = cluster.collective.transport_log()
     check.command(artefact)

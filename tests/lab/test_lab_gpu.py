@@ -27,7 +27,9 @@ GPU_CHECKS = {
     "versions",
 }
 NOT_APPLICABLE = {  # what the lab cannot measure (profiles/lab.yaml says why)
-    "test_gpu_kernel_modules": "no kernel module expected (expect.gpu.modules is empty)",
+    "test_gpu_kernel_modules": (
+        "not applicable: no kernel module expected (expect.gpu.modules is empty)"
+    ),
     "test_gpu_rdma_pcie_links": "not applicable: expect.gpu.rdma_sysfs is false",
     "test_gpu_nic_numa": "not applicable: expect.gpu.rdma_sysfs is false",
 }
