@@ -19,7 +19,13 @@ import pytest
 from pytest_hpcnet.campaigns.cluster import Cluster
 from pytest_hpcnet.campaigns.progress import LOG, PREFIX, Reporter, silent
 from pytest_hpcnet.inventory.models import Inventory, InventoryError, load_inventory
-from pytest_hpcnet.report.baseline import Baseline, load_baseline, record_regressions
+from pytest_hpcnet.report.baseline import (
+    AUTO,
+    Baseline,
+    choose_baseline,
+    load_baseline,
+    record_regressions,
+)
 from pytest_hpcnet.report.evidence import EvidenceBundle, new_run_id, utc_now
 from pytest_hpcnet.report.handover import finish_run, run_context
 from pytest_hpcnet.report.html_report import add_environment, html_extras
@@ -51,16 +57,27 @@ def start_run(config: pytest.Config, path: str) -> HpcnetState:
     run_id = workerinput.get("hpcnet_run_id") if workerinput else None
     reports = Path(config.getoption("hpcnet_reports_dir"))
     state = HpcnetState(config, inventory, reports / (run_id or new_run_id()))
+    _load_baseline(config, state, reports)
+    config.pluginmanager.register(state, "hpcnet-state")
+    if not config.option.collectonly:
+        _open_run_dir(config, state)
+    return state
+
+
+def _load_baseline(config: pytest.Config, state: HpcnetState, reports: Path) -> None:
+    """`--hpcnet-baseline RUN`, or `auto`: the last good run of this cluster (docs/gate.md)."""
     baseline = config.getoption("hpcnet_baseline")
+    if baseline == AUTO and state.inventory is not None:
+        selection = f"-m {config.option.markexpr}" if config.option.markexpr else ""
+        choice = choose_baseline(reports, state.inventory.cluster.name, selection, "")
+        state.extra_summary["baseline"] = choice.line()
+        state.header.append(choice.line())
+        baseline = str(choice.run_dir) if choice.run_dir else None
     if baseline:
         try:
             state.baseline = load_baseline(baseline)
         except (OSError, ValueError) as exc:
             raise pytest.UsageError(f"--hpcnet-baseline {baseline}: {exc}") from None
-    config.pluginmanager.register(state, "hpcnet-state")
-    if not config.option.collectonly:
-        _open_run_dir(config, state)
-    return state
 
 
 class HpcnetState:
@@ -81,6 +98,11 @@ class HpcnetState:
         self.certificate: Path | None = None
         self.baseline: Baseline | None = None
         self.failing: Counter[str] = Counter()
+        self.extra_summary: dict[str, str] = {}  # gate keys: baseline choice, trends page
+        self.header: list[str] = []  # lines for pytest's header
+
+    def pytest_report_header(self) -> list[str]:
+        return [PREFIX + line for line in self.header]
 
     @property
     def run_date(self) -> date:
@@ -171,6 +193,7 @@ class HpcnetState:
                 "unreachable_nodes": sorted(self.unreachable),
                 "interrupted": self.interrupted or session.shouldstop is not False,
                 "connection_retries": self.cluster.transport.retries() if self.cluster else {},
+                **self.extra_summary,
             }
         )
         self.verdict = summary.verdict
@@ -300,6 +323,8 @@ def write_summary(state: HpcnetState, terminalreporter) -> None:
     )
     for check_id, count in sorted(state.failing.items()):
         tr.write_line(f"  {title(check_id)} ({check_id}): {count} failed or errored", red=True)
+    for line in state.header:  # the baseline chosen by `auto`
+        tr.write_line(line)
     verdict = state.verdict or "INCOMPLETE"
     tr.write_line(f"verdict: {verdict}", green=verdict == "ACCEPTED", red=verdict != "ACCEPTED")
     tr.write_line(f"reports: {state.run_dir}/ (certificate.html, evidence.jsonl)")
