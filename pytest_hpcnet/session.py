@@ -18,6 +18,7 @@ import pytest
 
 from pytest_hpcnet.campaigns.cluster import Cluster
 from pytest_hpcnet.campaigns.progress import LOG, PREFIX, Reporter, silent
+from pytest_hpcnet.gate.runlock import RunLocked, take_run_lock
 from pytest_hpcnet.inventory.models import Inventory, InventoryError, load_inventory
 from pytest_hpcnet.report.baseline import (
     AUTO,
@@ -58,10 +59,25 @@ def start_run(config: pytest.Config, path: str) -> HpcnetState:
     reports = Path(config.getoption("hpcnet_reports_dir"))
     state = HpcnetState(config, inventory, reports / (run_id or new_run_id()))
     _load_baseline(config, state, reports)
+    if not config.option.collectonly and not workerinput:
+        _take_run_lock(config, state, reports)
     config.pluginmanager.register(state, "hpcnet-state")
     if not config.option.collectonly:
         _open_run_dir(config, state)
     return state
+
+
+def _take_run_lock(config: pytest.Config, state: HpcnetState, reports: Path) -> None:
+    """One run per cluster and reports folder at a time (gate/runlock.py); released at the
+    very end (the lock is a plugin registered before the state, so its unconfigure runs last)."""
+    assert state.inventory is not None
+    try:
+        lock = take_run_lock(reports, state.inventory.cluster.name)
+    except (RunLocked, OSError) as exc:
+        raise pytest.UsageError(f"hpcnet: {exc}") from None
+    if lock.note:
+        state.header.append(lock.note)
+    config.pluginmanager.register(lock, "hpcnet-run-lock")
 
 
 def _load_baseline(config: pytest.Config, state: HpcnetState, reports: Path) -> None:

@@ -141,7 +141,7 @@ def test_auto_through_pytest(pytester: pytest.Pytester, monkeypatch):
     first = pytester.runpytest(*args)
     assert first.ret == 0
     first.stdout.fnmatch_lines(["hpcnet: baseline auto: no earlier ACCEPTED/PASSED run*"])
-    (run1,) = (pytester.path / "r").iterdir()
+    (run1,) = [p for p in (pytester.path / "r").iterdir() if p.is_dir()]
     monkeypatch.setenv("HX_BW", "40")  # below the bound: REJECTED
     assert pytester.runpytest(*args).ret == 1
     monkeypatch.setenv("HX_BW", "80")  # -20 % against night 1: a regression
@@ -149,7 +149,7 @@ def test_auto_through_pytest(pytester: pytest.Pytester, monkeypatch):
     third.stdout.fnmatch_lines([f"hpcnet: baseline auto: {run1.name} (ACCEPTED*"])
     third.stdout.fnmatch_lines(["*80 vs baseline 100 (-20.0 %*"])
     assert third.ret == 1
-    runs = (pytester.path / "r").iterdir()
+    runs = [p for p in (pytester.path / "r").iterdir() if p.is_dir()]
     summaries = [json.loads((p / "summary.json").read_text()) for p in runs]
     chosen = [s["baseline"] for s in summaries if s["run_id"] != run1.name]
     assert all(line.startswith(f"baseline auto: {run1.name} ") for line in chosen)
