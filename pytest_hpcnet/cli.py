@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from pytest_hpcnet.gate import apply as gate_cli
+from pytest_hpcnet.gate import run as gate_run
 from pytest_hpcnet.lab import cluster, faults
 from pytest_hpcnet.lab import slurm as lab_slurm
 from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR
@@ -45,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     heal = lab_sub.add_parser("heal", parents=[state], help="undo the faults of a node or all")
     heal.add_argument("node", help="node name or `all`")
     bundle_cli.add_commands(sub)
-    gate_cli.add_commands(sub)
+    gate_run.add_command(gate_cli.add_commands(sub))
     return parser
 
 
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.area in bundle_cli.COMMANDS:
         return bundle_cli.run(args)
     if args.area == "gate":
-        return gate_cli.run(args)
+        return gate_run.run(args) if args.action == "run" else gate_cli.run(args)
     try:
         if args.action == "up":
             state = cluster.up(args.nodes, args.mtu, args.state_dir, args.inventory, args.eris)
