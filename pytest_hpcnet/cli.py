@@ -1,4 +1,5 @@
-"""The `hpcnet` command: `hpcnet lab up|status|down|fault|heal`, `hpcnet verify|keygen|merge`."""
+"""The `hpcnet` command: `hpcnet lab up|status|down|fault|heal`, `hpcnet verify|keygen|merge`,
+`hpcnet gate apply|run`, `hpcnet trends`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from pathlib import Path
 
 from pytest_hpcnet.gate import apply as gate_cli
+from pytest_hpcnet.gate import history as trends_cli
 from pytest_hpcnet.gate import run as gate_run
 from pytest_hpcnet.lab import cluster, faults
 from pytest_hpcnet.lab import slurm as lab_slurm
@@ -47,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     heal.add_argument("node", help="node name or `all`")
     bundle_cli.add_commands(sub)
     gate_run.add_command(gate_cli.add_commands(sub))
+    trends_cli.add_command(sub)
     return parser
 
 
@@ -54,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.area in bundle_cli.COMMANDS:
         return bundle_cli.run(args)
+    if args.area == "trends":
+        return trends_cli.run(args)
     if args.area == "gate":
         return gate_run.run(args) if args.action == "run" else gate_cli.run(args)
     try:

@@ -92,11 +92,19 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     return baseline_from_records(read_records(evidence), source=str(source))
 
 
-def _tolerance(check_id: str, name: str, default: float, per_metric: Mapping[str, float]) -> float:
+def tolerance_for(
+    check_id: str, name: str, default: float, per_metric: Mapping[str, float]
+) -> float:
+    """The tolerance of one measurement: `check.measurement`, `measurement`, `check`, default."""
     for key in (f"{check_id}.{name}", name, check_id):
         if key in per_metric:
             return per_metric[key]
     return default
+
+
+def is_regression(comparison: str | None, delta: float, tolerance: float) -> bool:
+    """Moved the wrong way by more than the tolerance: `>=` dropped, `<=` rose."""
+    return (comparison == ">=" and delta < -tolerance) or (comparison == "<=" and delta > tolerance)
 
 
 def compare_to_baseline(
@@ -124,11 +132,10 @@ def compare_to_baseline(
                 continue
             delta = (value - previous) / abs(previous)
             measurement.delta = delta
-            tolerance = _tolerance(record.check_id, measurement.name, tolerance_default, overrides)
-            worse = (measurement.comparison == ">=" and delta < -tolerance) or (
-                measurement.comparison == "<=" and delta > tolerance
+            tolerance = tolerance_for(
+                record.check_id, measurement.name, tolerance_default, overrides
             )
-            if worse:
+            if is_regression(measurement.comparison, delta, tolerance):
                 regressions.append(
                     Regression(
                         check_id=record.check_id,
