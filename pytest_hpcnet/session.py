@@ -18,6 +18,7 @@ import pytest
 
 from pytest_hpcnet.campaigns.cluster import Cluster
 from pytest_hpcnet.campaigns.progress import LOG, PREFIX, Reporter, silent
+from pytest_hpcnet.gate.history import TRENDS_FILE, has_history, history
 from pytest_hpcnet.gate.runlock import RunLocked, take_run_lock
 from pytest_hpcnet.inventory.models import Inventory, InventoryError, load_inventory
 from pytest_hpcnet.report.baseline import (
@@ -38,6 +39,7 @@ from pytest_hpcnet.report.recording import (
     show_verdict,
     subject_of,
 )
+from pytest_hpcnet.report.trends_page import write_trends
 from pytest_hpcnet.report.verdict import run_date
 from pytest_hpcnet.requirements.registry import title
 from pytest_hpcnet.transport.fanout import NodeUnreachable, Transport
@@ -45,6 +47,7 @@ from pytest_hpcnet.transport.fanout import NodeUnreachable, Transport
 CHECK = pytest.StashKey[Check]()
 MIN_FREE_BYTES = 64 * 1024 * 1024
 FREE_BYTES_PER_NODE = 512 * 1024
+SESSION_TREND_RUNS = 14  # trends.html of a run: two weeks of nights (hpcnet trends: more)
 
 
 def start_run(config: pytest.Config, path: str) -> HpcnetState:
@@ -201,6 +204,7 @@ class HpcnetState:
         if self.bundle is None or self.inventory is None:
             return
         inv = self.inventory
+        _plan_trends(self)
         summary = self.bundle.close(
             {
                 "cluster": inv.cluster.name,
@@ -213,6 +217,7 @@ class HpcnetState:
             }
         )
         self.verdict = summary.verdict
+        _write_trends(self)
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self) -> None:
@@ -228,6 +233,38 @@ class HpcnetState:
             metrics=self.config.getoption("hpcnet_metrics"),
             sign_key=self.config.getoption("hpcnet_sign_key"),
         )
+
+
+def _plan_trends(state: HpcnetState) -> None:
+    """With an earlier closed run of this cluster in the reports folder, the run will carry
+    `trends.html` (the history up to this run): its name goes into the summary first."""
+    assert state.inventory is not None
+    if not state.is_worker and has_history(
+        state.run_dir.parent, state.inventory.cluster.name, state.run_dir.name
+    ):
+        state.extra_summary["trends"] = TRENDS_FILE
+
+
+def _write_trends(state: HpcnetState) -> None:
+    """Write `trends.html` into the run folder (before the certificate digests the folder);
+    a page that cannot be built says why instead of leaving the summary's name dangling."""
+    if "trends" not in state.extra_summary or state.inventory is None:
+        return
+    expect = state.inventory.expect
+    out = state.run_dir / TRENDS_FILE
+    try:
+        found = history(
+            state.run_dir.parent,
+            state.inventory.cluster.name,
+            expect.regression_tolerance,
+            expect.regression_tolerances,
+            max_runs=SESSION_TREND_RUNS,
+        )
+        write_trends(found, out)
+    except Exception as exc:
+        LOG.warning("trends.html not built: %s", exc)
+        with contextlib.suppress(OSError):
+            out.write_text(f"<!DOCTYPE html><p>trends not built: {type(exc).__name__}</p>\n")
 
 
 def terminal_reporter(config: pytest.Config) -> Reporter:

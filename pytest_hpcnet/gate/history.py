@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pytest_hpcnet.gate.judge import judge
 from pytest_hpcnet.report.evidence import CheckRecord, RunSummary, read_summary
-from pytest_hpcnet.report.trends import History, build_history
+from pytest_hpcnet.report.trends import MAX_RUNS, History, build_history
 from pytest_hpcnet.report.trends_page import write_trends
 
 TRENDS_FILE = "trends.html"
@@ -26,9 +26,10 @@ def history(
     cluster: str | None = None,
     tolerance: float = 0.10,
     per_metric: Mapping[str, float] | None = None,
+    max_runs: int = MAX_RUNS,
 ) -> History:
     """The cluster's history in a reports folder, nodes judged as the gate judges them."""
-    return build_history(reports_dir, cluster, tolerance, per_metric, node_statuses)
+    return build_history(reports_dir, cluster, tolerance, per_metric, node_statuses, max_runs)
 
 
 def has_history(reports_dir: Path, cluster: str, exclude: str) -> bool:

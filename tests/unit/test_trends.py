@@ -17,6 +17,7 @@ from pytest_hpcnet.report.trends import flapped
 from pytest_hpcnet.report.trends_page import render_trends
 from tests.week import ERRORS, FIRST_NIGHT, FLAPPING, REBOOTED, REGRESSING, write_week
 
+pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -121,3 +122,35 @@ def test_week_in_a_browser(week, tmp_path):
     shot.parent.mkdir(exist_ok=True)
     chromium(tmp_path, "--window-size=1300,2400", f"--screenshot={shot}", page.as_uri())
     assert shot.stat().st_size > 10_000
+
+
+INVENTORY = """\
+cluster: {name: prod, region: cn-test}
+ssh: {connect_timeout_s: 1, connect_retries: 1}
+nodes:
+  - {name: "node[01-08]", host: "198.18.0.[201-208]"}
+"""
+
+
+def test_a_run_with_history_writes_its_trends_page(pytester: pytest.Pytester):
+    import json
+
+    pytester.makefile(".yaml", inv=INVENTORY)
+    pytester.makepyfile(test_one="def test_x():\n    pass\n")
+    reports = pytester.path / "r"
+    args = (".", "--inventory", "inv.yaml", "--reports-dir", str(reports))
+    assert pytester.runpytest(*args).ret == 0
+    (first,) = [p for p in reports.iterdir() if p.is_dir()]
+    assert "trends" not in json.loads((first / "summary.json").read_text())  # no history yet
+    assert not (first / "trends.html").exists()
+    write_week(reports, nights=3)
+    assert pytester.runpytest(*args).ret == 0
+    latest = max((p for p in reports.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    summary = json.loads((latest / "summary.json").read_text())
+    assert summary["trends"] == "trends.html"
+    page = (latest / "trends.html").read_text()
+    assert re.search(r"5 runs\s+from 2026-11-23", page) and latest.name in page
+    assert 'id="no-regressions"' in page
+    from pytest_hpcnet.report.verify import verify
+
+    assert verify(latest).ok  # written before the digest: the bundle still verifies
