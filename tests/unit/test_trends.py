@@ -4,8 +4,6 @@ run, counters as deltas, flapping nodes, one self-contained page a real browser 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from pytest_hpcnet import cli
 from pytest_hpcnet.gate.history import history
 from pytest_hpcnet.report.trends import flapped
 from pytest_hpcnet.report.trends_page import render_trends
+from tests.lab.test_certificate_browser import chromium
 from tests.week import ERRORS, FIRST_NIGHT, FLAPPING, REBOOTED, REGRESSING, write_week
 
 pytest_plugins = ["pytester"]
@@ -88,22 +87,6 @@ def test_page_is_self_contained(week):
     assert "<script" not in page
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     assert page.count('class="pt regression"') == 24
-
-
-def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    binary = shutil.which("chromium") or shutil.which("chromium-browser")
-    if binary is None:
-        pytest.skip("chromium is not installed (.ci/run installs Debian's chromium)")
-    profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-    flags += ["--disable-component-update", "--disable-sync", "--no-first-run"]
-    return subprocess.run(
-        [binary, *flags, f"--user-data-dir={profile}", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_week_in_a_browser(week, tmp_path):
