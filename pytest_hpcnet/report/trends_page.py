@@ -14,6 +14,7 @@ from pytest_hpcnet.report.trends import History, Series
 
 WIDTH, HEIGHT, PAD = 280, 64, 8
 OTHERS_SHOWN = 16  # per figure, beside every marked subject
+MAX_TABLE_ROWS = 200  # regressions listed in the table (all are marked in the plots)
 MARK_COLOURS = {"regression": "#c62828", "increase": "#ef6c00", "reset": "#1565c0"}
 
 
@@ -116,6 +117,7 @@ def render_trends(history: History, generated: datetime | None = None) -> str:
             regressions=history.regressions(),
             generated=f"{moment:%Y-%m-%d %H:%M:%S} UTC",
             colours=MARK_COLOURS,
+            max_rows=MAX_TABLE_ROWS,
         )
     )
     return redact(html)
