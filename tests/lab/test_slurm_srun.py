@@ -42,6 +42,9 @@ def srun_inventory(lab, path: Path, expect_nccl: dict | None = None) -> Path:
     nccl = data["benchmarks"]["nccl"]
     nccl["launcher"] = "srun"
     nccl["srun_mpi"] = "none"  # the emulated ranks use Slurm's own variables, not PMIx
+    # slurmd runs in the node's network namespace only: the tools' /usr/local/sbin bind mount
+    # lives in sshd's mount namespace, so the tasks run the binary by its host path
+    nccl["binary"] = str(lab.bin_dir / "all_reduce_perf")
     nccl["srun_args"] = ["--time=5", "--kill-on-bad-exit=1"]
     nccl["launch_env"] = {"SLURM_CONF": str(lab_slurm.config_path(lab.root))}
     nccl["args"]["e"] = "4M"  # 1M..4M: each run is short
