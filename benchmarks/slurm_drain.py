@@ -119,6 +119,7 @@ def main() -> None:
         for size in args.sizes:
             print(f"lab up with Slurm: {size} nodes", file=sys.stderr)
             results[size] = measure(size, args.repeat, args.state_dir, Path(work))
+            print(f"{size} nodes: {results[size]}", file=sys.stderr, flush=True)
     columns = ("lab up", "slurm up", *STEPS)
     print("| nodes | " + " | ".join(columns) + " |")
     print("|---:|" + "---:|" * len(columns))
