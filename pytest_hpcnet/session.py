@@ -76,8 +76,12 @@ def _take_run_lock(config: pytest.Config, state: HpcnetState, reports: Path) -> 
     assert state.inventory is not None
     try:
         lock = take_run_lock(reports, state.inventory.cluster.name)
-    except (RunLocked, OSError) as exc:
+    except RunLocked as exc:
         raise pytest.UsageError(f"hpcnet: {exc}") from None
+    except OSError as exc:
+        raise pytest.UsageError(
+            f"reports directory {reports} is not writable: {exc.strerror or exc}"
+        ) from None
     if lock.note:
         state.header.append(lock.note)
     config.pluginmanager.register(lock, "hpcnet-run-lock")

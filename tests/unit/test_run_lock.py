@@ -123,3 +123,12 @@ def test_pytest_run_releases_at_the_end(pytester: pytest.Pytester):
         result = pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", "r")
         assert result.ret == 0
     assert not lock_path(pytester.path / "r", "prod").exists()
+
+
+def test_reports_path_that_is_a_file_is_one_clear_error(pytester: pytest.Pytester):
+    pytester.makefile(".yaml", inv=INVENTORY)
+    pytester.makepyfile(test_one="def test_x():\n    pass\n")
+    (pytester.path / "r").write_text("a file where the folder should be")
+    result = pytester.runpytest_subprocess(".", "--inventory", "inv.yaml", "--reports-dir", "r")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: reports directory r is not writable: File exists"])
