@@ -91,7 +91,10 @@ def _load_baseline(config: pytest.Config, state: HpcnetState, reports: Path) -> 
     """`--hpcnet-baseline RUN`, or `auto`: the last good run of this cluster (docs/gate.md)."""
     baseline = config.getoption("hpcnet_baseline")
     if baseline == AUTO and state.inventory is not None:
-        selection = f"-m {config.option.markexpr}" if config.option.markexpr else ""
+        marker, keyword = config.option.markexpr, config.option.keyword
+        selection = " ".join(
+            w for w in (marker and f"-m {marker}", keyword and f"-k {keyword}") if w
+        )
         choice = choose_baseline(reports, state.inventory.cluster.name, selection, "")
         state.extra_summary["baseline"] = choice.line()
         state.header.append(choice.line())
