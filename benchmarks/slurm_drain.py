@@ -32,6 +32,7 @@ from pytest_hpcnet.gate.apply import apply
 from pytest_hpcnet.gate.config import ActionSettings, SchedulerSettings
 from pytest_hpcnet.lab import cluster as lab
 from pytest_hpcnet.lab import slurm as lab_slurm
+from pytest_hpcnet.lab.system import LabError
 from pytest_hpcnet.report.evidence import EvidenceBundle
 
 LOCK = "/run/hpcnet-lab.lock"
@@ -118,7 +119,10 @@ def main() -> None:
             fcntl.flock(lock, fcntl.LOCK_EX)
         for size in args.sizes:
             print(f"lab up with Slurm: {size} nodes", file=sys.stderr)
-            results[size] = measure(size, args.repeat, args.state_dir, Path(work))
+            try:
+                results[size] = measure(size, args.repeat, args.state_dir, Path(work))
+            except LabError as exc:
+                raise SystemExit(f"slurm_drain: {size} nodes: {exc}") from None
             print(f"{size} nodes: {results[size]}", file=sys.stderr, flush=True)
     columns = ("lab up", "slurm up", *STEPS)
     print("| nodes | " + " | ".join(columns) + " |")
