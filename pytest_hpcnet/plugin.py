@@ -51,7 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--hpcnet-baseline",
         metavar="RUN",
-        help="previous run folder (or its evidence.jsonl/summary.json): fail regressions",
+        help="previous run folder (or its evidence.jsonl/summary.json), or auto (the last good run "
+        "of this cluster in the reports folder): fail regressions",
     )
     group.addoption(
         "--hpcnet-metrics",
