@@ -74,4 +74,13 @@ def run_facts(summary: RunSummary | None) -> dict[str, Any]:
         "profile_sources": dict(summary.profile_sources) if summary is not None else {},
         "lab": bool(summary.lab) if summary is not None else False,
         "scope": scope.model_dump(mode="json"),
+        **_history(summary),
     }
+
+
+def _history(summary: RunSummary | None) -> dict[str, str]:
+    """The baseline `--hpcnet-baseline` chose and the trends page beside the run, if any."""
+    extra = (summary.model_extra or {}) if summary is not None else {}
+    trends = str(extra.get("trends") or "")
+    safe = trends if trends and "/" not in trends and not trends.startswith(".") else ""
+    return {"baseline_note": str(extra.get("baseline") or ""), "trends": safe}

@@ -137,3 +137,5 @@ def test_a_run_with_history_writes_its_trends_page(pytester: pytest.Pytester):
     from pytest_hpcnet.report.verify import verify
 
     assert verify(latest).ok  # written before the digest: the bundle still verifies
+    certificate = (latest / "certificate.html").read_text()
+    assert '<a href="trends.html">night-by-night trends</a>' in certificate
