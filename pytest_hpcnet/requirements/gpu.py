@@ -210,18 +210,45 @@ judge_mig = _mode_judge(
 )
 
 
+IDLE_PSTATE = 5
+"""From P5 on a GPU is in a low-power state and may run its PCIe link below its top gen."""
+
+
+def _idle_gen_only(gpu: Gpu) -> bool:
+    """Gen below max, width at max, and an idle pstate: the link gen cannot be judged."""
+    if None in (gpu.pcie_gen, gpu.pcie_gen_max, gpu.pcie_width, gpu.pcie_width_max):
+        return False
+    number = (gpu.pstate or "").lstrip("P")
+    idle = number.isdigit() and int(number) >= IDLE_PSTATE
+    return idle and gpu.pcie_gen < gpu.pcie_gen_max and gpu.pcie_width >= gpu.pcie_width_max  # type: ignore[operator]
+
+
+def idle_gen_not_measured(node: str, query: GpuQuery) -> str | None:
+    """A `not measured:` reason naming the idle GPUs whose link gen `judge_pcie` left out."""
+    idle = [g for g in query.gpus if _idle_gen_only(g)]
+    if not idle:
+        return None
+    named = "; ".join(
+        f"{g.label} at gen{g.pcie_gen} of gen{g.pcie_gen_max} in pstate {g.pstate}" for g in idle
+    )
+    return (
+        f"not measured: {node}: {named} (a GPU lowers its PCIe gen when idle): "
+        "run the check while the GPUs are busy"
+    )
+
+
 def judge_pcie(node: str, query: GpuQuery) -> Verdict:
-    """PCIe link generation and width at their maximum on every GPU."""
+    """PCIe link generation and width at their maximum on every GPU; a lower gen on an idle
+    GPU is left out (`idle_gen_not_measured` says so), a narrow link never is."""
 
     def problem(gpu: Gpu) -> str | None:
         pairs = (("gen", gpu.pcie_gen, gpu.pcie_gen_max), ("x", gpu.pcie_width, gpu.pcie_width_max))
         if any(cur is None or top is None for _, cur, top in pairs):
             return "PCIe link generation or width unreadable"
-        low = [f"{k}{cur} of {k}{top}" for k, cur, top in pairs if cur < top]  # type: ignore[operator]
-        if not low:
+        if _idle_gen_only(gpu):
             return None
-        idle = f" (pstate {gpu.pstate}: an idle GPU may lower its gen)" if gpu.pstate else ""
-        return f"PCIe link {', '.join(low)}{idle}"
+        low = [f"{k}{cur} of {k}{top}" for k, cur, top in pairs if cur < top]  # type: ignore[operator]
+        return f"PCIe link {', '.join(low)}" if low else None
 
     return _per_gpu(
         node,

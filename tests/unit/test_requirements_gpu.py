@@ -13,6 +13,7 @@ from pytest_hpcnet.probes.gpu_rdma import RdmaSysfs, parse_rdma_sysfs
 from pytest_hpcnet.probes.gpu_topo import parse_topo
 from pytest_hpcnet.probes.gpu_xid import parse_kernel_log
 from pytest_hpcnet.requirements.gpu import (
+    idle_gen_not_measured,
     judge_count_model,
     judge_ecc,
     judge_mig,
@@ -200,7 +201,22 @@ def test_pcie_downgrade(query, healthy):
         "index, pci.bus_id, pstate, pcie.link.gen.current, pcie.link.gen.max, "
         "pcie.link.width.current, pcie.link.width.max\n0, 00000000:0A:00.0, P8, 1, 4, 16, 16\n"
     )
-    assert "(pstate P8: an idle GPU may lower its gen)" in judge_pcie("node08", idle).reason
+    # An idle GPU (P8) lowers its link gen: not a fault, not a pass either (not measured).
+    assert judge_pcie("node08", idle) and idle_gen_not_measured("node08", idle) == (
+        "not measured: node08: GPU 0 (00000000:0A:00.0) at gen1 of gen4 in pstate P8 (a GPU "
+        "lowers its PCIe gen when idle): run the check while the GPUs are busy"
+    )
+    narrow = parse_query_gpu(
+        "index, pci.bus_id, pstate, pcie.link.gen.current, pcie.link.gen.max, "
+        "pcie.link.width.current, pcie.link.width.max\n0, 00000000:0A:00.0, P8, 1, 4, 8, 16\n"
+    )
+    assert not judge_pcie("node08", narrow)  # a narrow link is a fault in any pstate
+    assert "x8 of x16" in judge_pcie("node08", narrow).reason
+    busy = parse_query_gpu(
+        "index, pci.bus_id, pstate, pcie.link.gen.current, pcie.link.gen.max, "
+        "pcie.link.width.current, pcie.link.width.max\n0, 00000000:0A:00.0, P0, 1, 4, 16, 16\n"
+    )
+    assert not judge_pcie("node08", busy) and idle_gen_not_measured("node08", busy) is None
     assert "unreadable" in judge_pcie("node08", parse_query_gpu("index\n0\n")).reason
     assert judge_pcie("node08", healthy)
 
