@@ -15,7 +15,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment
 from markupsafe import Markup
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -74,6 +74,7 @@ from pytest_hpcnet.report.signing import (
     bundle_manifest,
     compute_digest,
 )
+from pytest_hpcnet.report.templates import page_environment
 
 CERTIFICATE_FORMAT = "hpcnet-certificate/1"
 
@@ -195,21 +196,15 @@ def build_facts(
 
 
 def _environment() -> Environment:
-    env = Environment(
-        loader=PackageLoader("pytest_hpcnet", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
+    return page_environment(
+        {
+            "value": format_value,
+            "margin": format_margin,
+            "when": _format_when,
+            "nodes": describe_nodes,
+        },
+        {"fact_titles": FACT_TITLES, "lab_notice": LAB_NOTICE},
     )
-    env.filters["value"] = format_value
-    env.filters["margin"] = format_margin
-    env.filters["when"] = _format_when
-    env.filters["nodes"] = describe_nodes
-    env.globals["fact_titles"] = FACT_TITLES
-    env.globals["lab_notice"] = LAB_NOTICE
-    return env
 
 
 def _format_when(value: Any) -> str:

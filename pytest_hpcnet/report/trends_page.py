@@ -6,10 +6,11 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment
 from markupsafe import Markup, escape
 
 from pytest_hpcnet.redact import redact
+from pytest_hpcnet.report.templates import page_environment
 from pytest_hpcnet.report.trends import History, Series
 
 WIDTH, HEIGHT, PAD = 280, 64, 8
@@ -79,15 +80,7 @@ def sparkline(series: Series, run_ids: list[str], limits: tuple[float, float]) -
 
 
 def _environment() -> Environment:
-    env = Environment(
-        loader=PackageLoader("pytest_hpcnet", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["num"] = lambda v: "—" if v is None else f"{v:g}"
-    return env
+    return page_environment({"num": lambda v: "—" if v is None else f"{v:g}"})
 
 
 def render_trends(history: History, generated: datetime | None = None) -> str:
