@@ -143,7 +143,7 @@ def build_facts(
     ended = (summary.ended_at if summary else None) or (max(ends) if ends else None)
     rows = requirement_rows(records, run_date, ctx.requirements)
     header = run_facts(summary)
-    fill_threshold_sources(rows, header["profile_sources"], header["profile"])
+    threshold_sources = fill_threshold_sources(rows, header["profile_sources"])
     nodes = node_rows(records, ctx.nodes, unreachable, run_date)
     names = [n.name for n in nodes]
     scope = summary.scope if summary is not None else RunScope()
@@ -160,6 +160,7 @@ def build_facts(
         "verdict_reasons": verdict_reasons(counts, unreachable, interrupted, scope),
         "scope_line": scope_line(verdict, scope),
         **header,
+        "threshold_sources": threshold_sources,
         "signer": ctx.signer,
         "title": ctx.title,
         "cluster": {

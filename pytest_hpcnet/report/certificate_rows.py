@@ -55,7 +55,7 @@ class RequirementRow(BaseModel):
     message: str = ""
     anchor: str = ""
     skip_reasons: list[str] = Field(default_factory=list)  # "reason (n subjects)"
-    profile_source: str = ""  # the profile's `source:` notes for the requirement's keys
+    profile_source_keys: list[str] = Field(default_factory=list)  # profile keys with a `source:`
     baseline: float | None = None  # the worst measurement's baseline value, if any
     delta: float | None = None  # (value - baseline) / baseline of that measurement
 
@@ -200,21 +200,18 @@ def skip_reasons(skipped: Iterable[CheckRecord]) -> list[str]:
 
 
 def fill_threshold_sources(
-    rows: Iterable[RequirementRow], profile_sources: Mapping[str, str], profile: str = ""
-) -> None:
-    """Give each row the profile's `source:` notes for the requirement's expectation keys
-    (registry `expects`), beside the source its measurement names (`expect.mtu`, ...)."""
-    prefix = f"profile {profile}: " if profile else "profile: "
+    rows: Iterable[RequirementRow], profile_sources: Mapping[str, str]
+) -> dict[str, str]:
+    """Give each row the profile keys (registry `expects`) whose `source:` note backs its
+    threshold; return those notes by key, for the certificate to list once."""
+    used: dict[str, str] = {}
     for row in rows:
         if row.check_id not in BY_ID:
             continue
-        notes = [
-            f"{key}: {profile_sources[key]}"
-            for key in BY_ID[row.check_id].expects
-            if profile_sources.get(key)
-        ]
-        if notes:
-            row.profile_source = prefix + "; ".join(notes)
+        keys = [k for k in BY_ID[row.check_id].expects if profile_sources.get(k)]
+        row.profile_source_keys = keys
+        used.update((k, profile_sources[k]) for k in keys)
+    return dict(sorted(used.items()))
 
 
 def _record_nodes(record: CheckRecord) -> tuple[str, ...]:

@@ -189,7 +189,11 @@ def test_rows_carry_profile_sources_and_skip_reasons(tmp_path):
     rows = section(page, "requirements")
     mtu_row = re.search(r'<tr class="row-pass" id="req-mtu">.*?</tr>', rows, re.S).group(0)
     assert "inventory expect.mtu" in mtu_row  # the measurement's own source
-    assert "profile ebmgn8is: mtu: Alibaba VPC jumbo frames" in htmllib.unescape(mtu_row)
+    assert 'profile ebmgn8is: <a href="#source-mtu">mtu</a>' in mtu_row
+    notes = section(page, "threshold-sources")
+    assert 'id="source-mtu"' in notes
+    assert "Alibaba VPC jumbo frames: MTU 8500" in htmllib.unescape(notes)
+    assert "Alibaba VPC jumbo frames" not in htmllib.unescape(rows)  # listed once, not per row
     audit = re.search(r'<tr class="row-skipped" id="req-cloud_audit">.*?</tr>', rows, re.S)
     assert "skipped: no Alibaba Cloud credentials" in audit.group(0)
     assert "(4 subjects)" in audit.group(0)
