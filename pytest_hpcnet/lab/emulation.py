@@ -39,6 +39,13 @@ STATE_POINTER = ".hpcnet-lab-state"
 VENDOR_ID = "0x1ded"
 VENDOR_PART_ID = 4223
 IB_MAX_MTU = 4096
+PCIE_LINK = {
+    "current_link_speed": "16.0 GT/s PCIe",
+    "max_link_speed": "16.0 GT/s PCIe",
+    "current_link_width": 16,
+    "max_link_width": 16,
+}
+"""Each emulated ERI's PCIe link in sysfs (Gen4 x16, at its maximum; the real kernel format)."""
 
 
 def node_python() -> str:
@@ -75,7 +82,8 @@ def rdma_devices(node: LabNode, eris: int = 1) -> list[dict]:
     """The node's eRDMA devices (`eris` of them) as its faults leave them.
 
     `no-rdma` removes them, `port-down` downs every port, `eri-down` one device's port;
-    `gid-shift` puts an extra IPv6 GID before the IPv4 one on one device. GIDs are
+    `gid-shift` puts an extra IPv6 GID before the IPv4 one on one device,
+    `eri-pcie-downgrade` runs one device's PCIe link at x8 of x16. GIDs are
     compat-mode style (ALIBABA-FACTS section 5): [0] link-local, [1] ::ffff:<address>.
     """
     if "no-rdma" in node.faults:
@@ -109,6 +117,9 @@ def rdma_devices(node: LabNode, eris: int = 1) -> list[dict]:
                 "vendor_part_id": VENDOR_PART_ID,
                 "hw_ver": "0x0",
                 "numa_node": i,
+                "pcie": dict(PCIE_LINK, current_link_width=8)
+                if node.faults.get("eri-pcie-downgrade") == name
+                else dict(PCIE_LINK),
                 "ports": [port],
             }
         )
@@ -130,7 +141,7 @@ def write_rdma_state(state: LabState, node: LabNode) -> Path:
 def write_sysfs(root: Path, devices: list[dict]) -> None:
     """The part of sysfs the eRDMA identity and driver probes read, under `root` (the
     node's `HPCNET_SYSFS`): each device bound to `erdma` with Alibaba's PCI id, its NUMA
-    node, netdev and nominal port rate; the module's version and `compat_mode=Y`. No
+    node, PCIe link, netdev and nominal port rate; the module's version and `compat_mode=Y`. No
     `hw_counters`: the counters come from the emulated `rdma statistic`."""
     if root.exists():
         shutil.rmtree(root)
@@ -150,6 +161,8 @@ def write_sysfs(root: Path, devices: list[dict]) -> None:
         (base / "device/vendor").write_text(f"{VENDOR_ID}\n")
         (base / "device/device").write_text(f"0x{VENDOR_PART_ID:04x}\n")
         (base / "device/numa_node").write_text(f"{dev['numa_node']}\n")
+        for key, value in dev.get("pcie", PCIE_LINK).items():
+            (base / "device" / key).write_text(f"{value}\n")
         (base / "ports/1/rate").write_text("100 Gb/sec (4X EDR)\n")
 
 

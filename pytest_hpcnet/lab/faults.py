@@ -369,6 +369,12 @@ KINDS: dict[str, FaultKind] = {
             "traffic on one ERI raises its hw_*bps_limit_drop_cnt counters",
             *_eri("rate-limit-drops", False),
         ),
+        FaultKind(
+            "eri-pcie-downgrade",
+            "eri-pcie-downgrade NODE [DEV]",
+            "one ERI's PCIe link in sysfs at x8 (max x16)",
+            *_eri("eri-pcie-downgrade", True),
+        ),
         # GPU node health (issue 15)
         _gpu("gpu-missing", "that GPU is not enumerated (7 GPUs)"),
         _gpu("gpu-ecc", "4 volatile uncorrected ECC errors and a pending row remap"),

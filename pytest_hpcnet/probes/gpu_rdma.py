@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pytest_hpcnet.probes.erdma import sysfs_path
 from pytest_hpcnet.probes.text import strip_ansi
 
 SYSFS_KEYS = (
@@ -22,13 +23,14 @@ SYSFS_KEYS = (
 )
 
 RDMA_SYSFS_COMMAND = (
-    'n=0; for d in /sys/class/infiniband/*; do [ -e "$d" ] || continue; n=$((n+1)); '
+    f'n=0; for d in {sysfs_path(None, "class/infiniband/*")}; do [ -e "$d" ] || continue; '
+    "n=$((n+1)); "
     f"for k in {' '.join(SYSFS_KEYS)}; do "
     'printf \'%s %s %s\\n\' "${d##*/}" "$k" "$(cat "$d/device/$k" 2>/dev/null || echo \'?\')"; '
     'done; done; echo "hpcnet-rdma-devices: $n"'
 )
 """`erdma_0 current_link_speed 16.0 GT/s PCIe` per device and key, then the device count
-(so an empty class and a cut-short output differ)."""
+(so an empty class and a cut-short output differ); sysfs under `${HPCNET_SYSFS:-/sys}`."""
 
 CUDA_COMMAND = "nvidia-smi -q -d COMPUTE 2>&1 | grep -m1 'CUDA Version'"
 """The `CUDA Version : 13.0` line of `nvidia-smi -q`'s header (the driver's CUDA version)."""

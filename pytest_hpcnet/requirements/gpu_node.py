@@ -153,10 +153,19 @@ def _label(device: str, query: GpuQuery | None) -> str:
     return gpu.label if gpu is not None else f"GPU {digits} (bus ?)"
 
 
+def _link_to(topo: Topology, gpu: str, nic: str) -> str | None:
+    """`topo -m`'s link word from a GPU to an RDMA device named by the legend."""
+    column = {name: col for col, name in topo.nic_names}.get(nic, nic)
+    link = topo.link(gpu, column)
+    return link.strip() if link else None
+
+
 def judge_gpu_nic_numa(
     node: str, topo: Topology, sysfs: RdmaSysfs, query: GpuQuery | None = None
 ) -> Verdict:
-    """Each GPU's NUMA node (`topo -m`) is that of one of its nearest RDMA devices (sysfs)."""
+    """Each GPU's NUMA node (`topo -m`) is that of one of its nearest RDMA devices (sysfs).
+    A GPU on a NUMA node with no RDMA device at all, which `topo -m` also shows crossing the
+    SMP link (SYS), is the instance's layout: said in the reason, not failed."""
     if topo.error is not None:
         return Verdict(
             False, reason=f"{node}: nvidia-smi topo -m unreadable: {topo.error}", fix="re-run"
@@ -164,24 +173,36 @@ def judge_gpu_nic_numa(
     if sysfs.error is not None:
         return Verdict(False, reason=f"{node}: RDMA sysfs: {sysfs.error}", fix="re-run")
     nic_numa = {d.device: d.numa_node for d in sysfs.devices}
-    problems = []
+    local = {str(v) for v in nic_numa.values() if v is not None}
+    problems, remote = [], {}
     for row in topo.gpus:
         nearest = topo.nearest_nics(row.device)
         numas = {nic: nic_numa.get(nic) for nic in nearest}
         gpu_numa = row.numa_affinity
         if gpu_numa is not None and gpu_numa in {str(v) for v in numas.values()}:
             continue
+        known = bool(numas) and None not in numas.values()
+        crossing = all(_link_to(topo, row.device, nic) == "SYS" for nic in nearest)
+        if gpu_numa is not None and known and crossing and gpu_numa not in local:
+            remote.setdefault(gpu_numa, []).append(f"GPU {row.device.removeprefix('GPU')}")
+            continue  # the instance's layout: no RDMA device at all on this GPU's NUMA node
         shown = ", ".join(f"{n} on NUMA {v if v is not None else '?'}" for n, v in numas.items())
         problems.append(
             f"{_label(row.device, query)} on NUMA {row.numa_affinity or '?'}, "
             f"nearest RDMA device {shown or 'none'}"
         )
-    return _verdict(
+    verdict = _verdict(
         node,
         problems,
         "check the instance type's NIC/GPU layout and "
         "/sys/class/infiniband/*/device/numa_node; pin each rank to its GPU's NUMA node",
     )
+    if verdict and remote:
+        layout = "; ".join(
+            f"no RDMA device on NUMA {n} ({', '.join(g)})" for n, g in remote.items()
+        )
+        return Verdict(True, reason=f"{node}: {layout}: their traffic crosses the SMP link")
+    return verdict
 
 
 def judge_nccl_ib_hca(node: str, topo: Topology, hca: str | None) -> Verdict:

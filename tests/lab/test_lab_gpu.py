@@ -30,8 +30,6 @@ NOT_APPLICABLE = {  # what the lab cannot measure (profiles/lab.yaml says why)
     "test_gpu_kernel_modules": (
         "not applicable: no kernel module expected (expect.gpu.modules is empty)"
     ),
-    "test_gpu_rdma_pcie_links": "not applicable: expect.gpu.rdma_sysfs is false",
-    "test_gpu_nic_numa": "not applicable: expect.gpu.rdma_sysfs is false",
 }
 BUS3 = "GPU 3 (00000000:5D:00.0)"
 FAULTS = {  # kind: (node, the one failing check, what its message says)
@@ -40,6 +38,7 @@ FAULTS = {  # kind: (node, the one failing check, what its message says)
     "gpu-xid": ("node04", "gpu_xid", "node04: Xid 94 (Contained ECC error (the application"),
     "gpu-throttle": ("node01", "gpu_clocks", f"node01: {BUS3} slowdown active: hw_slowdown"),
     "gpu-pcie-downgrade": ("node02", "pcie_links", f"node02: {BUS3} PCIe link gen4 of gen5, x8"),
+    "eri-pcie-downgrade": ("node04", "pcie_links", "node04: erdma_0 PCIe link"),
     "driver-mismatch": ("node03", "versions", "nvidia_driver 570.172.08 on node03 (others 580."),
 }
 
@@ -80,5 +79,5 @@ def test_gpu_fault_fails_exactly_that_nodes_check(lab4, tmp_path, kind):
     ], [r["message"] for r in bad]
     assert text in bad[0]["message"] and "fix: " in bad[0]["message"], bad[0]["message"]
     assert node in bad[0]["message"]
-    if kind not in ("gpu-missing", "driver-mismatch"):  # a node-wide count, a cluster-wide version
+    if kind not in ("gpu-missing", "driver-mismatch", "eri-pcie-downgrade"):  # not one GPU
         assert BUS3 in bad[0]["message"], bad[0]["message"]

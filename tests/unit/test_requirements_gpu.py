@@ -305,6 +305,43 @@ def test_gpu_nic_numa(fixture_text, healthy):
     assert judge_gpu_nic_numa("node05", topo, sysfs({"erdma_0": 0, "erdma_1": 1}))
 
 
+def one_nic(topo_text: str) -> str:
+    """The 2-NIC fixture with NIC1 (erdma_1) taken out: column, row and legend (derived)."""
+    lines = []
+    for line in topo_text.splitlines():
+        cells = line.split("\t")
+        if cells[0] == "NIC1" or "NIC1: " in line:
+            continue
+        if len(cells) > 10 and (cells[0].startswith(("GPU", "NIC")) or "NIC1" in line):
+            del cells[10]
+        lines.append("\t".join(cells))
+    return "\n".join(lines) + "\n"
+
+
+def test_a_numa_node_with_no_rdma_device_is_the_layout_not_a_fault(fixture_text, healthy):
+    topo = parse_topo(one_nic(fixture_text("gpu", "topo-8gpu-2nic-erdma.txt")))
+    assert {nic for row in topo.gpus for nic in topo.nearest_nics(row.device)} == {"erdma_0"}
+    lines = ["erdma_0 numa_node 0", "erdma_0 current_link_speed 16.0 GT/s PCIe"]
+    lines += ["erdma_0 max_link_speed 16.0 GT/s PCIe", "erdma_0 current_link_width 16"]
+    sysfs = parse_rdma_sysfs(
+        "\n".join([*lines, "erdma_0 max_link_width 16", "hpcnet-rdma-devices: 1"])
+    )
+    verdict = judge_gpu_nic_numa("node05", topo, sysfs, healthy)
+    assert verdict, verdict.reason
+    assert "no RDMA device on NUMA 1 (GPU 4, GPU 5, GPU 6, GPU 7)" in verdict.reason
+    far = parse_rdma_sysfs(
+        "\n".join([*lines, "erdma_0 max_link_width 16", "hpcnet-rdma-devices: 1"]).replace(
+            "numa_node 0", "numa_node 1"
+        )
+    )
+    wrong = judge_gpu_nic_numa("node05", topo, far, healthy)
+    assert (
+        not wrong
+        and "GPU 0 (00000000:18:00.0) on NUMA 0, nearest RDMA device erdma_0 on NUMA 1"
+        in wrong.reason
+    )
+
+
 def test_nccl_ib_hca_covers_the_nearest_devices(fixture_text):
     topo = parse_topo(fixture_text("gpu", "topo-8gpu-2nic-erdma.txt"))
     one = judge_nccl_ib_hca("node06", topo, "erdma_0")
