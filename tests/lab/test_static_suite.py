@@ -92,7 +92,11 @@ FAULTS = {
     "block": ("tcp/29500", {"security_group"}),
     "reject": ("udp/4791", {"security_group"}),
     # no device and no erdma module: every eRDMA check of the node; topo -m then shows no NIC
-    "no-rdma": (None, {"erdma", "erdma_identity", "erdma_driver", "erdma_port", "gpu_topology"}),
+    # and sysfs no RDMA device (pcie_links: fewer than rdma.min_devices)
+    "no-rdma": (
+        None,
+        {"erdma", "erdma_identity", "erdma_driver", "erdma_port", "gpu_topology", "pcie_links"},
+    ),
     "port-down": (None, {"erdma"}),
     "vswitch": (None, {"placement"}),
     "zone": (None, {"placement"}),
