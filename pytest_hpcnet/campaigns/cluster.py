@@ -141,6 +141,8 @@ class Cluster:
         """all_reduce_perf across every reachable node, launched from the first (once)."""
         run = self.collective.allreduce()
         _record(recorder, run[1])
+        for result in self.collective.evidence():  # the `-h` probe, the JSON file (-J)
+            _record(recorder, result)
         return run
 
     def nccl_passes(self, result: NcclResult) -> bool:
