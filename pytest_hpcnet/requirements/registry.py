@@ -42,6 +42,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement("security_group", "Security group", ("ports",), "static"),
     Requirement("acl", "Network ACL", ("flows",), "static"),
     Requirement("cloud_audit", "Cloud control plane", ("ports", "flows", "rdma"), "static"),
+    Requirement(
+        "erdma_nic_index", "ERIs attached: count and distinct NIC indexes", ("erdma",), "static"
+    ),
     Requirement("placement", "Placement", ("placement",), "static"),
     Requirement(
         "instance_type", "Instance type matches the profile", ("instance_types",), "static"
