@@ -178,6 +178,23 @@ def judge_eri_bw(
     return at_least(gbps, bound, text)
 
 
+def judge_gdr_bw(
+    node_pair: str,
+    device: str,
+    gpus: tuple[int | None, int | None],
+    gbps: float | None,
+    error: str | None,
+    expect: Expectations,
+) -> Verdict:
+    """One ERI pair's ib_write_bw from GPU memory (`--use_cuda`, GPUs `gpus` of the client
+    and the server) at least `per_eri_gbps` x `bw_fraction`, as from host memory."""
+    got = judge_eri_bw(node_pair, device, gbps, error, expect)
+    shown = "/".join("?" if g is None else f"GPU{g}" for g in gpus)
+    reason = got.reason.replace(f"{node_pair} {device}:", f"{node_pair} {device} ({shown}):", 1)
+    reason = reason.replace("ib_write_bw failed", "ib_write_bw --use_cuda failed", 1)
+    return Verdict(got.passed, got.measured, got.bound, got.margin, reason)
+
+
 def judge_instance_bw(
     node: str,
     per_device: Mapping[str, float | None],

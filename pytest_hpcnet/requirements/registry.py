@@ -76,6 +76,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     Requirement("erdma_eri_bw", "Bandwidth of every ERI", ("erdma",), "benchmark"),
     Requirement("erdma_instance_bw", "All ERIs of a node at once", ("erdma",), "benchmark"),
+    Requirement("erdma_gdr_bw", "GPUDirect RDMA bandwidth of every ERI", ("erdma",), "benchmark"),
     Requirement("nccl_busbw", "NCCL bus bandwidth", ("nccl",), "benchmark"),
     Requirement("nccl_transport", "NCCL on eRDMA, no socket fallback", ("erdma",), "benchmark"),
     Requirement(
