@@ -47,6 +47,9 @@ class Cluster:
         self.perftests = PerftestCampaigns(self.facts_campaign)
         self.collective = NcclCampaign(self.facts_campaign)
         self.storage = FioCampaign(self.facts_campaign)
+        self.eri_nic_indexes: dict[str, tuple[int, ...]] = {}
+        """Each node's ERI NIC indexes (NetworkCardIndex) as the cloud audit read them; empty
+        until the audit ran in this session (the all-ERIs-at-once check reads it)."""
 
     @property
     def nodes(self) -> list[Node]:
@@ -141,6 +144,8 @@ class Cluster:
         """all_reduce_perf across every reachable node, launched from the first (once)."""
         run = self.collective.allreduce()
         _record(recorder, run[1])
+        for result in self.collective.evidence():  # the `-h` probe, the JSON file (-J)
+            _record(recorder, result)
         return run
 
     def nccl_passes(self, result: NcclResult) -> bool:

@@ -10,6 +10,7 @@ quoted with `shlex`. `launch_command` picks one from the inventory's `benchmarks
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 import string
@@ -254,13 +255,18 @@ def expected_run(settings: NcclSettings, nodes: int) -> NcclExpected:
     return NcclExpected(max_bytes=nccl_size(a.e), ranks=ranks, nodes=nodes, validation=a.c == 1)
 
 
-def launch_command(settings: NcclSettings, hosts: list[str], names: list[str]) -> str:
+def launch_command(
+    settings: NcclSettings, hosts: list[str], names: list[str], extra: Sequence[str] = ()
+) -> str:
     """The command the launch node runs: mpirun (hostfile written first), srun or a template;
-    `launch_env` (the launcher's own environment, e.g. SLURM_CONF) as an `env` prefix."""
+    `launch_env` (the launcher's own environment, e.g. SLURM_CONF) as an `env` prefix;
+    `extra` after the benchmark arguments (e.g. `-J <file>`)."""
     _check_env(settings.launch_env)
     env = [f"{k}={v}" for k, v in settings.launch_env.items()]
     prefix = shlex.join(["env", *env]) + " " if env else ""
     bench = bench_args(settings)
+    if extra:
+        bench = dataclasses.replace(bench, extra=(*bench.extra, *extra))
     ppn = settings.gpus_per_node
     if settings.launcher == "srun":
         spec = SrunSpec(

@@ -6,6 +6,8 @@ results table (`split_nccl_log`) and kept as their own evidence, to tell whether
 really used eRDMA (`NET/IB`) or fell back to sockets. The ERIs, the socket interface and
 the GID selection are passed in the environment (issue 16); the inventory's
 `benchmarks.nccl.env` wins over each. Device counters are read before and after the run.
+The result comes from nccl-tests' JSON file (`-J`) when the binary offers it, else from the
+table (`nccl_output`); the usage probe and the JSON file are kept as evidence.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 
+from pytest_hpcnet.campaigns import nccl_output
 from pytest_hpcnet.campaigns.bisection import Bisection, bisect, runs_needed
 from pytest_hpcnet.campaigns.counters import CounterWatch
 from pytest_hpcnet.campaigns.facts import FactsCampaign
@@ -36,6 +39,8 @@ class NcclCampaign:
         self._bisection: Bisection | None = None
         self._lock = threading.Lock()
         self._log: tuple[NcclNetLog, CommandResult] | None = None
+        self._json_offered: dict[str, CommandResult] = {}
+        self._extras: tuple[CommandResult, ...] = ()
         self.counters = CounterWatch(facts, "NCCL")
         """Device and NIC counters right before and after the all-reduce."""
 
@@ -51,7 +56,8 @@ class NcclCampaign:
                 with phase(self.facts.progress, what) as outcome:
                     self.counters.before()
                     try:
-                        self._run = self.launch(nodes)
+                        parsed, run, self._extras = self.launch(nodes)
+                        self._run = (parsed, run)
                     finally:
                         self.counters.after()
                     result = self._run[1]
@@ -65,6 +71,27 @@ class NcclCampaign:
                     self._log = (parse_nccl_debug(info), artefact)
                     outcome.text = "finished" if result.ok else (result.failure or "failed")
             return self._run
+
+    def evidence(self) -> tuple[CommandResult, ...]:
+        """Besides the launch itself: the `-h` usage probe and the JSON file read back."""
+        self.allreduce()
+        return self._extras
+
+    def offers_json(self, node: str) -> tuple[bool, CommandResult]:
+        """The installed binary on `node` lists `-J` in its usage text (asked once per node)."""
+        if node not in self._json_offered:
+            binary = self.inventory.benchmarks.nccl.binary
+            command = nccl_output.help_command(binary)
+            self._json_offered[node] = self.facts.transport.run(
+                node, command, nccl_output.HELP_TIMEOUT_S
+            )
+        probe = self._json_offered[node]
+        return probe.ok and nccl_output.offers_json(probe.stdout + probe.stderr), probe
+
+    def hostname(self, node: str) -> str:
+        """The node's own hostname (facts), as NCCL and nccl-tests print it."""
+        section = self.facts.gather()[node].sections.get("hostname")
+        return section.text.strip() if section is not None else node
 
     def transport_log(self) -> tuple[NcclNetLog, CommandResult]:
         """The whole-cluster run's NCCL INFO lines, parsed, and as an evidence artefact."""
@@ -109,16 +136,34 @@ class NcclCampaign:
         prefixes = [p.lstrip("=").split(":")[0] for p in hca.split(",") if p]
         return [d for d in found if any(d.startswith(p) for p in prefixes)]
 
-    def launch(self, nodes: list[Node]) -> tuple[NcclResult, CommandResult]:
-        """all_reduce_perf across `nodes`, launched from the first; the table is parsed
-        without NCCL's INFO lines."""
+    def launch(
+        self, nodes: list[Node]
+    ) -> tuple[NcclResult, CommandResult, tuple[CommandResult, ...]]:
+        """all_reduce_perf across `nodes`, launched from the first: (result, the launch, the
+        other commands as evidence). The result is the JSON file's (`-J`, read back from rank
+        0's node) when the binary offers it, else the table without NCCL's INFO lines."""
         settings = self.inventory.benchmarks.nccl
         settings = settings.model_copy(update={"env": self.env(nodes)})
-        command = launch_command(settings, [n.host for n in nodes], [n.name for n in nodes])
+        offered, probe = self.offers_json(nodes[0].name)
+        path = nccl_output.new_path() if offered else None
+        extra = ["-J", path] if path else []
+        names = [n.name for n in nodes]
+        command = launch_command(settings, [n.host for n in nodes], names, extra)
         result = self.facts.transport.run(nodes[0].name, command, settings.timeout_s)
         expected = expected_run(settings, len(nodes))
-        _, table = split_nccl_log(result.stdout + "\n" + result.stderr)
-        return parse_nccl(table, expected), result
+        _, text = split_nccl_log(result.stdout + "\n" + result.stderr)
+        table = parse_nccl(text, expected)
+        if path is None:
+            return table, result, (probe,)
+        wrote, why_not = nccl_output.written_path(text, path)
+        read = None
+        if wrote is not None:
+            where = nccl_output.rank0_node(table, names, self.hostname)
+            read_cmd = nccl_output.read_command(wrote)
+            read = self.facts.transport.run(where, read_cmd, nccl_output.READ_TIMEOUT_S)
+        parsed = nccl_output.from_json(read, path, why_not, expected, table)
+        kept = (probe,) if read is None else (probe, nccl_output.evidence(read))
+        return parsed, result, kept
 
     def passes(self, result: NcclResult) -> bool:
         """One all_reduce_perf run meets the NCCL bounds: the requirement's judge."""
@@ -142,9 +187,10 @@ class NcclCampaign:
         def trial(names: list[str]) -> bool:
             what = f"NCCL bisection on {len(names)} nodes ({names[0]} .. {names[-1]})"
             with phase(self.facts.progress, what) as outcome:
-                parsed, result = self.launch([nodes[n] for n in names])
+                parsed, result, extras = self.launch([nodes[n] for n in names])
                 if recorder is not None:
-                    recorder.command(result)
+                    for done in (result, *extras):
+                        recorder.command(done)
                 passed = self.passes(parsed)
                 outcome.text = "passes" if passed else "fails"
             return passed

@@ -25,6 +25,7 @@ from pytest_hpcnet.campaigns.facts import (
     sections_script,
     split_sections,
 )
+from pytest_hpcnet.campaigns.gpudirect import gpu_pairs, gpudirect_runs
 from pytest_hpcnet.campaigns.progress import phase
 from pytest_hpcnet.campaigns.schedule import (
     Localization,
@@ -35,6 +36,7 @@ from pytest_hpcnet.campaigns.schedule import (
     schedule_rounds,
 )
 from pytest_hpcnet.inventory.bench_settings import PerftestSettings
+from pytest_hpcnet.probes.gpu_topo import parse_topo
 from pytest_hpcnet.probes.perftest import (
     BandwidthResult,
     LatencyResult,
@@ -97,6 +99,10 @@ class PerftestCampaign:
     """Each measured node's ERIs in index order."""
     suspect_devices: list[str] = field(default_factory=list)
     """`node07 erdma_1`: a node's device that fails with every partner on that index."""
+    gdr_runs: dict[Pair, dict[str, PairRun]] = field(default_factory=dict)
+    """ib_write_bw with `--use_cuda=<nearest GPU>` per device (`benchmarks.perftest.gdr`)."""
+    gdr_gpus: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    """Each node's ERIs and the GPU nearest each (`nvidia-smi topo -m`), when GDR ran."""
 
 
 def options_for(
@@ -455,7 +461,41 @@ class PerftestCampaigns:
             campaign.instance_runs = self._all_at_once(
                 rounds, len(rounds) + 1, tool, settings, addresses, devices, side
             )
+        if tool == "ib_write_bw" and settings.gdr and self.inventory.expect.erdma.gdr and rounds:
+            self._gpudirect(campaign, rounds, settings, addresses, side)
         return campaign
+
+    def _gpudirect(
+        self,
+        campaign: PerftestCampaign,
+        rounds: list[list[Pair]],
+        settings: PerftestSettings,
+        addresses: dict[str, str],
+        side: Callable[[str, int, int], PerftestOptions],
+    ) -> None:
+        """ib_write_bw from GPU memory on the all-at-once rounds' pairs (every node once)."""
+        facts = self.facts.gather()
+        topologies = {
+            n: parse_topo(section.text)
+            for n in campaign.devices
+            if (section := facts[n].sections.get("gpu_topo")) is not None
+        }
+        campaign.gdr_gpus = gpu_pairs(topologies, campaign.devices)
+        index = len(rounds) + len(instance_rounds(rounds)) + 1
+        for offset, pairs in enumerate(instance_rounds(rounds)):
+            campaign.gdr_runs.update(
+                gpudirect_runs(
+                    self.facts.transport,
+                    self.facts.progress,
+                    pairs,
+                    index + offset,
+                    settings,
+                    addresses,
+                    campaign.devices,
+                    campaign.gdr_gpus,
+                    side,
+                )
+            )
 
     @staticmethod
     def _settle(

@@ -7,7 +7,8 @@ every security group of those interfaces with its type, the prefix lists and por
 their rules and the ACL entries name, and the network ACLs (the inventory's
 `cloud.network_acl_ids`, else those bound to the interfaces' vSwitches). `verdicts` judges
 that `ControlPlane` without further calls; its functions are re-exported here.
-`eri_supported` says whether a node's type has eRDMA.
+`eri_supported` says whether a node's type has eRDMA; `eri_attachments` lists a node's ERIs
+with their NIC index (`Attachment.NetworkCardIndex`).
 
 Anything that cannot be read (a deleted group, an unreadable list, a malformed rule) is
 kept with its reason and makes the verdicts that need it undetermined, never open.
@@ -396,3 +397,22 @@ def eri_supported(plane: ControlPlane, node: Any) -> EriSupport:
         problem = f"{name}: instance type {kind} unknown to ecs:DescribeInstanceTypes"
         return EriSupport(name, kind, problem=problem)
     return EriSupport(name, kind, plane.eri[kind])
+
+
+def eri_attachments(plane: ControlPlane, name: str) -> list[tuple[str, int | None]]:
+    """The node's ERIs (HighPerformance ENIs) as (ENI id, NetworkCardIndex or None)."""
+    return [
+        (i.interface_id, i.network_card_index)
+        for i in plane.node(name).interfaces
+        if i.role == "eri"
+    ]
+
+
+def eri_nic_indexes(plane: ControlPlane) -> dict[str, tuple[int, ...]]:
+    """Each matched node's ERI NIC indexes, for the nodes whose every ERI reports one."""
+    found = {}
+    for name, node in plane.nodes.items():
+        eris = eri_attachments(plane, name)
+        if node.instance is not None and eris and all(i is not None for _, i in eris):
+            found[name] = tuple(int(i) for _, i in eris)  # type: ignore[arg-type]
+    return found

@@ -33,6 +33,9 @@ class PerftestSettings(Strict):
     rdma_cm: bool = False
     extra_args: list[str] = Field(default_factory=list)
     timeout_s: Annotated[int, Field(ge=5, le=7200)] = 120
+    gdr: bool = False
+    """ib_write_bw with `--use_cuda=<gpu>` on each ERI and the GPU nearest it (`nvidia-smi
+    topo -m`), where `expect.erdma.gdr` is true; off by default (needs a CUDA-built perftest)."""
 
     @field_validator("schedule")
     @classmethod

@@ -70,6 +70,17 @@ class Topology:
         best = min(r for r, _ in ranked)
         return tuple(self.nic_name(d) for r, d in ranked if r == best)
 
+    def nearest_gpu(self, nic: str) -> int | None:
+        """The index of the GPU nearest to RDMA device `nic` (legend name; the lowest index
+        among equals); None when no GPU sees it."""
+        ranked = []
+        for row in self.gpus:
+            links = {self.nic_name(d): v for d, v in row.links if not d.startswith("GPU")}
+            rank = _rank(links.get(nic, ""))
+            if rank is not None and row.device[3:].isdigit():
+                ranked.append((rank, int(row.device[3:])))
+        return min(ranked)[1] if ranked else None
+
 
 def _rank(link: str) -> int | None:
     word = link.strip()

@@ -1,4 +1,4 @@
-"""nccl-tests JSON output (`-J FILE`, nccl-tests 2.19+) into the table parser's `NcclResult`.
+"""nccl-tests JSON output (`-J FILE`, nccl-tests 2.17.3+) into the table parser's `NcclResult`.
 
 The same fields as `parse_nccl` and the same fail-closed rules: a cut-short or unreadable
 file, fewer sizes than asked, a missing out-of-bounds or average-bandwidth section, or

@@ -55,6 +55,7 @@ class PerftestOptions:
     report_gbits: bool = True  # --report_gbits (bandwidth tools only)
     extra_args: tuple[str, ...] = ()
     server_timeout_s: int = 120
+    use_cuda: int | None = None  # --use_cuda=<gpu>: GPUDirect RDMA (a CUDA-built perftest)
 
     def __post_init__(self) -> None:
         if self.size is not None and self.all_sizes:
@@ -93,6 +94,8 @@ def _perftest_args(opts: PerftestOptions) -> list[str]:
         args.append("-R")
     if opts.report_gbits and _is_bandwidth_tool(opts.binary):
         args.append("--report_gbits")
+    if opts.use_cuda is not None:
+        args.append(f"--use_cuda={int(opts.use_cuda)}")
     args += [shlex.quote(str(a)) for a in opts.extra_args]
     return args
 

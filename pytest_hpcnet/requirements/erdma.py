@@ -178,6 +178,23 @@ def judge_eri_bw(
     return at_least(gbps, bound, text)
 
 
+def judge_gdr_bw(
+    node_pair: str,
+    device: str,
+    gpus: tuple[int | None, int | None],
+    gbps: float | None,
+    error: str | None,
+    expect: Expectations,
+) -> Verdict:
+    """One ERI pair's ib_write_bw from GPU memory (`--use_cuda`, GPUs `gpus` of the client
+    and the server) at least `per_eri_gbps` x `bw_fraction`, as from host memory."""
+    got = judge_eri_bw(node_pair, device, gbps, error, expect)
+    shown = "/".join("?" if g is None else f"GPU{g}" for g in gpus)
+    reason = got.reason.replace(f"{node_pair} {device}:", f"{node_pair} {device} ({shown}):", 1)
+    reason = reason.replace("ib_write_bw failed", "ib_write_bw --use_cuda failed", 1)
+    return Verdict(got.passed, got.measured, got.bound, got.margin, reason)
+
+
 def judge_instance_bw(
     node: str,
     per_device: Mapping[str, float | None],
@@ -186,13 +203,22 @@ def judge_instance_bw(
     nic_indexes: Sequence[int] | None = None,
 ) -> Verdict:
     """All of a node's ERIs at once reach `bw_fraction` of the per-instance figure
-    (`same_nic_index_gbps` when every ERI sits on one NIC index or the indexes are unknown,
-    on the family that publishes that rule)."""
+    (`same_nic_index_gbps` when the cloud audit found every ERI on one NIC index, on the
+    family that publishes that rule; the rated figure when the indexes are unknown, and a
+    failure then says the cap may explain it)."""
     e = expect.erdma
     if e.per_instance_gbps is None:
         return Verdict(False, reason=f"{node}: no per-instance figure (expect.erdma)")
     figure, note = instance_figure(e.per_instance_gbps, nic_indexes, e.same_nic_index_gbps)
     finding = judge_instance_bandwidth(node, per_device, devices, figure, e.bw_fraction, note)
+    if not finding.ok and nic_indexes is None and e.same_nic_index_gbps is not None:
+        cap = f"{e.same_nic_index_gbps:g} Gbit/s, ALIBABA-FACTS S1"
+        finding = Finding(
+            False,
+            f"{finding.reason}; the one-NIC-index cap ({cap}) may explain it: the cloud "
+            "audit was not in scope to tell (NetworkCardIndex of each ERI)",
+            finding.node,
+        )
     total = (
         sum(per_device[d] or 0.0 for d in devices)
         if all(per_device.get(d) is not None for d in devices)
@@ -250,3 +276,52 @@ def judge_erdma_gdr(node: str, state: GdrState, expect: Expectations) -> Verdict
         )
     peer = state.peermem or "no peer-memory module (dma-buf needed: NCCL >= 2.27)"
     return Verdict(True, 0.0, 0.0, reason=f"{node}: ACS off on {state.acs_read} bridges; {peer}")
+
+
+def judge_eri_nic_indexes(
+    node: str, eris: Sequence[tuple[str, int | None]], expect: Expectations
+) -> Verdict:
+    """The instance carries `expect.erdma.eris` ERIs (HighPerformance ENIs, given as
+    (ENI id, NetworkCardIndex)) and, where the profile publishes the one-NIC-index cap
+    (`same_nic_index_gbps`: ebmgn7ex, S1), they sit on distinct NIC indexes."""
+    e = expect.erdma
+    wanted = e.eris or 1
+    ids = ", ".join(i for i, _ in eris) or "none"
+    if len(eris) < wanted:
+        return Verdict(
+            False,
+            len(eris),
+            wanted,
+            reason=f"{node}: {len(eris)} ERI{'s' if len(eris) != 1 else ''} ({ids}), "
+            f"expect.erdma.eris {wanted}: create an ENI with "
+            "NetworkInterfaceTrafficMode=HighPerformance and attach it (AttachNetworkInterface)",
+        )
+    if e.same_nic_index_gbps is None:
+        return Verdict(True, len(eris), wanted, reason=f"{node}: {len(eris)} ERIs ({ids})")
+    unknown = [i for i, index in eris if index is None]
+    if unknown:
+        return Verdict(
+            False,
+            None,
+            wanted,
+            reason=f"{node}: {', '.join(f'{i}: NetworkCardIndex not reported' for i in unknown)} "
+            "(ecs:DescribeNetworkInterfaces Attachment)",
+        )
+    on: dict[int, list[str]] = {}
+    for interface, index in eris:
+        on.setdefault(int(index), []).append(interface)  # type: ignore[arg-type]
+    shared = [(index, found) for index, found in sorted(on.items()) if len(found) > 1]
+    if shared:
+        cap, rated = e.same_nic_index_gbps, e.per_instance_gbps
+        rated_text = f" instead of {rated:g}" if rated is not None else ""
+        why = "; ".join(f"ERIs {', '.join(f)} share NIC index {i}" for i, f in shared)
+        return Verdict(
+            False,
+            len(on),
+            wanted,
+            reason=f"{node}: {why}: the instance is capped at {cap:g} Gbit/s{rated_text} "
+            "(ALIBABA-FACTS S1); attach one with another NetworkCardIndex "
+            "(AttachNetworkInterface)",
+        )
+    where = ", ".join(f"{i} on {index}" for i, index in eris)
+    return Verdict(True, len(on), wanted, reason=f"{node}: ERIs on distinct NIC indexes ({where})")

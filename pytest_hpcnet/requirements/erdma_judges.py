@@ -4,8 +4,9 @@ Figures come from the caller (the profile, with its source), never from the port
 file (nominal "100 Gb/sec (4X EDR)"). Per-ERI bandwidth is judged against the per-ERI
 figure, a node's devices run at once against the per-instance figure (on ebmgn7ex 160
 Gbit/s with the two ERIs on different NIC indexes, 100 when they share one: ALIBABA-FACTS
-section 2, S1). NCCL must be on the expected network on every node (a socket fallback
-names the nodes), the GID index used must be the IPv4 one, bad counters must not move.
+section 2, S1; 160 when the indexes are unknown). NCCL must be on the expected network on
+every node (a socket fallback names the nodes), the GID index used must be the IPv4 one, bad
+counters must not move.
 """
 
 from __future__ import annotations
@@ -60,12 +61,14 @@ def instance_figure(
     nic_indexes: Sequence[int] | None = None,
     same_index_gbps: float | None = None,
 ) -> tuple[float, str]:
-    """(per-instance figure, why): `same_index_gbps` when every ERI sits on one NIC index."""
+    """(per-instance figure, why): `same_index_gbps` when every ERI is known to sit on one NIC
+    index; the rated figure otherwise, unknown indexes included (the lower figure there would
+    pass a node running at the cap on a family rated higher)."""
     shared = nic_indexes is not None and len(nic_indexes) > 1 and len(set(nic_indexes)) == 1
     if same_index_gbps is not None and shared:
         return same_index_gbps, f"{same_index_gbps:g} (all ERIs on NIC index {nic_indexes[0]})"
     if same_index_gbps is not None and nic_indexes is None:
-        return same_index_gbps, f"{same_index_gbps:g} (NIC indexes unknown: the lower figure)"
+        return rated_gbps, f"{rated_gbps:g} per instance (NIC indexes unknown)"
     return rated_gbps, f"{rated_gbps:g} per instance"
 
 

@@ -42,6 +42,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement("security_group", "Security group", ("ports",), "static"),
     Requirement("acl", "Network ACL", ("flows",), "static"),
     Requirement("cloud_audit", "Cloud control plane", ("ports", "flows", "rdma"), "static"),
+    Requirement(
+        "erdma_nic_index", "ERIs attached: count and distinct NIC indexes", ("erdma",), "static"
+    ),
     Requirement("placement", "Placement", ("placement",), "static"),
     Requirement(
         "instance_type", "Instance type matches the profile", ("instance_types",), "static"
@@ -73,6 +76,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     Requirement("erdma_eri_bw", "Bandwidth of every ERI", ("erdma",), "benchmark"),
     Requirement("erdma_instance_bw", "All ERIs of a node at once", ("erdma",), "benchmark"),
+    Requirement("erdma_gdr_bw", "GPUDirect RDMA bandwidth of every ERI", ("erdma",), "benchmark"),
     Requirement("nccl_busbw", "NCCL bus bandwidth", ("nccl",), "benchmark"),
     Requirement("nccl_transport", "NCCL on eRDMA, no socket fallback", ("erdma",), "benchmark"),
     Requirement(

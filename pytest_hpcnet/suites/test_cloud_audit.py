@@ -1,6 +1,8 @@
 """Cloud control plane: the security groups and network ACLs the cloud holds let the required
 flows through on every interface (ENIs and ERIs), agree with what the probes saw, enforce the
-listed and external flows; types have eRDMA.
+listed and external flows; types have eRDMA; each instance has its ERIs, on distinct NIC
+indexes where the family's rate depends on it (ebmgn7ex). The ERIs' NIC indexes are handed to
+the all-ERIs-at-once bandwidth check (`cluster.eri_nic_indexes`).
 
 Every check asserts on "accepted" (or, for a must-deny flow, "denied everywhere"): a flow the
 audit could not judge fails with what could not be read. Needs Alibaba Cloud credentials (the
@@ -15,6 +17,7 @@ import pytest
 from pytest_hpcnet.campaigns.pairs import required_flows
 from pytest_hpcnet.cloud import audit
 from pytest_hpcnet.cloud.readers import CloudReadError
+from pytest_hpcnet.requirements.erdma import judge_eri_nic_indexes
 from pytest_hpcnet.requirements.registry import mark
 
 pytestmark = [
@@ -31,9 +34,11 @@ def cloud(cluster) -> audit.ControlPlane | str:
     if reason:
         pytest.skip(reason)
     try:
-        return audit.snapshot(cluster)
+        plane = audit.snapshot(cluster)
     except CloudReadError as error:
         return audit.scrub(str(error))
+    cluster.eri_nic_indexes.update(audit.eri_nic_indexes(plane))  # for erdma_instance_bw
+    return plane
 
 
 def readable(cloud) -> audit.ControlPlane:
@@ -142,3 +147,25 @@ def test_instance_type_supports_erdma(cluster, node, cloud, check):
         f"{node.name}: instance type {eri.instance_type} has EriQuantity {eri.quantity} "
         f"(ecs:DescribeInstanceTypes): no eRDMA, but {minimum} RDMA devices are expected"
     )
+
+
+@mark("erdma_nic_index")
+def test_eris_attached_on_distinct_nic_indexes(cluster, node, request, check):
+    """The instance has `expect.erdma.eris` ERIs and, where the profile publishes the
+    one-NIC-index cap (`same_nic_index_gbps`, ebmgn7ex: ALIBABA-FACTS S1), each on its own
+    NIC index (DescribeNetworkInterfaces `Attachment.NetworkCardIndex`)."""
+    wanted = cluster.expect.erdma.eris
+    if wanted is None:
+        pytest.skip("not applicable: no ERI count expected (expect.erdma.eris is null)")
+    plane = readable(request.getfixturevalue("cloud"))
+    found = plane.node(node.name)
+    assert found.problem is None, found.problem
+    eris = audit.eri_attachments(plane, node.name)
+    check.measure("eris", len(eris), "interfaces", wanted, ">=", "expect.erdma.eris")
+    cap = cluster.expect.erdma.same_nic_index_gbps
+    if cap is not None:
+        indexes = len({i for _, i in eris if i is not None})
+        check.measure("nic_indexes", indexes, "", min(wanted, 2), ">=", "ALIBABA-FACTS S1")
+    verdict = judge_eri_nic_indexes(node.name, eris, cluster.expect)
+    check.suspect(*([] if verdict else [node.name]))
+    assert verdict, verdict.reason

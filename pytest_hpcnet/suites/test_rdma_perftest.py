@@ -6,6 +6,7 @@ from pytest_hpcnet.requirements.erdma import (
     eri_bound,
     judge_counter_deltas,
     judge_eri_bw,
+    judge_gdr_bw,
     judge_instance_bw,
 )
 from pytest_hpcnet.requirements.judges import judge_ib_write_bw, judge_ib_write_lat
@@ -124,9 +125,47 @@ def test_all_eris_at_once(cluster, node, check):
     per_device = {d: r.value for d, r in runs.items()}
     errors = [f"{d}: {r.error}" for d, r in runs.items() if r.error]
     devices = list(runs)
-    verdict = judge_instance_bw(str(pair), per_device, devices, cluster.expect)
+    indexes = cluster.eri_nic_indexes.get(node.name)  # the cloud audit's, when it ran
+    verdict = judge_instance_bw(str(pair), per_device, devices, cluster.expect, indexes)
     check.measure("sum", verdict.measured, "Gbit/s", verdict.bound, ">=", "expect.erdma")
     assert verdict, verdict.reason + (f" ({'; '.join(errors)})" if errors else "")
+
+
+def gpu_near(campaign, node: str, i: int) -> int | None:
+    """The GPU the GPUDirect run used with the node's device `i` (None: none found)."""
+    found = campaign.devices.get(node, [])
+    return campaign.gdr_gpus.get(node, {}).get(found[i]) if i < len(found) else None
+
+
+@mark("erdma_gdr_bw")
+def test_gpudirect_bandwidth_of_every_eri(cluster, node, check):
+    """ib_write_bw from GPU memory (`--use_cuda=<the GPU nearest each ERI>`) on the node's
+    all-at-once pair, every device; opt-in (`benchmarks.perftest.gdr`)."""
+    gdr = cluster.expect.erdma.gdr
+    if gdr is not True:
+        said = "not supported here" if gdr is False else "not expected"
+        pytest.skip(f"not applicable: GPUDirect RDMA {said} (expect.erdma.gdr is {gdr})")
+    if not cluster.inventory.benchmarks.perftest.gdr:
+        pytest.skip(
+            "not applicable: the GPUDirect perftest is off (benchmarks.perftest.gdr: false; "
+            "it needs a CUDA-built perftest)"
+        )
+    bound = eri_bound(cluster.expect)
+    if bound is None:
+        pytest.skip("no bound set (expect.erdma.per_eri_gbps): Alibaba publishes none here")
+    campaign = cluster.perftest("ib_write_bw")
+    pair = next((p for p in campaign.gdr_runs if node.name in p.key), None)
+    assert pair is not None, f"{node.name}: not in the GPUDirect round (unreachable or no partner)"
+    failed = []
+    for i, (device, run) in enumerate(campaign.gdr_runs[pair].items()):
+        for result in run.commands:
+            check.command(result)
+        gpus = tuple(gpu_near(campaign, n, i) for n in (pair.a, pair.b))
+        verdict = judge_gdr_bw(str(pair), device, gpus, run.value, run.error, cluster.expect)
+        check.measure(f"{device} gdr bw_avg", run.value, "Gbit/s", bound, ">=", "expect.erdma")
+        if not verdict:
+            failed.append(verdict.reason)
+    assert not failed, "; ".join(failed)
 
 
 @mark("rdma_counters")

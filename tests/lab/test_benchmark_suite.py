@@ -4,6 +4,7 @@ process is left on any node."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -33,6 +34,13 @@ def test_healthy_lab_passes_the_benchmarks(lab4, tmp_path):
     checks = {r["check_id"] for r in records if r["verdict"] == "pass"}
     assert {"ib_write_bw", "ib_write_lat", "nccl_busbw", "cpfs"} <= checks
     assert leftovers(lab4) == []
+    # the lab's all_reduce_perf offers -J: the result is its JSON file, kept in outputs/
+    nccl = next(r for r in records if r["check_id"] == "nccl_busbw")
+    read = [c for c in nccl["commands"] if c["command"].startswith("cat -- /tmp/hpcnet-nccl-")]
+    assert len(read) == 1 and read[0]["node"] == "node01", nccl["commands"]
+    outputs = next(tmp_path.iterdir()) / "outputs"
+    kept = json.loads((outputs / f"{read[0]['output_digest']}.txt").read_text())
+    assert len(kept["config"]["devices"]) == 4 and kept["results"]
 
 
 def test_slow_node_is_named_the_suspect(lab4, tmp_path):

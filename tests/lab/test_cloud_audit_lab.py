@@ -313,3 +313,44 @@ def test_eri_in_another_group_than_its_primary_eni_is_caught(
         assert "eni-i-lab" not in message  # the primary ENIs are fine
     assert fake_cloud.calls("DescribeNetworkInterfaces")
     assert_no_secret(tmp_path / "reports")
+
+
+def test_eris_sharing_one_nic_index_fail_exactly_that_node(
+    lab4, fake_cloud, cloud_inventory, cloud_env, tmp_path
+):
+    """Every lab instance gets two ERIs, node02's both on NIC index 0; with an ebmgn7ex-like
+    `expect.erdma` (two ERIs, the one-NIC-index cap published), `erdma_nic_index` fails node02
+    alone, naming its ENIs, the index and the fix."""
+    world = fake_cloud.world
+    for n, node in enumerate(lab4.nodes):
+        for k in (0, 1):
+            world.network_interfaces.append(
+                network_interface_item(
+                    f"eni-eri{k}-{node.name}",
+                    node.instance_id,
+                    f"198.18.0.{200 + 2 * n + k}",
+                    [GROUP],
+                    vswitch_id=node.vswitch_id,
+                    vpc_id=lab4.vpc_id,
+                    traffic_mode="HighPerformance",
+                    network_card_index=0 if node.name == NODE else k,
+                )
+            )
+    data = yaml.safe_load(Path(cloud_inventory).read_text())
+    erdma = data.setdefault("expect", {}).setdefault("erdma", {})
+    erdma.update(eris=2, per_instance_gbps=2, same_nic_index_gbps=1)
+    inventory = tmp_path / "nic-index.yaml"
+    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+    cloud_env(True)
+    code, records = run_static(str(inventory), tmp_path / "reports", "-k", "nic_indexes")
+    assert code == 1
+    checked = [r for r in records if r["check_id"] == "erdma_nic_index"]
+    assert len(checked) == len(lab4.nodes)
+    (bad,) = failing(records)
+    assert bad["check_id"] == "erdma_nic_index" and bad["subject"] == NODE, bad
+    assert bad["message"].startswith(
+        f"{NODE}: ERIs eni-eri0-{NODE}, eni-eri1-{NODE} share NIC index 0: the instance is "
+        "capped at 1 Gbit/s instead of 2 (ALIBABA-FACTS S1); attach one with another "
+        "NetworkCardIndex (AttachNetworkInterface)"
+    ), bad["message"]
+    assert {r["verdict"] for r in checked if r["subject"] != NODE} == {"pass"}

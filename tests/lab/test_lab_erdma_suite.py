@@ -143,3 +143,23 @@ def test_rate_limit_drops_fail_the_counter_check_of_that_device(lab2, tmp_path):
     (bad,) = failing(records)
     assert bad["check_id"] == "rdma_counters" and bad["subject"] == NODE
     assert f"{NODE} {DEV}: hw_" in bad["message"] and "limit_drop_cnt" in bad["message"]
+
+
+def test_gpudirect_perftest_runs_each_eri_with_its_nearest_gpu(lab2, tmp_path):
+    """Opt-in (`benchmarks.perftest.gdr`) where GDR is expected: ib_write_bw --use_cuda=<the
+    GPU nearest the ERI in nvidia-smi topo -m> per device, every node in one pair; the lab's
+    topology puts erdma_0 nearest GPU0 and erdma_1 nearest GPU4."""
+    data = yaml.safe_load(Path(lab2.inventory).read_text())
+    data["expect"].setdefault("erdma", {})["gdr"] = True
+    data["benchmarks"]["perftest"]["gdr"] = True
+    inventory = tmp_path / "gdr.yaml"
+    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+    code, records = run(lab2, tmp_path / "r", "benchmark", "gpudirect", inventory=inventory)
+    assert code == 0, [r["message"] for r in failing(records)]
+    gdr = [r for r in records if r["check_id"] == "erdma_gdr_bw"]
+    assert len(gdr) == 4 and {r["verdict"] for r in gdr} == {"pass"}
+    commands = [c["command"] for r in gdr for c in r["commands"]]
+    assert any("-d erdma_0" in c and "--use_cuda=0" in c for c in commands), commands
+    assert any("-d erdma_1" in c and "--use_cuda=4" in c for c in commands), commands
+    measured = {m["name"] for r in gdr for m in r["measured"]}
+    assert measured == {"erdma_0 gdr bw_avg", "erdma_1 gdr bw_avg"}

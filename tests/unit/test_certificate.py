@@ -137,7 +137,8 @@ def test_failing_rows_first_and_not_run_rows_listed():
             "erdma_identity", "erdma_driver", "erdma_port", "erdma_gdr", "erdma_eri_bw",
             "erdma_instance_bw", "nccl_transport", "rdma_counters",
             "gpu_inventory", "gpu_health", "gpu_xid", "gpu_clocks", "pcie_links", "memlock",
-            "gpu_topology", "versions", "instance_type"} == not_run
+            "gpu_topology", "versions", "instance_type", "erdma_nic_index",
+            "erdma_gdr_bw"} == not_run
 
 
 def test_custom_requirement_list_and_equality_thresholds():

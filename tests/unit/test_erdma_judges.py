@@ -28,7 +28,8 @@ def test_per_eri_bandwidth():
 def test_instance_figure_ebmgn7ex_same_nic_index():
     assert instance_figure(160, [0, 1], 100) == (160, "160 per instance")
     assert instance_figure(160, [0, 0], 100) == (100, "100 (all ERIs on NIC index 0)")
-    assert instance_figure(160, None, 100)[0] == 100  # unknown: the lower figure
+    # unknown indexes: the rated figure (judging against the cap would pass a capped node)
+    assert instance_figure(160, None, 100) == (160, "160 per instance (NIC indexes unknown)")
     assert instance_figure(360, [0, 0]) == (360, "360 per instance")  # no rule for the family
 
 

@@ -13,6 +13,7 @@ from pytest_hpcnet.requirements.erdma import (
     judge_erdma_identity,
     judge_erdma_numa,
     judge_eri_bw,
+    judge_eri_nic_indexes,
     judge_instance_bw,
 )
 
@@ -116,3 +117,45 @@ def test_eri_and_instance_bandwidth_against_the_profile_figures():
     assert got and got.bound == 80.0
     assert not judge_instance_bw("n1", {"erdma_0": 45.0, "erdma_1": 45.0}, both, e, [0, 0])
     assert not judge_instance_bw("n1", {"erdma_0": 1.0, "erdma_1": 1.0}, both, expect())
+
+
+def test_instance_bw_with_unknown_nic_indexes_is_judged_against_the_rated_figure():
+    """Fail-closed: 100 Gbit/s on an ebmgn7ex (rated 160) does not pass because the NIC
+    indexes were not read; the failure says the one-index cap may explain it."""
+    e7 = expect(per_eri_gbps=80, per_instance_gbps=160, same_nic_index_gbps=100, bw_fraction=0.8)
+    both = ["erdma_0", "erdma_1"]
+    got = judge_instance_bw("n1", {"erdma_0": 50.0, "erdma_1": 50.0}, both, e7)
+    assert not got and got.bound == 128.0
+    assert "one-NIC-index cap (100 Gbit/s, ALIBABA-FACTS S1) may explain it" in got.reason
+    assert "the cloud audit was not in scope to tell" in got.reason
+    assert judge_instance_bw("n1", {"erdma_0": 70.0, "erdma_1": 70.0}, both, e7)
+    # known distinct indexes: the rated figure, no hint
+    got = judge_instance_bw("n1", {"erdma_0": 50.0, "erdma_1": 50.0}, both, e7, [0, 1])
+    assert not got and "may explain" not in got.reason
+    # no published cap for the family: no hint either
+    e8 = expect(per_eri_gbps=80, per_instance_gbps=160, bw_fraction=0.8)
+    assert (
+        "may explain"
+        not in judge_instance_bw("n1", {"erdma_0": 1.0, "erdma_1": 1.0}, both, e8).reason
+    )
+
+
+def test_eri_nic_indexes_judge():
+    e7 = expect(eris=2, per_instance_gbps=160, same_nic_index_gbps=100)
+    assert judge_eri_nic_indexes("node01", [("eni-a", 0), ("eni-b", 1)], e7)
+    shared = judge_eri_nic_indexes("node02", [("eni-c", 0), ("eni-d", 0)], e7)
+    assert not shared and shared.measured == 1 and shared.bound == 2
+    assert shared.reason == (
+        "node02: ERIs eni-c, eni-d share NIC index 0: the instance is capped at 100 Gbit/s "
+        "instead of 160 (ALIBABA-FACTS S1); attach one with another NetworkCardIndex "
+        "(AttachNetworkInterface)"
+    )
+    few = judge_eri_nic_indexes("node03", [("eni-e", 0)], e7)
+    assert not few and few.reason.startswith("node03: 1 ERI (eni-e), expect.erdma.eris 2")
+    assert "NetworkInterfaceTrafficMode=HighPerformance" in few.reason
+    unknown = judge_eri_nic_indexes("node04", [("eni-f", 0), ("eni-g", None)], e7)
+    assert not unknown and "eni-g: NetworkCardIndex not reported" in unknown.reason
+    # no one-index rule published for the family: the count alone
+    e8 = expect(eris=2, per_instance_gbps=160)
+    assert judge_eri_nic_indexes("node02", [("eni-c", 0), ("eni-d", 0)], e8)
+    assert not judge_eri_nic_indexes("node02", [], e8)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -103,3 +104,25 @@ def test_counters_and_rate_limit_drops(lab_dir):
     assert snap.values["erdma_1/1"]["hw_rx_bps_limit_drop_cnt"] == 0
     as_json = parse_rdma_counters(_tool(lab_dir, "rdma", "-j", "statistic", "show"))
     assert as_json.values == snap.values
+
+
+def test_all_reduce_perf_writes_nccl_tests_json(lab_dir):
+    """`-J` as nccl-tests 2.17.3+: rank 0 writes the JSON file (the real file's keys), says
+    where, and takes `.0` when the path exists; `-h` lists the option."""
+    from pytest_hpcnet.campaigns.nccl_output import offers_json, written_path
+    from pytest_hpcnet.probes.nccl import NcclExpected
+    from pytest_hpcnet.probes.nccl_json import parse_nccl_json
+    from tests.corpus import sample
+
+    assert offers_json(_tool(lab_dir, "all_reduce_perf", "-h"))
+    path = str(lab_dir / "ar.json")
+    out = _tool(lab_dir, "all_reduce_perf", "-b", "1K", "-e", "4K", "-f", "2", "-J", path)
+    assert written_path(out, path) == (path, None)
+    real = json.loads(sample("nccl_allreduce", "h200-nccl-tests-2.19.6-g1-json.json").read_text())
+    mine = json.loads(Path(path).read_text())
+    assert mine.keys() == real.keys() and mine["config"].keys() == real["config"].keys()
+    assert mine["results"][0].keys() == real["results"][0].keys()
+    r = parse_nccl_json(Path(path).read_text(), NcclExpected(max_bytes=4096, ranks=1, nodes=1))
+    assert r.ok and r.max_size_bytes == 4096 and r.hosts == ("node01",)
+    again = _tool(lab_dir, "all_reduce_perf", "-b", "1K", "-e", "1K", "-J", path)
+    assert written_path(again, path) == (path + ".0", None)

@@ -102,7 +102,9 @@ def test_an_exclusion_needs_a_reason(pytester: pytest.Pytester):
 
 def test_excluded_requirements_are_deselected(pytester: pytest.Pytester):
     pytester.makefile(
-        ".yaml", inv=INVENTORY + "scope: {exclude: [cloud_audit, cpfs], reason: not ours}\n"
+        ".yaml",
+        inv=INVENTORY
+        + "scope: {exclude: [cloud_audit, erdma_nic_index, cpfs], reason: not ours}\n",
     )
     result = pytester.runpytest("--inventory", "inv.yaml", "--collect-only", "-q")
     out = result.stdout.str()

@@ -19,6 +19,9 @@ network: `NET/IB : Using [0]erdma_0:1/RoCE [1]erdma_1:1/RoCE [RO]; OOB eth0:<ip>
 `nccl-socket` fault (or no usable device), `NET/IB : No device found.` and `Using network
 Socket`; GPUDirect RDMA is always off (no GPU). On IB the ring's bytes are added to the
 devices' emulated hw counters, split evenly; on Socket they are not.
+`-J FILE.json` (nccl-tests 2.17.3+): rank 0 also writes nccl-tests' JSON file (version 3, the
+real file's keys) and prints `# Writing JSON output to FILE` (`FILE.0`, ... when it exists).
+`-h` prints the real usage text, `-J,--output_file` included.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import json
 import operator
 import os
 import re
@@ -40,7 +44,7 @@ from pathlib import Path
 import hpcnet_lab_node as node
 import hpcnet_lab_rdma as lab
 
-VERSION = "2.13.9"
+VERSION = "2.19.6"
 NCCL_HEADERS = 21903
 NCCL_VERSION = "2.19.3"
 RENDEZVOUS_WAIT_S = 60.0
@@ -72,8 +76,29 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-c", "--check", type=int, default=1)
     p.add_argument("-o", "--op", default="sum")
     p.add_argument("-d", "--datatype", default="float")
+    p.add_argument("-J", "--output_file", default=None)
     p.add_argument("-h", "--help", action="store_true")
     return p
+
+
+USAGE = (
+    "USAGE: all_reduce_perf \n\t"
+    "[-t,--nthreads <num threads>] \n\t"
+    "[-g,--ngpus <gpus per thread>] \n\t"
+    "[-b,--minbytes <min size in bytes>] \n\t"
+    "[-e,--maxbytes <max size in bytes>] \n\t"
+    "[-i,--stepbytes <increment size>] \n\t"
+    "[-f,--stepfactor <increment factor>] \n\t"
+    "[-n,--iters <iteration count>] \n\t"
+    "[-w,--warmup_iters <warmup iteration count>] \n\t"
+    "[-c,--check <check iteration count>] \n\t"
+    "[-o,--op <sum/prod/min/max/avg/mulsum/all>] \n\t"
+    "[-d,--datatype <nccltype/all>] \n\t"
+    "[-J,--output_file <file> write output to filepath, if accessible. Infer type from suffix "
+    "(only json supported presently.)] \n\t"
+    "[-h,--help]\n"
+)
+"""nccl-tests 2.19.6's usage text (src/common.cu), cut to the options emulated here."""
 
 
 def world() -> tuple[int, int]:
@@ -350,12 +375,112 @@ def header(args: argparse.Namespace, ring: Ring) -> str:
     return "\n".join(lines) + "\n"
 
 
+class JsonReport:
+    """nccl-tests' `-J` file, written by rank 0 only (the shape of nccl-tests 2.19.6's file)."""
+
+    def __init__(self, path: str | None, rank: int, argv: list[str]) -> None:
+        self.path: Path | None = None
+        self.data: dict = {}
+        if not path or rank != 0:
+            return
+        if not path.lower().endswith(".json"):
+            return  # nccl-tests infers the type from the suffix; others are not written
+        tried, n = Path(path), 0
+        while tried.exists() and n < 100:
+            tried, n = Path(f"{path}.{n}"), n + 1
+        try:
+            tried.touch(exist_ok=False)
+        except OSError:
+            sys.stdout.write(f"# skipping json output; {tried} not accessible\n")
+            return
+        sys.stdout.write(f"# Writing JSON output to {tried}\n")
+        self.path = tried
+        env = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith(("NCCL_", "CUDA")))
+        self.data = {
+            "version": 3,
+            "start_time": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "args": ["all_reduce_perf", *argv],
+            "env": env,
+            "nccl_version": NCCL_HEADERS,
+        }
+
+    def config(self, args: argparse.Namespace, ring: Ring) -> None:
+        if self.path is None:
+            return
+        peers = ring.peers or [["", "", str(os.getpid()), lab.node_name()]]
+        step = {"step_factor": args.stepfactor} if args.stepfactor > 1 else {}
+        self.data["config"] = {
+            "nthreads": args.nthreads,
+            "ngpus": args.ngpus,
+            "minimum_bytes": args.minbytes,
+            "maximum_bytes": args.maxbytes,
+            **(step or {"step_bytes": args.stepbytes}),
+            "warmup_iters": args.warmup_iters,
+            "iterations": args.iters,
+            "aggregated_iterations": 1,
+            "validation": args.check,
+            "graph": 0,
+            "blocking_collectives": "false",
+            "per_iter_timing": "false",
+            "per_iter_skip": 0,
+            "parallel_init": "false",
+            "devices": [
+                {
+                    "rank": r,
+                    "group": 0,
+                    "pid": int(pid),
+                    "hostname": host,
+                    "device": 0,
+                    "device_hex": "0000:00:00",
+                    "device_info": "lab-emulated",
+                }
+                for r, (_, _, pid, host) in enumerate(peers)
+            ],
+        }
+        self.data["results"] = []
+
+    def row(self, size: int, op: str, check: int, measured: list[tuple[float, ...]]) -> None:
+        if self.path is None:
+            return
+        halves = [
+            {"time": t, "alg_bw": a, "bus_bw": b, "nwrong": float(w) if check else None}
+            for t, a, b, w in measured
+        ]
+        self.data["results"].append(
+            {
+                "size": size,
+                "count": size // 4,
+                "type": "float",
+                "redop": op,
+                "root": "    -1",
+                "out_of_place": halves[0],
+                "in_place": halves[1],
+                "actual_iterations": 0,
+                "experiment_name": "",
+            }
+        )
+
+    def close(self, wrong: int, avg: float | None, error: str | None = None) -> None:
+        if self.path is None:
+            return
+        if avg is not None:
+            self.data["out_of_bounds"] = {"count": wrong, "okay": str(not wrong).lower()}
+            self.data["average_bus_bandwidth"] = {"bandwidth": avg, "okay": "unchecked"}
+        self.data["errors"] = [error or ""]
+        self.data["end_time"] = time.strftime("%Y-%m-%d %H:%M:%S")
+        self.path.write_text(json.dumps(self.data))
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args, extra = parser().parse_known_args(argv)
     if args.help or extra:
-        sys.stdout.write(__doc__.splitlines()[0] + "\nUsage: all_reduce_perf -b 8 -e 128M -f 2\n")
+        if extra:
+            sys.stdout.write(f"invalid option '{extra[0]}'\n")
+        sys.stdout.write(USAGE)
         return 0 if args.help else 1
     rank, nranks = world()
+    report = JsonReport(args.output_file, rank, argv)
     info = InfoLog()
     network, devices = nccl_network()
     log_network(info, network, devices)
@@ -363,7 +488,9 @@ def main(argv: list[str] | None = None) -> int:
         ring = Ring(rank, nranks)
     except (OSError, RuntimeError) as exc:
         sys.stdout.write(f"{lab.node_name()}: Test NCCL failure all_reduce_perf: {exc}\n")
+        report.close(0, None, f"Test NCCL failure all_reduce_perf: {exc}")
         return 1
+    report.config(args, ring)
     if nranks > 1:
         via = "NET/IB/0" if network == "IB" else "NET/Socket/0"
         prev, nxt = (rank - 1) % nranks, (rank + 1) % nranks
@@ -380,20 +507,24 @@ def main(argv: list[str] | None = None) -> int:
         for size in sizes(args):
             count = size // 4
             row = f"{size:12d}  {count:12d}     float     {args.op}      -1"
+            measured = []
             for in_place in (False, True):
                 usec, wrong = run_one(ring, count, args, in_place)
                 algbw = size / usec / 1e3 if usec > 0 else 0.0
                 busbw = algbw * factor
                 busbws.append(busbw)
                 wrong_total += wrong
+                measured.append((usec, algbw, busbw, wrong))
                 shown = str(wrong) if args.check else "N/A"
                 row += f"  {usec:7.1f}  {algbw:6.2f}  {busbw:6.2f}  {shown:>5}"
             if rank == 0:
                 out.write(row + "\n")
                 out.flush()
+            report.row(size, args.op, args.check, measured)
         ring.close()
     except (OSError, RuntimeError) as exc:
         sys.stdout.write(f"{lab.node_name()}: Test NCCL failure all_reduce_perf: {exc}\n")
+        report.close(wrong_total, None, f"Test NCCL failure all_reduce_perf: {exc}")
         return 1
     finally:
         for d in devices:
@@ -407,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
         out.write(f"# Avg bus bandwidth    : {avg:.6g} \n#\n")
         out.write("# Collective test concluded: all_reduce_perf\n#\n\n")
         out.flush()
+        report.close(wrong_total, avg)
     return 1 if wrong_total else 0
 
 

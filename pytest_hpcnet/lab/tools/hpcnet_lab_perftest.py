@@ -10,6 +10,9 @@ eRDMA devices and print perftest's own errors. Lab faults read from `lab.json`:
 device (`erdma_1`, or `erdma_1@200mbit`), `latency` delays each message this node sends
 (user-space; the lab kernel has no netem). The bytes moved are added to the device's
 emulated hw counters (`hw_tx_bytes_cnt` on the client, `hw_rx_bytes_cnt` on the server).
+`--use_cuda=<gpu>` (a CUDA-built perftest's GPUDirect option) is taken for one of the
+node's eight emulated GPUs (not one the `gpu-missing` fault hides) and prints the CUDA
+device lines; the bytes still come from host memory.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("-F", "--CPU-freq", action="store_true")
     p.add_argument("-R", "--rdma_cm", action="store_true")
     p.add_argument("--report_gbits", action="store_true")
+    p.add_argument("--use_cuda", type=int)
     p.add_argument("-h", "--help", action="store_true")
     return p
 
@@ -89,6 +93,7 @@ def usage(prog: str, doc: str) -> str:
         "  -s, --size=<size>  Size of message to exchange\n"
         "  -x, --gid-index=<index>  Test uses GID with GID index\n"
         "  --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)\n"
+        "      --use_cuda=<cuda device id> Use CUDA specific device for GPUDirect RDMA testing\n"
     )
 
 
@@ -119,7 +124,21 @@ def check_device(args: argparse.Namespace) -> dict:
             f" Port number {args.ib_port} state is {name}\n Couldn't set the link layer\n"
             " Couldn't get context for the device\n"
         )
+    if args.use_cuda is not None:
+        check_gpu(args.use_cuda)
     return {"name": device["name"], "mtu": int(port.get("active_mtu", 1024))}
+
+
+def check_gpu(index: int) -> None:
+    """`--use_cuda=N`: GPU N among the node's emulated GPUs, else perftest's CUDA error."""
+    missing = node.faults().get("gpu-missing")
+    hidden = int(missing) if missing and missing.isdigit() else 3 if missing is not None else None
+    present = [i for i in range(8) if i != hidden]
+    if index not in present:
+        raise ToolError(f"No CUDA device {index} (found {len(present)})\n Couldn't init CUDA\n")
+    sys.stdout.write(
+        f"initializing CUDA\nListing all CUDA devices in system:\nPicking device No. {index}\n"
+    )
 
 
 def gid(address: str) -> str:

@@ -1,0 +1,120 @@
+"""Where an all_reduce_perf result is read from: nccl-tests' JSON file when the installed
+binary writes one, else its printed table.
+
+nccl-tests 2.17.3 added `-J,--output_file <file>` (src/common.cu; the type is inferred from a
+`.json` suffix). Support is read from the binary's own usage text (`<binary> -h` lists
+`-J,--output_file`), once per launch node, never guessed from a version. With it, the run
+gets `-J /tmp/hpcnet-nccl-<random>.json`; rank 0 writes the file on its own node (nccl-tests
+prints `# Writing JSON output to <path>`, adding `.0`, `.1`... when the path exists), which
+is read back (and removed) there and parsed by `parse_nccl_json`. The table stays the
+fallback when the binary has no `-J`. Both fail closed alike: a missing, unreadable or
+cut-short file is an `error`, as a cut-short table is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import secrets
+import shlex
+from collections.abc import Callable, Sequence
+
+from pytest_hpcnet.probes.nccl import NcclExpected, NcclResult
+from pytest_hpcnet.probes.nccl_json import parse_nccl_json
+from pytest_hpcnet.transport.fanout import CommandResult
+
+HELP_TIMEOUT_S = 30
+READ_TIMEOUT_S = 60
+_FLAG_RE = re.compile(r"-J,\s*--output_file\b")
+_WROTE_RE = re.compile(r"^(?:\S*:\s*)?# Writing JSON output to (\S+)\s*$", re.M)
+_SKIPPED_RE = re.compile(r"^(?:\S*:\s*)?# skipping json output; (.*?)\s*$", re.M)
+_KEPT_ENV = ("NCCL_", "CUDA", "NVIDIA_", "UCX_", "OMPI_MCA_btl", "OMPI_MCA_pml")
+"""The rank's `env` entries kept in the evidence (the rest may hold credentials)."""
+
+
+def help_command(binary: str) -> str:
+    """The usage text of `binary` (stdin closed; `-h` exits before MPI starts)."""
+    return f"{shlex.join([binary, '-h'])} </dev/null 2>&1"
+
+
+def offers_json(help_text: str) -> bool:
+    """The usage text lists `-J,--output_file` (nccl-tests 2.17.3 and later)."""
+    return bool(_FLAG_RE.search(help_text))
+
+
+def new_path() -> str:
+    """A fresh `.json` path for one run's `-J` (nccl-tests writes JSON only for that suffix)."""
+    return f"/tmp/hpcnet-nccl-{secrets.token_hex(6)}.json"
+
+
+def read_command(path: str) -> str:
+    """Print the file, then remove it (the exit status is `cat`'s)."""
+    q = shlex.quote(path)
+    return f"cat -- {q}; status=$?; rm -f -- {q}; exit $status"
+
+
+def written_path(table_text: str, asked: str) -> tuple[str | None, str | None]:
+    """(the path nccl-tests says it wrote, why none was written)."""
+    wrote = _WROTE_RE.findall(table_text)
+    if wrote:
+        return wrote[-1], None
+    skipped = _SKIPPED_RE.findall(table_text)
+    if skipped:
+        return None, f"nccl-tests skipped its JSON output ({skipped[-1]})"
+    return None, f"no '# Writing JSON output to {asked}' line (-J not taken?)"
+
+
+def rank0_node(table: NcclResult, names: Sequence[str], hostname: Callable[[str], str]) -> str:
+    """The node rank 0 ran on (the table's `# Rank 0 ... on <host>`), else the first."""
+    host = next((r.host for r in table.ranks if r.rank == 0), None)
+    for name in names:
+        known = hostname(name)
+        if host is not None and host in (name, known, known.split(".")[0]):
+            return name
+    return names[0]
+
+
+def kept_text(text: str) -> str:
+    """The JSON file as kept in the evidence: its `env` list cut to NCCL/CUDA entries."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        cut = r'"env":\s*\[.*?(?=\]\s*,\s*"nccl_version"|\Z)'
+        return re.sub(cut, '"env": ["(removed)"', text, count=1, flags=re.S)
+    if isinstance(data, dict) and isinstance(data.get("env"), list):
+        data["env"] = [e for e in data["env"] if str(e).startswith(_KEPT_ENV)]
+    return json.dumps(data)
+
+
+def from_json(
+    read: CommandResult | None,
+    path: str,
+    why_not: str | None,
+    expected: NcclExpected,
+    table: NcclResult,
+) -> NcclResult:
+    """The run's result from its JSON file; every way of not having the file is an error
+    (with the table's own reason when the run failed before writing it)."""
+    if read is None:
+        failed = f"; the table: {table.reason}" if table.error is not None else ""
+        return NcclResult(
+            error=f"no JSON result (-J {path}): {why_not}{failed}", failures=table.failures
+        )
+    if not read.ok:
+        return NcclResult(error=f"JSON result {path} not read: {read.failure}")
+    if read.truncated:
+        return NcclResult(error=f"JSON result {path} cut short by the output limit")
+    result = parse_nccl_json(read.stdout, expected)
+    if result.error is not None:
+        return dataclasses.replace(result, error=f"JSON result {path}: {result.error}")
+    return result
+
+
+def evidence(read: CommandResult) -> CommandResult:
+    """The read-back command as evidence: the JSON file with its `env` list trimmed."""
+    return dataclasses.replace(
+        read,
+        command=f"{read.command}  # JSON result; env trimmed to {', '.join(_KEPT_ENV)}",
+        stdout=kept_text(read.stdout),
+    )
