@@ -15,7 +15,7 @@ from pytest_hpcnet.inventory.models import Inventory
 from pytest_hpcnet.probes.metadata import MetadataFacts
 from pytest_hpcnet.report.records import RunScope, ScopeEntry
 from pytest_hpcnet.report.verdict import required_ids
-from pytest_hpcnet.requirements.registry import BY_ID
+from pytest_hpcnet.requirements.registry import BY_ID, REQUIREMENTS
 
 SUITES = Path(__file__).resolve().parent / "suites"
 SUITES_MODULE = "pytest_hpcnet.suites"
@@ -40,8 +40,9 @@ def check_exclusions(inventory: Inventory) -> None:
 
 
 def excluded_ids(inventory: Inventory) -> list[str]:
-    """The requirement ids the inventory leaves out."""
-    return list(inventory.scope.exclude) if inventory.scope else []
+    """The requirement ids the inventory leaves out, with those that live `within` them."""
+    named = list(inventory.scope.exclude) if inventory.scope else []
+    return named + [r.id for r in REQUIREMENTS if r.within in named and r.id not in named]
 
 
 def _suite_arg(config: pytest.Config, arg: str) -> str:
@@ -87,7 +88,7 @@ def run_scope(config: pytest.Config, inventory: Inventory) -> RunScope:
     excluded = []
     if inventory.scope is not None:
         reason = " ".join(inventory.scope.reason.split())
-        excluded = [ScopeEntry(check_id=i, reason=reason) for i in inventory.scope.exclude]
+        excluded = [ScopeEntry(check_id=i, reason=reason) for i in excluded_ids(inventory)]
     required = required_ids(excluded_ids(inventory)) if handover else []
     return RunScope(
         handover=handover, label=label, selection=text, required=required, excluded=excluded

@@ -21,13 +21,15 @@ class Requirement:
 
     `expects` names the inventory `expect.*` keys its judge reads; `marker` the suite marker
     that selects it; `row` whether the certificate's requirement table lists it (a row with
-    no records shows "not run")."""
+    no records shows "not run"); `within` the requirement whose exclusion leaves it out too
+    (it reads that one's data, such as the cloud audit's snapshot)."""
 
     id: str
     title: str
     expects: tuple[str, ...]
     marker: Selector
     row: bool = True
+    within: str | None = None
 
 
 REQUIREMENTS: tuple[Requirement, ...] = (
@@ -43,7 +45,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement("acl", "Network ACL", ("flows",), "static"),
     Requirement("cloud_audit", "Cloud control plane", ("ports", "flows", "rdma"), "static"),
     Requirement(
-        "erdma_nic_index", "ERIs attached: count and distinct NIC indexes", ("erdma",), "static"
+        "erdma_nic_index",
+        "ERIs attached: count and distinct NIC indexes",
+        ("erdma",),
+        "static",
+        within="cloud_audit",
     ),
     Requirement("placement", "Placement", ("placement",), "static"),
     Requirement(

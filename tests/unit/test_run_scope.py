@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_hpcnet.probes.metadata import MetadataFacts
-from pytest_hpcnet.run_scope import SUITES, is_lab, selection
+from pytest_hpcnet.run_scope import SUITES, excluded_ids, is_lab, selection
 
 pytest_plugins = ["pytester"]
 
@@ -100,11 +100,15 @@ def test_an_exclusion_needs_a_reason(pytester: pytest.Pytester):
     result.stderr.fnmatch_lines(["*scope.reason*"])
 
 
+def test_excluding_the_cloud_audit_leaves_out_what_reads_its_snapshot():
+    inventory = SimpleNamespace(scope=SimpleNamespace(exclude=["cloud_audit"], reason="r"))
+    assert excluded_ids(inventory) == ["cloud_audit", "erdma_nic_index"]
+
+
 def test_excluded_requirements_are_deselected(pytester: pytest.Pytester):
     pytester.makefile(
         ".yaml",
-        inv=INVENTORY
-        + "scope: {exclude: [cloud_audit, erdma_nic_index, cpfs], reason: not ours}\n",
+        inv=INVENTORY + "scope: {exclude: [cloud_audit, cpfs], reason: not ours}\n",
     )
     result = pytester.runpytest("--inventory", "inv.yaml", "--collect-only", "-q")
     out = result.stdout.str()
