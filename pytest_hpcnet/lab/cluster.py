@@ -30,6 +30,7 @@ from pytest_hpcnet.lab.state import (
     DEFAULT_STATE_DIR,
     MAX_NODES,
     NS_PREFIX,
+    SUBNET,
     LabNode,
     LabState,
     node_address,
@@ -107,6 +108,7 @@ def down(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
     cgroups.remove_all()
     if state:
         tuning.restore_host_backlog(state.host_backlog)
+        tuning.restore_host_neighbours(state.host_neigh)
     links = sh("ip", "-o", "link", "show", check=False).stdout
     for line in links.splitlines():
         name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
@@ -140,7 +142,7 @@ def _write_keys(state: LabState) -> None:
 def _setup_network(nodes: list[LabNode]) -> None:
     sh("ip", "link", "add", BRIDGE, "type", "bridge")
     sh("ip", "link", "set", BRIDGE, "mtu", str(BRIDGE_MTU))
-    sh("ip", "addr", "add", f"{BRIDGE_ADDRESS}/24", "dev", BRIDGE)
+    sh("ip", "addr", "add", f"{BRIDGE_ADDRESS}/{SUBNET.prefixlen}", "dev", BRIDGE)
     sh("ip", "link", "set", BRIDGE, "up")
     for node in nodes:
         sh("ip", "netns", "add", node.namespace)
@@ -267,7 +269,7 @@ def up(
     """Create a lab of `count` nodes (cleaning a stale one first) and write its inventory."""
     require_root_linux()
     if not 1 <= count <= MAX_NODES:
-        raise LabError(f"--nodes must be between 1 and {MAX_NODES} (the lab uses 198.18.0.0/24)")
+        raise LabError(f"--nodes must be between 1 and {MAX_NODES} (the lab uses {SUBNET})")
     if not 576 <= mtu <= BRIDGE_MTU:
         raise LabError(f"--mtu must be between 576 and {BRIDGE_MTU}")
     if eris not in (1, 2):
@@ -297,6 +299,7 @@ def up(
         _write_keys(state)
         install_tools(state)
         state.host_backlog = tuning.raise_host_backlog(count)
+        state.host_neigh = tuning.raise_host_neighbours(count)
         _setup_network(nodes)
         with ThreadPoolExecutor(SETUP_WORKERS) as pool:
             list(pool.map(lambda n: _start_node(state, n), nodes))

@@ -14,7 +14,7 @@ import json
 import socket
 import time
 
-from pytest_hpcnet.lab.state import BRIDGE, BRIDGE_MTU, LabNode
+from pytest_hpcnet.lab.state import BRIDGE, BRIDGE_MTU, SUBNET, LabNode
 from pytest_hpcnet.lab.system import LabError, sh
 
 IP_MTU_DISCOVER = 10
@@ -35,7 +35,7 @@ def create_node_link(node: LabNode, mtu: int) -> None:
     sh("ip", "link", "add", veth, "mtu", str(BRIDGE_MTU), "type", "veth", *peer, "netns", ns)
     sh("ip", "link", "set", veth, "master", BRIDGE, "up")
     sh("ip", "-n", ns, "link", "set", "eth0", "mtu", str(mtu))
-    sh("ip", "-n", ns, "addr", "add", f"{node.address}/24", "dev", "eth0")
+    sh("ip", "-n", ns, "addr", "add", f"{node.address}/{SUBNET.prefixlen}", "dev", "eth0")
     sh("ip", "-n", ns, "link", "set", "eth0", "up")
 
 

@@ -19,11 +19,13 @@ from pathlib import Path
 from pytest_hpcnet.lab.system import LabError
 
 DEFAULT_STATE_DIR = Path(os.environ.get("HPCNET_LAB_STATE", "/run/hpcnet-lab"))
-SUBNET = ipaddress.ip_network("198.18.0.0/24")
+SUBNET = ipaddress.ip_network("198.18.0.0/23")
+"""Nodes from 198.18.0.11 up; past 198.18.0.255 they continue in 198.18.1.0/24."""
 BRIDGE = "hxbr0"
 BRIDGE_ADDRESS = "198.18.0.1"
 FIRST_NODE_HOST = 11
-MAX_NODES = 240
+MAX_NODES = 256
+"""The largest lab tried (256 nodes on a 2-core, 24 GB host: see docs/speed.md)."""
 NS_PREFIX = "hx-"
 BRIDGE_MTU = 9000
 METADATA_ADDRESS = "100.100.100.200"
@@ -77,6 +79,8 @@ class LabState:
     """The per-namespace sysctls `lab up` set on every node (and the inventory expects)."""
     host_backlog: int | None = None
     """The host's `net.core.netdev_max_backlog` before `lab up` raised it (None: untouched)."""
+    host_neigh: dict[str, int] = field(default_factory=dict)
+    """The host's ARP gc_thresh1..3 that `lab up` raised, with their values before."""
     eris: int = 1
     """eRDMA devices per node (`lab up --eris 2`; opt-in, the lab profile expects one)."""
 
@@ -137,14 +141,14 @@ def node_names(count: int) -> list[str]:
 
 
 def node_address(index: int) -> str:
-    """The lab address of the index-th node (0-based), inside 198.18.0.0/24."""
+    """The lab address of the index-th node (0-based), inside 198.18.0.0/23."""
     return str(SUBNET.network_address + FIRST_NODE_HOST + index)
 
 
 def node_mac(index: int) -> str:
     """A fixed MAC for the index-th node's eth0, in Alibaba's 00:16:3e OUI."""
     host = FIRST_NODE_HOST + index
-    return f"00:16:3e:18:00:{host:02x}"
+    return f"00:16:3e:18:{host >> 8:02x}:{host & 0xFF:02x}"
 
 
 @contextlib.contextmanager
