@@ -11,9 +11,11 @@ Per size, holding the host-wide lab lock only for that size (other lab users tak
   its controller CPU is that process's own rusage (user + system, from `wait4`: the pytest
   process and any children it waited for; the lab's sshds and node commands are not its
   children and are not counted), and its peak RSS;
-- floor and static alternate, `--repeat` times each; medians;
-- with `--fault KIND`: one more static run with that lab fault on one node, and which
-  subjects failed (a fault is localized when every failure names that node).
+- floor and static alternate, `--repeat` times each, after one untimed floor (warm caches)
+  and, at the first size, one untimed static run (writes the bytecode); medians;
+- with `--fault KIND`: at the largest size, one more static run with that lab fault on one
+  node, and which subjects failed (a fault is localized when every failure names that node);
+- with `--profile FILE`: at the smallest size, one more static run under cProfile.
 Needs root (the lab). Prints Markdown tables.
 """
 
@@ -45,6 +47,19 @@ FLOOR_COMMAND = (
 )
 """Issue 17's floor: the facts a static gate needs, gathered by hand."""
 STATIC_TIMEOUT_S = 900
+DEV_ONLY = ("-p", "no:hypothesispytest")
+"""The test extra's hypothesis plugin (not a dependency of the plugin): 1.2 s at session end."""
+
+
+def installed_env() -> dict[str, str]:
+    """The environment of a controller with the package installed: bytecode is cached.
+
+    This sandbox sets PYTHONDONTWRITEBYTECODE, so every run would compile every module and
+    pytest would re-run its assertion rewriting of the plugin package (about 2 s of CPU).
+    """
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def ssh_argv(key: str, known_hosts: str, host: str) -> list[str]:
@@ -72,8 +87,17 @@ def floor_shell(key: str, known_hosts: str, hosts_file: str, parallel: int = PAR
     )
 
 
+def host_cpu() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole host, from /proc/stat."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
 def timed(argv: list[str] | str, **kwargs) -> dict:
-    """Run one child to its end: wall s, its own CPU s (wait4), peak RSS MB, exit code."""
+    """Run one child to its end: wall s, its own CPU s (wait4), peak RSS MB, exit code, and
+    how busy the host's CPUs were meanwhile (the lab's nodes share them)."""
+    busy0, total0 = host_cpu()
     with tempfile.TemporaryFile() as out:
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, **kwargs)
@@ -91,7 +115,9 @@ def timed(argv: list[str] | str, **kwargs) -> dict:
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         output = out.read().decode(errors="replace")
+    busy1, total1 = host_cpu()
     return {
+        "host_busy": (busy1 - busy0) / max(1, total1 - total0),
         "wall_s": wall,
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "peak_rss_mb": usage.ru_maxrss / 1024,
@@ -113,11 +139,13 @@ def measure_floor(inventory: str) -> dict:
     return run
 
 
-def measure_static(inventory: str, reports: Path) -> dict:
+def measure_static(inventory: str, reports: Path, profile: Path | None = None) -> dict:
     """`pytest --inventory ... -m static` as a user runs it, in a fresh process."""
+    profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
     run = timed(
         [
             sys.executable,
+            *profiler,
             "-m",
             "pytest",
             "-m",
@@ -125,12 +153,14 @@ def measure_static(inventory: str, reports: Path) -> dict:
             "-q",
             "-p",
             "no:cacheprovider",
+            *DEV_ONLY,
             "--inventory",
             inventory,
             "--reports-dir",
             str(reports),
         ],
         cwd=ROOT,
+        env=installed_env(),
     )
     lines = run["output"].splitlines()
     checks = [ln.removeprefix("checks: ") for ln in lines if ln.startswith("checks: ")]
@@ -148,7 +178,10 @@ def failed_subjects(run_dir: Path) -> dict[str, list[str]]:
     for line in (run_dir / "evidence.jsonl").read_text().splitlines():
         record = json.loads(line)
         if record.get("verdict") in ("fail", "error"):
-            failed.setdefault(record["check_id"], []).append(record["subject"])
+            subject = record["subject"]
+            if record.get("kind") == "cluster":
+                subject += f" (suspects: {', '.join(record.get('suspect_nodes') or ['none'])})"
+            failed.setdefault(record["check_id"], []).append(subject)
     return failed
 
 
@@ -182,11 +215,15 @@ def one_size(size: int, args: argparse.Namespace) -> dict:
             row["lab_mb"] = lab_memory_mb(state_dir)
             row["floor_command"] = floor_shell("KEY", "KH", "HOSTS")
             measure_floor(inventory)  # warm caches once, not counted
+            if size == args.sizes[0]:
+                measure_static(inventory, reports)  # writes the bytecode; not counted
             for _ in range(args.repeat):
                 row["floor"].append(measure_floor(inventory))
                 row["static"].append(measure_static(inventory, reports))
             row["failed"] = failed_subjects(row["static"][-1]["run_dir"])
-            if args.fault:
+            if args.profile and size == min(args.sizes):
+                measure_static(inventory, reports, args.profile)
+            if args.fault and size == max(args.sizes):
                 victim = lab.LabState.load(state_dir).nodes[size // 2].name
                 faults.inject(args.fault, victim, None, state_dir)
                 run = measure_static(inventory, reports)
@@ -204,10 +241,11 @@ def summarize(row: dict) -> str:
     static = statistics.median(r["wall_s"] for r in row["static"])
     cpu = statistics.median(r["cpu_s"] for r in row["static"]) * 1000 / row["nodes"]
     rss = max(r["peak_rss_mb"] for r in row["static"])
+    busy = statistics.median(r["host_busy"] for r in row["static"] + row["floor"])
     return (
         f"| {row['nodes']} | {row['up_s']:.1f} | {row['down_s']:.1f} | {row['lab_mb']:.0f} "
         f"| {floor:.2f} | {static:.2f} | {static / floor:.2f}x | {cpu:.1f} | {rss:.0f} "
-        f"| {row['static'][-1]['checks']} |"
+        f"| {busy:.0%} | {row['static'][-1]['checks']} |"
     )
 
 
@@ -216,7 +254,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 128, 256])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--state-dir", type=Path, default=Path("/run/hpcnet-gate-scale"))
-    parser.add_argument("--fault", help="lab fault injected on one node for a last run")
+    parser.add_argument("--fault", help="a lab fault on one node for a last run (largest size)")
+    parser.add_argument("--profile", type=Path, help="cProfile one more run (smallest size)")
     parser.add_argument("--json", type=Path, help="also write every measurement here")
     args = parser.parse_args()
     rows = []
@@ -226,9 +265,9 @@ def main() -> None:
     print(f"floor, per node under xargs -P {PARALLEL}: `{rows[0]['floor_command']}`\n")
     print(
         "| nodes | lab up s | lab down s | lab memory MB | floor wall s | static wall s "
-        "| static / floor | controller CPU ms/node | peak RSS MB | checks |"
+        "| static / floor | controller CPU ms/node | peak RSS MB | host CPUs busy | checks |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for row in rows:
         print(summarize(row))
     for row in rows:
