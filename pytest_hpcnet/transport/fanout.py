@@ -14,7 +14,7 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -401,6 +401,12 @@ class Transport:
             with ThreadPoolExecutor(len(names), thread_name_prefix="hpcnet-together") as pool:
                 return dict(zip(names, pool.map(one, names), strict=False))
         return dict(zip(names, self._pool.map(one, names), strict=False))
+
+    def submit(
+        self, name: str, command: str, timeout_s: float | None = None
+    ) -> Future[CommandResult]:
+        """`run` on the session's pool, within the concurrency bound, without waiting."""
+        return self._pool.submit(self.run, name, command, timeout_s)
 
     def close(self) -> None:
         """Close every connection; idempotent."""
