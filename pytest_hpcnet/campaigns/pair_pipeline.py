@@ -4,8 +4,10 @@ they need are in, instead of three cluster-wide fan-outs after the last node's f
 The stages and their commands are those of `pairs.gather_pair_facts`; only their order in
 time differs. What each stage needs:
 - a target's listener: the target's data-plane address (its facts), and the facts of every
-  source that will probe it, so the listener never waits on the rest of the cluster (its
-  lifetime is bounded);
+  source that will probe it. The listener lives `LISTENER_LIFETIME_S`, so once it is up its
+  sources must not wait on the rest of the cluster: a listener whose target or sources take
+  part in an inventory ACL flow (a source probing far-away targets too) waits for every
+  node's facts, as in the three fan-outs (a 256-node lab run showed the expiry otherwise);
 - a source's probes: its own facts, and the listener of its ring partner and of each ACL
   flow target started (or known not to start: a target without an address);
 - stopping a listener: every source that probes it done.
@@ -63,6 +65,7 @@ class PairPipeline:
             for _kind, flow in items:
                 self._depends(source, flow.target)
         self.sources = set(self.targets_of)
+        self.flow_nodes = {n for _, f in self._flows() for n in (f.source, f.target)}
         _, flows_meta = flow_plan(self.plan, {})
         self.flow_numbers: dict[str, list[tuple[int, Flow]]] = {}
         for index, (_kind, flow) in flows_meta.items():
@@ -73,13 +76,25 @@ class PairPipeline:
         self._lock = threading.RLock()  # a done future's callback runs at once, inline
         self._idle = threading.Event()
         self._failure: str | None = None
+        self._waiting_all = {t for t in self.plan.listen if self._waits_for_all(t)}
+        self._not_arrived = set(nodes) | set(self.plan.listen) | self.sources
         with self._lock:  # names the inventory lacks never arrive: nothing to wait for
             for name in set(self.plan.listen) | self.sources:
                 if name not in nodes:
                     self.arrived_nodes.add(name)
-            for name in sorted(self.arrived_nodes):
+                    self._not_arrived.discard(name)
+            for name in sorted(
+                self.arrived_nodes | (set() if self._not_arrived else self._waiting_all)
+            ):
                 self._check_listener(name)
             self._check_done()
+
+    def _flows(self) -> list[tuple[str, Flow]]:
+        return [item for items in self.plan.flows_from.values() for item in items]
+
+    def _waits_for_all(self, target: str) -> bool:
+        sources = self.sources_of.get(target, set())
+        return target in self.flow_nodes or bool(sources & self.flow_nodes)
 
     def _depends(self, source: str, target: str) -> None:
         self.targets_of.setdefault(source, set()).add(target)
@@ -93,7 +108,9 @@ class PairPipeline:
             if address:
                 self.addresses[name] = address
             self.arrived_nodes.add(name)
-            for target in {name} | self.targets_of.get(name, set()):
+            self._not_arrived.discard(name)
+            last = self._waiting_all if not self._not_arrived else set()
+            for target in {name} | self.targets_of.get(name, set()) | last:
                 self._check_listener(target)
             self._check_source(name)
             self._check_done()
@@ -101,7 +118,10 @@ class PairPipeline:
     def _check_listener(self, target: str) -> None:
         if target not in self.plan.listen or ("listen", target) in self._launched:
             return
-        if not ({target} | self.sources_of.get(target, set())) <= self.arrived_nodes:
+        if target in self._waiting_all:
+            if self._not_arrived:
+                return
+        elif not ({target} | self.sources_of.get(target, set())) <= self.arrived_nodes:
             return
         self._launched.add(("listen", target))
         if target in self.addresses and target in self.nodes:

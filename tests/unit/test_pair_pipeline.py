@@ -13,12 +13,12 @@ from pytest_hpcnet.campaigns.facts import MARK, FactsCampaign
 from pytest_hpcnet.campaigns.pair_pipeline import PairPipeline
 from pytest_hpcnet.campaigns.pairs import PairCampaign, gather_pair_facts
 from pytest_hpcnet.inventory.models import load_inventory
-from pytest_hpcnet.transport.fanout import CommandResult
+from pytest_hpcnet.transport.fanout import IDLE_POLL_S, CommandResult, quiet_idle_polls
 
 INVENTORY = """\
 cluster: {name: pipe, region: cn-test}
 nodes:
-  - {name: "n[1-6]", host: "{name}.cluster.invalid"}
+  - {name: "n[1-12]", host: "{name}.cluster.invalid"}
 expect:
   flows:
     allow: [{source: n1, target: n3, protocol: tcp, port: 18515}]
@@ -76,7 +76,7 @@ class FakeTransport:
         return self._pool.submit(self.run, name, command, timeout_s)
 
     def run_on_all(self, command, nodes=None, timeout_s=None, together=False):
-        names = list(nodes) if nodes is not None else [f"n{i}" for i in range(1, 7)]
+        names = list(nodes) if nodes is not None else [n.name for n in INV.nodes]
         node = {n.name: n for n in INV.nodes}
         cmd = {n: command(node[n]) if callable(command) else command for n in names}
         return dict(zip(names, self._pool.map(lambda n: self.run(n, cmd[n]), names), strict=True))
@@ -120,6 +120,7 @@ def test_overlapped_probes_equal_the_three_fan_outs(inventory):
     assert campaign._flows == flows
     assert ("n3", DOWN) in pairs and ("n3", DOWN) in campaign._pairs  # probed, no address
     assert (DOWN, "n5") not in campaign._pairs  # a node without facts probes nothing
+    assert len(campaign._pairs) == 11
     assert set(flows) == {"allow:tcp/18515:n1->n3", "deny:udp/4791:n5->n2"}
 
 
@@ -134,8 +135,14 @@ def test_probes_start_before_the_last_node_facts(inventory):
 def test_each_stage_waits_for_what_it_needs(inventory):
     _, transport = overlapped(inventory)
     at = {entry: i for i, entry in enumerate(transport.log)}
-    # n2 listens once n2 and its sources (n1 on the ring, n5's deny flow) have their facts
-    assert at[("listen", "n2")] > max(at[("facts", n)] for n in ("n1", "n2", "n5"))
+    # a ring-only target listens once it and its ring source have their facts
+    assert at[("facts", "n8")] < at[("listen", "n9")] < at[("facts", "n12")]
+    assert at[("listen", "n9")] > at[("facts", "n9")]
+    # a listener a flow node takes part in waits for every node's facts: its sources probe
+    # far-away targets too, and it must not expire before they do (LISTENER_LIFETIME_S)
+    last_facts = max(i for (kind, _), i in at.items() if kind == "facts")
+    for target in ("n1", "n2", "n3", "n4", "n5", "n6"):  # flow nodes, or their ring targets
+        assert at.get(("listen", target), last_facts + 1) > last_facts, target
     assert at[("probe", "n1")] > max(at[("listen", t)] for t in ("n2", "n3"))
     assert at[("stop", "n2")] > max(at[("probe", s)] for s in ("n1", "n5"))
     assert ("listen", DOWN) not in at and ("probe", DOWN) not in at
@@ -144,7 +151,7 @@ def test_each_stage_waits_for_what_it_needs(inventory):
 def test_unfinished_pipeline_leaves_pairs_unmeasured(inventory):
     nodes = {n.name: n for n in inventory.nodes}
     pipeline = PairPipeline(FakeTransport(), nodes, [], inventory.expect)
-    pipeline.arrived("n1", "10.0.0.1")  # n3 and n5 never arrive: nothing can finish
+    pipeline.arrived("n1", "10.0.0.1")  # the others never arrive: nothing can finish
     pairs, flows, why = pipeline.result(0.05)
     assert why == "pair probes not done within 0 s"
     assert pairs == {} and flows == {}
@@ -158,3 +165,20 @@ def test_a_failed_pipeline_falls_back_to_the_three_fan_outs(inventory):
     campaign._pipeline.abandon("simulated")
     campaign.gather()
     assert campaign._pairs == pairs and campaign._flows == flows
+
+
+def test_connections_poll_their_socket_once_a_second_when_idle():
+    # paramiko's transport thread polls every 0.1 s: 256 idle connections cost the
+    # controller more CPU than the run's own work (gate_scale.py at 256 nodes)
+    class Sock:
+        timeout = 0.1
+
+        def settimeout(self, value):
+            self.timeout = value
+
+    class Conn:
+        client = type("Client", (), {"get_transport": lambda self: transport})()
+
+    transport = type("T", (), {"sock": Sock()})()
+    quiet_idle_polls(Conn())
+    assert transport.sock.timeout == IDLE_POLL_S == 1.0
