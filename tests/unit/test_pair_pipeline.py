@@ -13,7 +13,7 @@ from pytest_hpcnet.campaigns.facts import MARK, FactsCampaign
 from pytest_hpcnet.campaigns.pair_pipeline import PairPipeline
 from pytest_hpcnet.campaigns.pairs import PairCampaign, gather_pair_facts
 from pytest_hpcnet.inventory.models import load_inventory
-from pytest_hpcnet.transport.fanout import IDLE_POLL_S, CommandResult, quiet_idle_polls
+from pytest_hpcnet.transport.fanout import CommandResult
 
 INVENTORY = """\
 cluster: {name: pipe, region: cn-test}
@@ -165,20 +165,3 @@ def test_a_failed_pipeline_falls_back_to_the_three_fan_outs(inventory):
     campaign._pipeline.abandon("simulated")
     campaign.gather()
     assert campaign._pairs == pairs and campaign._flows == flows
-
-
-def test_connections_poll_their_socket_once_a_second_when_idle():
-    # paramiko's transport thread polls every 0.1 s: 256 idle connections cost the
-    # controller more CPU than the run's own work (gate_scale.py at 256 nodes)
-    class Sock:
-        timeout = 0.1
-
-        def settimeout(self, value):
-            self.timeout = value
-
-    class Conn:
-        client = type("Client", (), {"get_transport": lambda self: transport})()
-
-    transport = type("T", (), {"sock": Sock()})()
-    quiet_idle_polls(Conn())
-    assert transport.sock.timeout == IDLE_POLL_S == 1.0
