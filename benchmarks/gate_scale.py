@@ -195,7 +195,8 @@ def lab_memory_mb(state_dir: Path) -> float:
             except OSError:
                 continue
             pss_kb += sum(int(ln.split()[1]) for ln in text.splitlines() if ln.startswith("Pss:"))
-    files = subprocess.run(["du", "-sk", str(state_dir)], capture_output=True, text=True)
+    du = ["du", "-sk", "--exclude=reports", str(state_dir)]  # the runs' folders are not the lab
+    files = subprocess.run(du, capture_output=True, text=True)
     state_kb = int(files.stdout.split()[0]) if files.returncode == 0 else 0
     return (pss_kb + state_kb) / 1024
 
