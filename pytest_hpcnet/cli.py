@@ -1,4 +1,5 @@
-"""The `hpcnet` command: `hpcnet lab up|status|down|fault|heal`, `hpcnet verify|keygen|merge`."""
+"""The `hpcnet` command: `hpcnet lab up|status|down|fault|heal`, `hpcnet verify|keygen|merge`,
+`hpcnet gate apply|run`, `hpcnet trends`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import sys
 from pathlib import Path
 
 from pytest_hpcnet.gate import apply as gate_cli
+from pytest_hpcnet.gate import history as trends_cli
+from pytest_hpcnet.gate import run as gate_run
 from pytest_hpcnet.lab import cluster, faults
 from pytest_hpcnet.lab import slurm as lab_slurm
 from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR
@@ -45,7 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     heal = lab_sub.add_parser("heal", parents=[state], help="undo the faults of a node or all")
     heal.add_argument("node", help="node name or `all`")
     bundle_cli.add_commands(sub)
-    gate_cli.add_commands(sub)
+    gate_run.add_command(gate_cli.add_commands(sub))
+    trends_cli.add_command(sub)
     return parser
 
 
@@ -53,8 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.area in bundle_cli.COMMANDS:
         return bundle_cli.run(args)
+    if args.area == "trends":
+        return trends_cli.run(args)
     if args.area == "gate":
-        return gate_cli.run(args)
+        return gate_run.run(args) if args.action == "run" else gate_cli.run(args)
     try:
         if args.action == "up":
             state = cluster.up(args.nodes, args.mtu, args.state_dir, args.inventory, args.eris)

@@ -51,7 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--hpcnet-baseline",
         metavar="RUN",
-        help="previous run folder (or its evidence.jsonl/summary.json): fail regressions",
+        help="previous run folder (or its evidence.jsonl/summary.json), or auto (the last good run "
+        "of this cluster in the reports folder): fail regressions",
     )
     group.addoption(
         "--hpcnet-metrics",
@@ -158,7 +159,7 @@ def perftest_pair(cluster: Cluster):  # parametrized from the benchmark schedule
 
 @pytest.fixture
 def acl_flow(cluster: Cluster):  # parametrized from expect.flows; none listed -> skipped
-    pytest.skip("no ACL flows in the inventory (expect.flows.allow / expect.flows.deny)")
+    pytest.skip("not applicable: no ACL flows in the inventory (expect.flows.allow/deny)")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -18,8 +18,16 @@ import pytest
 
 from pytest_hpcnet.campaigns.cluster import Cluster
 from pytest_hpcnet.campaigns.progress import LOG, PREFIX, Reporter, silent
+from pytest_hpcnet.gate.history import TRENDS_FILE, has_history, history
+from pytest_hpcnet.gate.runlock import RunLocked, take_run_lock
 from pytest_hpcnet.inventory.models import Inventory, InventoryError, load_inventory
-from pytest_hpcnet.report.baseline import Baseline, load_baseline, record_regressions
+from pytest_hpcnet.report.baseline import (
+    AUTO,
+    Baseline,
+    choose_baseline,
+    load_baseline,
+    record_regressions,
+)
 from pytest_hpcnet.report.evidence import EvidenceBundle, new_run_id, utc_now
 from pytest_hpcnet.report.handover import finish_run, run_context
 from pytest_hpcnet.report.html_report import add_environment, html_extras
@@ -31,13 +39,24 @@ from pytest_hpcnet.report.recording import (
     show_verdict,
     subject_of,
 )
-from pytest_hpcnet.report.verdict import run_date
+from pytest_hpcnet.report.records import GOOD_VERDICTS, RunSummary
+from pytest_hpcnet.report.trends_page import write_trends
+from pytest_hpcnet.report.verdict import LAB_EVIDENCE, run_date, verdict_line
 from pytest_hpcnet.requirements.registry import title
+from pytest_hpcnet.run_scope import (
+    check_exclusions,
+    excluded_ids,
+    is_lab,
+    profile_facts,
+    run_scope,
+    selection,
+)
 from pytest_hpcnet.transport.fanout import NodeUnreachable, Transport
 
 CHECK = pytest.StashKey[Check]()
 MIN_FREE_BYTES = 64 * 1024 * 1024
 FREE_BYTES_PER_NODE = 512 * 1024
+SESSION_TREND_RUNS = 14  # trends.html of a run: two weeks of nights (hpcnet trends: more)
 
 
 def start_run(config: pytest.Config, path: str) -> HpcnetState:
@@ -47,20 +66,51 @@ def start_run(config: pytest.Config, path: str) -> HpcnetState:
         inventory = load_inventory(path)
     except InventoryError as exc:
         raise pytest.UsageError(str(exc)) from None
+    check_exclusions(inventory)
     workerinput = getattr(config, "workerinput", None)
     run_id = workerinput.get("hpcnet_run_id") if workerinput else None
     reports = Path(config.getoption("hpcnet_reports_dir"))
     state = HpcnetState(config, inventory, reports / (run_id or new_run_id()))
+    _load_baseline(config, state, reports)
+    if not config.option.collectonly and not workerinput:
+        _take_run_lock(config, state, reports)
+    config.pluginmanager.register(state, "hpcnet-state")
+    if not config.option.collectonly:
+        _open_run_dir(config, state)
+    return state
+
+
+def _take_run_lock(config: pytest.Config, state: HpcnetState, reports: Path) -> None:
+    """One run per cluster and reports folder at a time (gate/runlock.py); released at the
+    very end (the lock is a plugin registered before the state, so its unconfigure runs last)."""
+    assert state.inventory is not None
+    try:
+        lock = take_run_lock(reports, state.inventory.cluster.name)
+    except RunLocked as exc:
+        raise pytest.UsageError(f"hpcnet: {exc}") from None
+    except OSError as exc:
+        raise pytest.UsageError(
+            f"reports directory {reports} is not writable: {exc.strerror or exc}"
+        ) from None
+    if lock.note:
+        state.header.append(lock.note)
+    config.pluginmanager.register(lock, "hpcnet-run-lock")
+
+
+def _load_baseline(config: pytest.Config, state: HpcnetState, reports: Path) -> None:
+    """`--hpcnet-baseline RUN`, or `auto`: the last good run of this cluster (docs/gate.md)."""
     baseline = config.getoption("hpcnet_baseline")
+    if baseline == AUTO and state.inventory is not None:
+        _, _, selected = selection(config)  # spelled as summary.json's scope.selection
+        choice = choose_baseline(reports, state.inventory.cluster.name, selected, "")
+        state.extra_summary["baseline"] = choice.line()
+        state.header.append(choice.line())
+        baseline = str(choice.run_dir) if choice.run_dir else None
     if baseline:
         try:
             state.baseline = load_baseline(baseline)
         except (OSError, ValueError) as exc:
             raise pytest.UsageError(f"--hpcnet-baseline {baseline}: {exc}") from None
-    config.pluginmanager.register(state, "hpcnet-state")
-    if not config.option.collectonly:
-        _open_run_dir(config, state)
-    return state
 
 
 class HpcnetState:
@@ -78,10 +128,16 @@ class HpcnetState:
         self.contacted = False
         self.interrupted = False
         self.verdict: str | None = None
+        self.summary: RunSummary | None = None
         self.certificate: Path | None = None
         self.baseline: Baseline | None = None
         self.failing: Counter[str] = Counter()
         self.overlap_pairs = False
+        self.extra_summary: dict[str, str] = {}  # gate keys: baseline choice, trends page
+        self.header: list[str] = []  # lines for pytest's header
+
+    def pytest_report_header(self) -> list[str]:
+        return [PREFIX + line for line in self.header]
 
     @property
     def run_date(self) -> date:
@@ -101,6 +157,21 @@ class HpcnetState:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """With pair checks selected, the controller probes the pairs alongside the facts."""
         self.overlap_pairs = not self.is_worker and any(map(needs_pairs, session.items))
+
+    # -- scope ----------------------------------------------------------------------------
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list) -> None:
+        """Deselect the requirements the inventory excludes (`scope.exclude`)."""
+        out = set(excluded_ids(self.inventory)) if self.inventory else set()
+        if not out:
+            return
+        keep, drop = [], []
+        for item in items:
+            marker = item.get_closest_marker("check")
+            (drop if marker is not None and marker.args[0] in out else keep).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
 
     # -- recording ------------------------------------------------------------------------
 
@@ -170,6 +241,7 @@ class HpcnetState:
         if self.bundle is None or self.inventory is None:
             return
         inv = self.inventory
+        _plan_trends(self)
         summary = self.bundle.close(
             {
                 "cluster": inv.cluster.name,
@@ -178,9 +250,15 @@ class HpcnetState:
                 "unreachable_nodes": sorted(self.unreachable),
                 "interrupted": self.interrupted or session.shouldstop is not False,
                 "connection_retries": self.cluster.transport.retries() if self.cluster else {},
+                "scope": run_scope(self.config, inv).model_dump(),
+                "lab": is_lab(inv, self.cluster.placement() if self.cluster else {}),
+                **profile_facts(inv),
+                **self.extra_summary,
             }
         )
+        self.summary = summary
         self.verdict = summary.verdict
+        _write_trends(self)
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self) -> None:
@@ -202,6 +280,38 @@ def needs_pairs(item: pytest.Item) -> bool:
     """Whether a test reads the pair probes (a `node_pair` or `acl_flow` parameter)."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     return "node_pair" in params or "acl_flow" in params
+
+
+def _plan_trends(state: HpcnetState) -> None:
+    """With an earlier closed run of this cluster in the reports folder, the run will carry
+    `trends.html` (the history up to this run): its name goes into the summary first."""
+    assert state.inventory is not None
+    if not state.is_worker and has_history(
+        state.run_dir.parent, state.inventory.cluster.name, state.run_dir.name
+    ):
+        state.extra_summary["trends"] = TRENDS_FILE
+
+
+def _write_trends(state: HpcnetState) -> None:
+    """Write `trends.html` into the run folder (before the certificate digests the folder);
+    a page that cannot be built says why instead of leaving the summary's name dangling."""
+    if "trends" not in state.extra_summary or state.inventory is None:
+        return
+    expect = state.inventory.expect
+    out = state.run_dir / TRENDS_FILE
+    try:
+        found = history(
+            state.run_dir.parent,
+            state.inventory.cluster.name,
+            expect.regression_tolerance,
+            expect.regression_tolerances,
+            max_runs=SESSION_TREND_RUNS,
+        )
+        write_trends(found, out)
+    except Exception as exc:
+        LOG.warning("trends.html not built: %s", exc)
+        with contextlib.suppress(OSError):
+            out.write_text(f"<!DOCTYPE html><p>trends not built: {type(exc).__name__}</p>\n")
 
 
 def terminal_reporter(config: pytest.Config) -> Reporter:
@@ -313,6 +423,16 @@ def write_summary(state: HpcnetState, terminalreporter) -> None:
     )
     for check_id, count in sorted(state.failing.items()):
         tr.write_line(f"  {title(check_id)} ({check_id}): {count} failed or errored", red=True)
-    verdict = state.verdict or "INCOMPLETE"
-    tr.write_line(f"verdict: {verdict}", green=verdict == "ACCEPTED", red=verdict != "ACCEPTED")
+    for line in state.header:  # the baseline chosen by `auto`
+        tr.write_line(line)
+    summary = state.summary or RunSummary(run_id=state.run_dir.name)
+    for entry in summary.scope.incomplete:
+        where = f" [{entry.subject}]" if entry.subject else ""
+        tr.write_line(f"  not measured: {entry.check_id}{where}: {entry.reason}", red=True)
+    for entry in summary.scope.excluded:
+        tr.write_line(f"  not in scope: {entry.check_id}: {entry.reason}")
+    good = summary.verdict in GOOD_VERDICTS
+    tr.write_line(f"verdict: {verdict_line(summary)}", green=good, red=not good)
+    if summary.lab:
+        tr.write_line(LAB_EVIDENCE, yellow=True)
     tr.write_line(f"reports: {state.run_dir}/ (certificate.html, evidence.jsonl)")

@@ -67,11 +67,17 @@ lab_run() {  # $1: venv; from an empty folder, as the README says
   folder="$work/empty-$(basename "$1")"
   step "pytest --inventory lab.yaml from an empty folder ($(basename "$venv"))"
   mkdir -p "$folder"
-  (cd "$folder" && "$venv/bin/pytest" --inventory "$work/lab.yaml" -p no:cacheprovider) \
-    | tail -n 9 || status=$?
+  out=$(cd "$folder" && "$venv/bin/pytest" --inventory "$work/lab.yaml" -p no:cacheprovider) \
+    || status=$?
+  tail -n 12 <<<"$out"
   run=$(ls -d "$folder"/reports/*/ 2>/dev/null | head -n 1)
   [ -n "$run" ] && [ -s "$run/certificate.html" ] || fail "no certificate under $folder/reports"
   [ "$status" -eq 0 ] || fail "the lab run exited $status"
+  # the whole suite with the lab's declared scope (no cloud control plane): a handover verdict,
+  # marked as lab evidence
+  grep -q "^verdict: ACCEPTED$" <<<"$out" || fail "the lab run was not ACCEPTED"
+  grep -q "^  not in scope: cloud_audit: " <<<"$out" || fail "no 'not in scope' line"
+  grep -q "^LAB evidence (emulated tools), not a cluster handover$" <<<"$out" || fail "no lab mark"
   echo "certificate: ${run}certificate.html"
 }
 
@@ -92,6 +98,8 @@ out=$(cd "$work" && "$work/venv/bin/pytest" --inventory "$work/lab.yaml" -p no:c
   -m static --reports-dir "$work/site-reports" --pyargs pytest_hpcnet.suites site_checks/ 2>&1) \
   || status=$?
 grep -E "^(checks|verdict): " <<<"$out" || true
-[ "$status" -eq 0 ] && grep -q "^verdict: ACCEPTED" <<<"$out" || fail "$(tail -n 30 <<<"$out")"
+# -m static is a partial run: PASSED, never a handover certificate
+[ "$status" -eq 0 ] && grep -q "^verdict: PASSED (static checks passed, not a handover certificate)" \
+  <<<"$out" || fail "$(tail -n 30 <<<"$out")"
 grep -Eq '"check_id": ?"site_kernel"' "$work"/site-reports/*/evidence.jsonl || fail "no site evidence"
 step "passed"

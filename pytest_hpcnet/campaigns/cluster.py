@@ -93,7 +93,7 @@ class Cluster:
         return self.facts_campaign.data_address(name)
 
     def rdma_device(self, name: str) -> str | None:
-        """The node's first RDMA device matching its expected glob (perftest's `-d`)."""
+        """The node's first RDMA device matching its glob (perftest uses `eri_devices`)."""
         return self.facts_campaign.rdma_device(name)
 
     def reachable_nodes(self) -> list[Node]:
@@ -110,9 +110,7 @@ class Cluster:
         """The pairs every pair check covers: each node to the next around the ring."""
         return self.pairs.ring()
 
-    def pair_facts(
-        self, source: Node, target: Node, recorder: Recorder | None = None
-    ) -> PairFacts:
+    def pair_facts(self, source: Node, target: Node, recorder: Recorder | None = None) -> PairFacts:
         """What `source` saw of `target` (gathered for all pairs on first use)."""
         self.require_reachable(source, recorder)
         self.require_reachable(target, recorder)
@@ -153,6 +151,7 @@ class Cluster:
         """NCCL on halves of the reachable nodes until one node is left to blame (once)."""
         return self.collective.bisection(recorder)
 
-    def fio(self) -> dict[str, FioRun]:
-        """fio write+read on every reachable node at once under the CPFS mount (once)."""
-        return self.storage.runs()
+    def fio(self, only: set[str] | None = None) -> dict[str, FioRun]:
+        """fio write+read on every reachable node (in `only`, when given) at once under the
+        CPFS mount (once)."""
+        return self.storage.runs(only)

@@ -17,7 +17,21 @@ from dataclasses import dataclass
 from pytest_hpcnet.campaigns.progress import LOG, Reporter, phase, silent
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.inventory.models import Inventory, Node
+from pytest_hpcnet.probes.erdma import (
+    EriIdentities,
+    GidTables,
+    erdma_driver_command,
+    erdma_identity_command,
+    parse_erdma_identity,
+    parse_gid_tables,
+)
+from pytest_hpcnet.probes.erdma_gdr import gdr_command
 from pytest_hpcnet.probes.fio import mount_check_command
+from pytest_hpcnet.probes.gpu import query_gpu_command
+from pytest_hpcnet.probes.gpu_host import DRIVER_VERSION_COMMAND, MODULES_COMMAND, memlock_command
+from pytest_hpcnet.probes.gpu_rdma import CUDA_COMMAND, RDMA_SYSFS_COMMAND
+from pytest_hpcnet.probes.gpu_topo import TOPO_COMMAND
+from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND
 from pytest_hpcnet.probes.links import ip_addr_command, ip_link_command, parse_interfaces
 from pytest_hpcnet.probes.metadata import MetadataFacts, metadata_command, parse_metadata
 from pytest_hpcnet.probes.rdma import (
@@ -82,6 +96,50 @@ SECTIONS: list[FactSection] = [
     FactSection("cpfs_mount", lambda node, expect: mount_check_command(expect.cpfs.mount)),
     FactSection("versions", lambda node, expect: versions_command()),
 ]
+
+# -- eRDMA in depth (issue 16): identity by driver/PCI id, GID tables, driver state --------
+SECTIONS += [
+    FactSection("erdma_identity", lambda node, expect: erdma_identity_command(None)),
+    FactSection("ibv_devinfo_v", lambda node, expect: ibv_devinfo_command(verbose=True)),
+    FactSection("erdma_driver", lambda node, expect: erdma_driver_command(None, None)),
+    FactSection(
+        "erdma_gdr",
+        lambda node, expect: gdr_command() if expect.erdma.gdr else "echo 'not expected'",
+    ),
+]
+
+
+# -- GPU node health (issue 15): one block of sections, in the same round trip -------------
+
+
+def _gpu_command(command: str) -> Callable[[Node, Expectations], str]:
+    """`command` on a GPU profile; a CPU-only profile (`expect.gpu.count` unset) runs nothing."""
+    return lambda node, expect: command if expect.gpu.count else "echo 'not expected'"
+
+
+GPU_SECTIONS: list[FactSection] = [
+    FactSection("gpu_query", _gpu_command(query_gpu_command())),
+    FactSection("gpu_topo", _gpu_command(TOPO_COMMAND)),
+    FactSection("gpu_cuda", _gpu_command(CUDA_COMMAND)),
+    FactSection("gpu_driver", _gpu_command(DRIVER_VERSION_COMMAND)),
+    FactSection("gpu_modules", _gpu_command(MODULES_COMMAND)),
+    FactSection(
+        "gpu_memlock",
+        lambda node, expect: (
+            memlock_command(expect.gpu.nccl_user) if expect.gpu.count else "echo 'not expected'"
+        ),
+    ),
+    FactSection("gpu_klog", _gpu_command(KERNEL_LOG_COMMAND)),
+    FactSection(
+        "rdma_sysfs",
+        lambda node, expect: (
+            RDMA_SYSFS_COMMAND
+            if expect.gpu.count and expect.gpu.rdma_sysfs
+            else "echo 'not expected'"
+        ),
+    ),
+]
+SECTIONS += GPU_SECTIONS
 
 
 def sections_script(commands: dict[str, str], parallel: bool = False) -> str:
@@ -265,7 +323,7 @@ class FactsCampaign:
         return self.address_in(self.gather()[name])
 
     def rdma_device(self, name: str) -> str | None:
-        """The node's first RDMA device matching its expected glob (perftest's `-d`)."""
+        """The node's first RDMA device matching its glob (perftest uses `eri_devices`)."""
         node = self.inventory.node(name)
         out = self.gather()[name].sections.get("ibv_devinfo")
         if out is None:
@@ -273,6 +331,43 @@ class FactsCampaign:
         glob = node.rdma.device_glob or self.inventory.expect.rdma.device_glob
         matching = match_devices(parse_ibv_devinfo(out.text), glob)
         return matching[0].name if matching else None
+
+    # -- eRDMA in depth ----------------------------------------------------------------------
+
+    def identities(self, name: str) -> EriIdentities | None:
+        """The node's RDMA devices as sysfs describes them (None: section missing)."""
+        out = self.gather()[name].sections.get("erdma_identity")
+        return parse_erdma_identity(out.text) if out is not None else None
+
+    def eri_devices(self, name: str) -> list[str]:
+        """The node's ERIs in name order: bound to erdma or PCI 1ded:107f in sysfs (the
+        node's glob narrows them when the inventory sets one); where sysfs shows none (no
+        sysfs, or another vendor's RDMA devices), the devices `ibv_devinfo` shows matching
+        the glob."""
+        node = self.inventory.node(name)
+        ids = self.identities(name)
+        eris = ids.eris(node.rdma.device_glob) if ids is not None else ()
+        if eris:
+            return sorted(d.name for d in eris)
+        out = self.gather()[name].sections.get("ibv_devinfo")
+        if out is None:
+            return []
+        glob = node.rdma.device_glob or self.inventory.expect.rdma.device_glob
+        return sorted(d.name for d in match_devices(parse_ibv_devinfo(out.text), glob))
+
+    def gid_tables(self, name: str) -> GidTables | None:
+        """Port 1 GID tables of the node's devices (`ibv_devinfo -v`), or None."""
+        out = self.gather()[name].sections.get("ibv_devinfo_v")
+        return parse_gid_tables(out.text) if out is not None else None
+
+    def gid_index(self, name: str, device: str) -> int | None:
+        """The GID index perftest and NCCL use on `device`: the inventory's
+        `nodes[].rdma.gid_index` when set, else the device's IPv4 GID (None: none found)."""
+        fixed = self.inventory.node(name).rdma.gid_index
+        if fixed is not None:
+            return fixed
+        tables = self.gid_tables(name)
+        return tables.choose(device, self.data_address(name)).index if tables else None
 
     def reachable_nodes(self) -> list[Node]:
         """Nodes whose facts came back."""

@@ -255,18 +255,27 @@ def expected_run(settings: NcclSettings, nodes: int) -> NcclExpected:
 
 
 def launch_command(settings: NcclSettings, hosts: list[str], names: list[str]) -> str:
-    """The command the launch node runs: mpirun (hostfile written first), srun or a template."""
+    """The command the launch node runs: mpirun (hostfile written first), srun or a template;
+    `launch_env` (the launcher's own environment, e.g. SLURM_CONF) as an `env` prefix."""
+    _check_env(settings.launch_env)
+    env = [f"{k}={v}" for k, v in settings.launch_env.items()]
+    prefix = shlex.join(["env", *env]) + " " if env else ""
     bench = bench_args(settings)
     ppn = settings.gpus_per_node
     if settings.launcher == "srun":
         spec = SrunSpec(
-            nodes=tuple(names), tasks_per_node=ppn, env=settings.env, binary=settings.binary
+            nodes=tuple(names),
+            tasks_per_node=ppn,
+            env=settings.env,
+            binary=settings.binary,
+            mpi=settings.srun_mpi,
+            extra_srun_args=tuple(settings.srun_args),
         )
-        return srun_command(spec, bench)
+        return prefix + srun_command(spec, bench)
     if settings.launcher == "template":
         if not settings.template:
             raise ValueError("benchmarks.nccl.template is required with launcher: template")
-        return template_command(
+        return prefix + template_command(
             settings.template, hosts, ppn, bench, settings.env, settings.binary, settings.hostfile
         )
     spec = MpirunSpec(
@@ -280,4 +289,4 @@ def launch_command(settings: NcclSettings, hosts: list[str], names: list[str]) -
         extra_mpi_args=tuple(settings.mpirun_args),
     )
     hostfile = write_hostfile_command(spec.hostfile_path, [(h, ppn) for h in hosts])
-    return f"{hostfile} && {mpirun_command(spec, bench)}"
+    return f"{hostfile} && {prefix}{mpirun_command(spec, bench)}"

@@ -3,15 +3,28 @@
 Per round, three fan-outs: start each pair's server in the background on its own port
 and wait until it listens; run every client; stop every server (also on timeout or
 interrupt) and collect its output. No perftest is left running on any node.
+
+Every ERI is measured (issue 16): within a round, device i of the client against device
+i of the server, one device index after the other, each with its own IPv4 GID index from
+`ibv_devinfo -v`. A node lacking device i fails that device's run. For ib_write_bw on
+nodes with several ERIs, one more round runs every device of each first-round pair at
+once (`run_slots`), judged against the per-instance figure.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pytest_hpcnet.campaigns.facts import FactsCampaign
+from pytest_hpcnet.campaigns.counters import CounterWatch
+from pytest_hpcnet.campaigns.facts import (
+    FactsCampaign,
+    SectionOutput,
+    sections_script,
+    split_sections,
+)
 from pytest_hpcnet.campaigns.progress import phase
 from pytest_hpcnet.campaigns.schedule import (
     Localization,
@@ -49,6 +62,8 @@ class PairRun:
     server_output: str = ""
     error: str | None = None
     commands: tuple[CommandResult, ...] = ()
+    device: str | None = None
+    """The client's RDMA device (`erdma_1`); None when the run used the default one."""
 
     @property
     def value(self) -> float | None:
@@ -73,6 +88,15 @@ class PerftestCampaign:
     schedule: str = ""
     passed: dict[Pair, bool] = field(default_factory=dict)
     """Each measured pair as the requirement's judge saw it (what localization is fed)."""
+    device_runs: dict[Pair, dict[str, PairRun]] = field(default_factory=dict)
+    """Every device's run of each pair (first-device name of the client, `erdma_1`)."""
+    instance_runs: dict[Pair, dict[str, PairRun]] = field(default_factory=dict)
+    """ib_write_bw with every device of the pair at once (nodes with several ERIs)."""
+    confirm_device_runs: dict[Pair, dict[str, PairRun]] = field(default_factory=dict)
+    devices: dict[str, list[str]] = field(default_factory=dict)
+    """Each measured node's ERIs in index order."""
+    suspect_devices: list[str] = field(default_factory=list)
+    """`node07 erdma_1`: a node's device that fails with every partner on that index."""
 
 
 def options_for(
@@ -185,6 +209,92 @@ def run_round(
     return out
 
 
+Slot = tuple[Pair, int]
+"""A pair and a device index: the client's device i against the server's device i."""
+
+
+def _section(result: CommandResult | None, key: str) -> CommandResult | None:
+    """One section of a multi-slot node command as a CommandResult of its own."""
+    if result is None or result.unreachable or result.timed_out:
+        return result
+    out = split_sections(result.stdout).get(key, SectionOutput("", None))
+    status = out.status if out.status is not None else (result.exit_status or 1)
+    return dataclasses.replace(result, stdout=out.text, stderr="", exit_status=status)
+
+
+def run_slots(
+    transport: Transport,
+    slots: list[Slot],
+    index: int,
+    tool: str,
+    settings: PerftestSettings,
+    addresses: dict[str, str],
+    side_options: Callable[[str, int, int], PerftestOptions],
+) -> dict[Slot, PairRun]:
+    """Several perftest runs per node at once (every device of a pair): each slot's server
+    on its own port, all clients of a node started together, every server stopped."""
+    port = {s: settings.port_base + k for k, s in enumerate(slots)}
+    key = {s: f"p{port[s]}" for s in slots}
+    servers: dict[str, list[Slot]] = {}
+    clients: dict[str, list[Slot]] = {}
+    for s in slots:
+        servers.setdefault(s[0].b, []).append(s)
+        clients.setdefault(s[0].a, []).append(s)
+    timeout = settings.timeout_s + 30
+    started: dict[str, CommandResult] = {}
+    ran: dict[str, CommandResult] = {}
+    try:
+        started = transport.run_on_all(
+            lambda node: sections_script(
+                {
+                    key[s]: start_server_command(
+                        server_command(side_options(node.name, port[s], s[1])),
+                        port[s],
+                        not settings.rdma_cm,
+                    )
+                    for s in servers[node.name]
+                }
+            ),
+            nodes=list(servers),
+            together=True,
+        )
+        up = {s for s in slots if (r := _section(started.get(s[0].b), key[s])) and r.ok}
+        ran = transport.run_on_all(
+            lambda node: sections_script(
+                {
+                    key[s]: client_command(
+                        side_options(node.name, port[s], s[1]), addresses[s[0].b]
+                    )
+                    for s in clients[node.name]
+                    if s in up
+                },
+                parallel=True,
+            ),
+            nodes=sorted({s[0].a for s in up}),
+            timeout_s=timeout,
+            together=True,
+        )
+    finally:
+        stopped = transport.run_on_all(
+            lambda node: sections_script(
+                {key[s]: stop_server_command(port[s]) for s in servers[node.name]}
+            ),
+            nodes=list(servers),
+        )
+    out: dict[Slot, PairRun] = {}
+    for s in slots:
+        pair, k = s[0], key[s]
+        parts = (_section(started.get(pair.b), k), _section(ran.get(pair.a), k))
+        stop = _section(stopped.get(pair.b), k)
+        commands = tuple(
+            r for r in (started.get(pair.b), ran.get(pair.a), stopped.get(pair.b)) if r
+        )
+        options = side_options(pair.a, port[s], s[1])
+        run = _pair_run(pair, index, tool, *parts, stop, commands, largest_size(options))
+        out[s] = dataclasses.replace(run, device=options.device)
+    return out
+
+
 def _pair_run(
     pair: Pair,
     index: int,
@@ -258,6 +368,8 @@ class PerftestCampaigns:
         self.inventory = facts.inventory
         self._campaigns: dict[str, PerftestCampaign] = {}
         self._lock = threading.Lock()
+        self.counters = CounterWatch(facts, "perftest")
+        """Device and NIC counters before the first and after the last perftest run."""
 
     def passes(self, tool: str) -> Callable[[PairRun], bool]:
         """The pass criterion of one tool: its requirement's judge."""
@@ -268,7 +380,11 @@ class PerftestCampaigns:
         """Every scheduled pair measured with `tool` and localized (once per tool)."""
         with self._lock:
             if tool not in self._campaigns:
-                self._campaigns[tool] = self._run(tool)
+                self.counters.before()
+                try:
+                    self._campaigns[tool] = self._run(tool)
+                finally:
+                    self.counters.after()
             return self._campaigns[tool]
 
     def _run(self, tool: str) -> PerftestCampaign:
@@ -277,37 +393,171 @@ class PerftestCampaigns:
         names = [n.name for n in self.inventory.nodes]
         reachable = [n for n in names if n not in transport.unreachable()]
         addresses = {n: a for n in reachable if (a := self.facts.data_address(n))}
-        devices = {n: self.facts.rdma_device(n) for n in addresses}
+        devices = {n: self.facts.eri_devices(n) for n in addresses}
+        width = max([len(d) for d in devices.values()] + [self.inventory.expect.erdma.eris or 1])
 
-        def side(name: str, port: int) -> PerftestOptions:
-            gid = self.inventory.node(name).rdma.gid_index
-            return options_for(settings, tool, port, devices.get(name), gid)
+        def side(name: str, port: int, i: int) -> PerftestOptions:
+            found = devices.get(name, [])
+            device = found[i] if i < len(found) else None
+            gid = self.facts.gid_index(name, device) if device else None
+            return options_for(settings, tool, port, device, gid)
 
         passes = self.passes(tool)
 
-        def measure(pairs: list[Pair], index: int, label: str) -> dict[Pair, PairRun]:
+        def measure(pairs: list[Pair], index: int, label: str) -> dict[Pair, dict[str, PairRun]]:
             runnable = [p for p in pairs if p.a in addresses and p.b in addresses]
-            with phase(progress, f"{tool} {label}: {len(runnable)} pairs") as outcome:
-                runs = run_round(transport, runnable, index, tool, settings, addresses, side)
-                good = sum(1 for run in runs.values() if passes(run))
-                outcome.text = f"{good}/{len(runs)} pairs within bounds"
-            return runs
+            out: dict[Pair, dict[str, PairRun]] = {p: {} for p in runnable}
+            for i in range(width):
+                have = [p for p in runnable if all(i < len(devices[n]) for n in (p.a, p.b))]
+                for p in runnable:
+                    if p not in have:
+                        out[p][device_label(devices, p, i)] = missing_device(p, index, i, devices)
+                suffix = f" ERI {i}" if width > 1 else ""
+                with phase(progress, f"{tool} {label}{suffix}: {len(have)} pairs") as outcome:
+                    shifted = settings.model_copy(
+                        update={"port_base": settings.port_base + i * len(runnable)}
+                    )
+                    runs = run_round(
+                        transport,
+                        have,
+                        index,
+                        tool,
+                        shifted,
+                        addresses,
+                        lambda name, port, i=i: side(name, port, i),
+                    )
+                    good = sum(1 for run in runs.values() if passes(run))
+                    outcome.text = f"{good}/{len(runs)} pairs within bounds"
+                for p, run in runs.items():
+                    out[p][device_label(devices, p, i)] = dataclasses.replace(
+                        run, device=devices[p.a][i]
+                    )
+            return out
 
-        campaign = PerftestCampaign(tool)
+        campaign = PerftestCampaign(tool, devices=devices)
         rounds, campaign.schedule = planned_rounds(names, settings)
         for index, pairs in enumerate(rounds, 1):
-            campaign.runs.update(measure(pairs, index, f"round {index}/{len(rounds)}"))
-        campaign.passed = judged(campaign.runs, passes)
-        campaign.localization = localize(campaign.passed, nodes=names)
+            campaign.device_runs.update(measure(pairs, index, f"round {index}/{len(rounds)}"))
+        self._settle(campaign, names, passes)
         doubtful = [*campaign.localization.suspects, *campaign.localization.unknown]
         if settings.confirm_suspects and doubtful:
             good = [n for n in campaign.localization.good if n in addresses]
             checks = confirm_pairs(doubtful, good)
             for index, pairs in enumerate(checks, len(rounds) + 1):
                 label = f"confirmation {index - len(rounds)}/{len(checks)}"
-                campaign.confirm_runs.update(measure(pairs, index, label))
-            campaign.passed = judged({**campaign.runs, **campaign.confirm_runs}, passes)
-            campaign.localization = localize(campaign.passed, nodes=names)
+                campaign.confirm_device_runs.update(measure(pairs, index, label))
+            self._settle(campaign, names, passes)
         if campaign.localization.suspects:
             progress(f"{tool}: suspect nodes {', '.join(campaign.localization.suspects)}")
+        if campaign.suspect_devices:
+            progress(f"{tool}: suspect devices {', '.join(campaign.suspect_devices)}")
+        if tool.endswith("_bw") and width > 1 and rounds:
+            campaign.instance_runs = self._all_at_once(
+                rounds, len(rounds) + 1, tool, settings, addresses, devices, side
+            )
         return campaign
+
+    @staticmethod
+    def _settle(
+        campaign: PerftestCampaign, names: list[str], passes: Callable[[PairRun], bool]
+    ) -> None:
+        """Pair verdicts (every device must pass), node and device localization."""
+        campaign.runs = {p: worst(r, passes) for p, r in campaign.device_runs.items()}
+        extra = campaign.confirm_device_runs
+        campaign.confirm_runs = {p: worst(r, passes) for p, r in extra.items()}
+        campaign.passed = judged({**campaign.runs, **campaign.confirm_runs}, passes)
+        campaign.localization = localize(campaign.passed, nodes=names)
+        every = [*campaign.device_runs.items(), *extra.items()]
+        campaign.suspect_devices = localize_devices(every, names, campaign.devices, passes)
+
+    def _all_at_once(
+        self,
+        rounds: list[list[Pair]],
+        index: int,
+        tool: str,
+        settings: PerftestSettings,
+        addresses: dict[str, str],
+        devices: dict[str, list[str]],
+        side: Callable[[str, int, int], PerftestOptions],
+    ) -> dict[Pair, dict[str, PairRun]]:
+        """Every device of each pair at once (one server and client per device), on the
+        pairs `instance_rounds` picks so that every node is in one; a device index only one
+        side has is a failed run of its own."""
+        out: dict[Pair, dict[str, PairRun]] = {}
+        for offset, pairs in enumerate(instance_rounds(rounds)):
+            runnable = [p for p in pairs if p.a in addresses and p.b in addresses]
+            both = {p: min(len(devices[p.a]), len(devices[p.b])) for p in runnable}
+            slots = [(p, i) for p in runnable for i in range(both[p])]
+            label = f"{tool} all ERIs at once: {len(runnable)} pairs"
+            with phase(self.facts.progress, label):
+                runs = run_slots(
+                    self.facts.transport, slots, index + offset, tool, settings, addresses, side
+                )
+            for p in runnable:
+                out[p] = {}
+                for i in range(max(len(devices[p.a]), len(devices[p.b]))):
+                    name = device_label(devices, p, i)
+                    run = runs.get((p, i))
+                    out[p][name] = run or missing_device(p, index + offset, i, devices)
+        return out
+
+
+def instance_rounds(rounds: list[list[Pair]]) -> list[list[Pair]]:
+    """The all-at-once rounds: the first schedule round, then (odd node counts) one more
+    round of later pairs that cover the nodes the first round left out."""
+    if not rounds:
+        return []
+    covered = {n for p in rounds[0] for n in (p.a, p.b)}
+    extra: list[Pair] = []
+    busy: set[str] = set()
+    for pairs in rounds[1:]:
+        for p in pairs:
+            if (p.a not in covered or p.b not in covered) and not {p.a, p.b} & busy:
+                extra.append(p)
+                busy |= {p.a, p.b}
+                covered |= {p.a, p.b}
+    return [rounds[0], extra] if extra else [rounds[0]]
+
+
+def device_label(devices: dict[str, list[str]], pair: Pair, i: int) -> str:
+    """The name of device index `i` on the client side, or `ERI i` when it has none."""
+    found = devices.get(pair.a, [])
+    return found[i] if i < len(found) else f"ERI {i}"
+
+
+def missing_device(pair: Pair, index: int, i: int, devices: dict[str, list[str]]) -> PairRun:
+    """The failed run of a device index one side of the pair does not have."""
+    lacking = [n for n in (pair.a, pair.b) if i >= len(devices.get(n, []))]
+    why = "; ".join(
+        f"{n} has no ERI {i} ({', '.join(devices.get(n, [])) or 'no eRDMA device'})"
+        for n in lacking
+    )
+    return PairRun(pair, index, error=why, device=device_label(devices, pair, i))
+
+
+def worst(runs: dict[str, PairRun], passes: Callable[[PairRun], bool]) -> PairRun:
+    """The pair's run that speaks for it: its first failing device, else its first."""
+    ordered = list(runs.values())
+    return next((r for r in ordered if not passes(r)), ordered[0])
+
+
+def localize_devices(
+    device_runs: list[tuple[Pair, dict[str, PairRun]]],
+    names: list[str],
+    devices: dict[str, list[str]],
+    passes: Callable[[PairRun], bool],
+) -> list[str]:
+    """`node07 erdma_1` for each node the schedule blames on one device index (a node
+    failing on device i with every partner, while other nodes pass on it)."""
+    width = max((len(r) for _, r in device_runs), default=0)
+    out: list[str] = []
+    for i in range(width):
+        verdicts: dict[Pair, bool] = {}
+        for pair, runs in device_runs:
+            if len(runs) > i:
+                ok = passes(list(runs.values())[i])
+                verdicts[pair] = verdicts.get(pair, True) and ok if pair in verdicts else ok
+        for node in localize(verdicts, nodes=names).suspects:
+            found = devices.get(node, [])
+            out.append(f"{node} {found[i] if i < len(found) else f'ERI {i}'}")
+    return sorted(set(out))

@@ -113,11 +113,14 @@ class FioCampaign:
         self._runs: dict[str, FioRun] | None = None
         self._lock = threading.Lock()
 
-    def runs(self) -> dict[str, FioRun]:
-        """Each reachable node's fio run (measured on first use)."""
+    def runs(self, only: set[str] | None = None) -> dict[str, FioRun]:
+        """Each reachable node's fio run (measured on first use, on the reachable nodes in
+        `only` when given: those where the mount check passed)."""
         with self._lock:
             if self._runs is None:
                 names = [n.name for n in self.facts.reachable_nodes()]
+                if only is not None:
+                    names = [n for n in names if n in only]
                 settings = self.inventory.benchmarks.fio
                 mount = self.inventory.expect.cpfs.mount
                 what = f"fio write and read on {len(names)} nodes under {mount}"

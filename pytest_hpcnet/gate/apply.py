@@ -2,7 +2,8 @@
 
 Exit status (documented in docs/gate.md):
   0  every judged node passed; every planned action done (or printed, in a dry run)
-  1  nodes failed; every planned action for them done (or printed)
+  1  nodes failed; every planned action for them done (or printed); or the run was REJECTED
+     by checks that name no node (a cluster-wide regression): nothing to drain
   2  usage error: bad arguments, unreadable inventory or run folder; nothing done
   3  the run is incomplete (unreachable nodes, errors, interrupted, no summary.json):
      failures found were acted on, nodes it could not judge left as they are (an
@@ -53,8 +54,8 @@ class Report:
         print(line, flush=True)
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register `hpcnet gate apply` on the `hpcnet` parser."""
+def add_commands(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """Register `hpcnet gate apply` on the `hpcnet` parser; returns the `gate` subparsers."""
     gate = sub.add_parser("gate", help="act on a finished run: Slurm drain/resume, action hook")
     gate_sub = gate.add_subparsers(dest="action", required=True)
     apply = gate_sub.add_parser(
@@ -70,6 +71,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="do it (default: a dry run printing the exact commands)",
     )
+    return gate_sub
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,6 +144,9 @@ def apply(
         report.say(f"  unjudged {name}: {judgements[name].why}")
     incomplete = summary is None or summary.verdict == "INCOMPLETE"
     report.code = EXIT_FAILED if failed else EXIT_HEALTHY
+    if not failed and summary is not None and summary.verdict == "REJECTED":
+        report.say("  the run was REJECTED by checks that name no node: nothing to drain")
+        report.code = EXIT_FAILED  # never "healthy" after a failed check (e.g. a regression)
     if incomplete:
         report.code = EXIT_INCOMPLETE
     entry: dict[str, Any] = {

@@ -68,6 +68,11 @@ class NcclSettings(Strict):
     plm_rsh_args: str | None = None
     allow_run_as_root: bool = True
     hostfile: str = "/tmp/hpcnet-hostfile"
+    srun_mpi: str | None = "pmix"
+    """srun's `--mpi=` (pmix for nccl-tests built with MPI; None: leave it to MpiDefault)."""
+    srun_args: list[str] = Field(default_factory=list)
+    launch_env: dict[str, str] = Field(default_factory=dict)
+    """Environment of the launcher itself on the launch node (e.g. SLURM_CONF), not the ranks'."""
     timeout_s: Annotated[int, Field(ge=10, le=14400)] = 1800
     bisect_max_runs: Annotated[int, Field(ge=0, le=100)] | None = None
     """NCCL runs on halves to find a slow node the pair benchmarks do not blame (None: enough

@@ -51,6 +51,35 @@ class RdmaExpect(Strict):
     compat_mode: str | None = None
 
 
+class ErdmaExpect(Strict):
+    """eRDMA in depth (issue 16): figures per ERI and per instance, driver state, NCCL.
+
+    None means "not published / not expected": the check reports the value and does not
+    judge it. Profiles give each key's source (ALIBABA-FACTS.md ids S1, S13, ...).
+    """
+
+    eris: Annotated[int, Field(ge=1)] | None = None
+    """ERIs per node (identity counts devices bound to the erdma driver)."""
+    per_eri_gbps: PositiveFloat | None = None
+    """Rated Gbit/s of one ERI: each device's ib_write_bw pair is judged against it."""
+    per_instance_gbps: PositiveFloat | None = None
+    """Rated Gbit/s of the instance: all its ERIs run at once are judged against it."""
+    same_nic_index_gbps: PositiveFloat | None = None
+    """The lower instance figure when every ERI sits on one NIC index (ebmgn7ex only, S1)."""
+    bw_fraction: Annotated[float, Field(gt=0, le=1)] = 0.8
+    """Share of a rated figure a measurement must reach (project choice)."""
+    compat_mode: bool | None = None
+    """erdma `compat_mode` (Y on GPU nodes set up by the erdma-controller, S13)."""
+    cc: str | None = None
+    """Congestion-control algorithm `eadm conf -t cc` must show (`mpcc`), where readable."""
+    gdr: bool | None = None
+    """GPUDirect RDMA: True expected on, False "not supported here", None not judged."""
+    nccl_network: Literal["IB", "Socket"] | None = "IB"
+    """The network NCCL must choose (`NET/IB` for eRDMA); a Socket fallback fails."""
+    numa: dict[str, int] = Field(default_factory=dict)
+    """Device -> NUMA node it must sit on (compute-nest L20N: erdma_0 -> 0, erdma_1 -> 1)."""
+
+
 class PortSpec(Strict):
     """Ports that must be open between cluster nodes."""
 
@@ -118,12 +147,62 @@ class NcclExpect(Strict):
 
 class CpfsExpect(Strict):
     mount: str = "/mnt/cpfs"
-    fstypes: list[str] = Field(default_factory=lambda: ["cpfs", "cpfs-nfs", "nfs", "alinas"])
+    fstypes: list[str] = Field(
+        default_factory=lambda: [
+            "cpfs",
+            "cpfs-nfs",
+            "nfs",
+            "alinas",
+            "fuse.aliyun-alinas-efc",
+            "lustre",
+        ]
+    )
+    """What CPFS clients put in /proc/mounts (ALIBABA-FACTS section 7): cpfs-nfs mounts show
+    as `nfs` (through a local proxy on 127.0.x.y), CPFS for Lingjun through EFC as
+    `fuse.aliyun-alinas-efc`, legacy CPFS as `lustre`."""
+    client: Literal["cpfs-nfs", "efc", "lustre"] | None = None
+    """The CPFS client the nodes must use: `cpfs-nfs` also requires the 127.0.x.y proxy."""
     min_read_mbs_per_node: PositiveFloat | None = None
     min_write_mbs_per_node: PositiveFloat | None = None
     min_fairness: Annotated[float, Field(gt=0, le=1)] = 0.5
     capacity_tib: PositiveFloat | None = None
     aggregate_lower: Annotated[float, Field(ge=-1, le=0)] = -0.5
+
+
+class GpuExpect(Strict):
+    """GPUs every node carries (`count: null`: a CPU-only profile; every GPU check is then
+    skipped as not applicable). See docs/checks.md, "GPU node health"."""
+
+    count: Annotated[int, Field(ge=0)] | None = None
+    model: str | None = None
+    """As `nvidia-smi --query-gpu=name` prints it; null: any model."""
+    persistence: bool = True
+    mig: bool = False
+    allowed_xids: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
+    modules: list[str] = Field(default_factory=lambda: ["nvidia"])
+    """Kernel modules that must be loaded (add `nvidia_peermem` for GDR before NCCL 2.27)."""
+    memlock_min_kib: Annotated[int, Field(ge=0)] | None = None
+    """null: `ulimit -l` must be unlimited for the NCCL user."""
+    nccl_user: str | None = None
+    """The user NCCL runs as (its `ulimit -l` is read through `su`); null: the SSH user."""
+    rdma_sysfs: bool = True
+    """Whether /sys/class/infiniband describes the RDMA devices (PCIe link, NUMA node)."""
+
+
+class KnownBad(Strict):
+    """A version that must not be installed, with why and where that is said."""
+
+    tool: str
+    version: str
+    reason: str
+    source: str
+
+
+class VersionsExpect(Strict):
+    """Versions every node must share; `pin` sets the exact one (tool -> version)."""
+
+    pin: dict[str, str] = Field(default_factory=dict)
+    known_bad: list[KnownBad] = Field(default_factory=list)
 
 
 DEFAULT_SYSCTL: dict[str, dict] = {
@@ -141,9 +220,12 @@ class Expectations(Strict):
     """Everything a check may compare against; merged from defaults, profile and inventory."""
 
     profile: str | None = None
+    instance_types: list[str] = Field(default_factory=list)
+    """Globs of the ECS instance types the thresholds are for (`ecs.ebmgn8is.*`)."""
     mtu: Annotated[int, Field(ge=68, le=65535)] = 8500
     jumbo_frames: bool = True
     rdma: RdmaExpect = Field(default_factory=RdmaExpect)
+    erdma: ErdmaExpect = Field(default_factory=ErdmaExpect)
     ports: PortSpec = Field(default_factory=PortSpec)
     flows: FlowsExpect = Field(default_factory=FlowsExpect)
     placement: PlacementExpect = Field(default_factory=PlacementExpect)
@@ -159,6 +241,8 @@ class Expectations(Strict):
     nccl: NcclExpect = Field(default_factory=NcclExpect)
     cpfs: CpfsExpect = Field(default_factory=CpfsExpect)
     cloud: CloudExpect = Field(default_factory=CloudExpect)
+    gpu: GpuExpect = Field(default_factory=GpuExpect)
+    versions: VersionsExpect = Field(default_factory=VersionsExpect)
     regression_tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.10
     regression_tolerances: dict[str, Annotated[float, Field(gt=0, le=100)]] = Field(
         default_factory=lambda: {"tuning.rtt_avg": 2.0, "tuning.rtt_max": 5.0}
@@ -192,6 +276,18 @@ def load_profile(name: str) -> dict:
     text = (resources.files("pytest_hpcnet") / "profiles" / f"{name}.yaml").read_text()
     data = yaml.safe_load(text) or {}
     return data.get("expect", {})
+
+
+def load_profile_sources(name: str) -> dict[str, str]:
+    """The `source:` notes of one shipped profile, by key, each on one line."""
+    text = (resources.files("pytest_hpcnet") / "profiles" / f"{name}.yaml").read_text()
+    notes = (yaml.safe_load(text) or {}).get("source") or {}
+    out: dict[str, str] = {}
+    for key, value in notes.items():
+        items = value.items() if isinstance(value, dict) else [("", value)]
+        for sub, text in items:
+            out[f"{key}.{sub}" if sub else str(key)] = " ".join(str(text).split())
+    return out
 
 
 def merge(base: dict, override: dict) -> dict:

@@ -156,6 +156,14 @@ class Waiver(Strict):
         return run_date <= self.expires
 
 
+class ScopeSettings(Strict):
+    """Requirements the user leaves out of the verdict on purpose, and why (the certificate
+    lists them under "Not in scope"). Ids are checked against the registry at run start."""
+
+    exclude: Annotated[list[str], Field(min_length=1)]
+    reason: Annotated[str, Field(min_length=1)]
+
+
 class InventoryFile(Strict):
     """The inventory as written: validated shape, before range expansion and merging."""
 
@@ -171,6 +179,7 @@ class InventoryFile(Strict):
     waivers: list[Waiver] = Field(default_factory=list)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     actions: ActionSettings = Field(default_factory=ActionSettings)
+    scope: ScopeSettings | None = None
 
     @field_validator("waivers")
     @classmethod
@@ -232,6 +241,7 @@ class Inventory(BaseModel):
     waivers: list[Waiver]
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     actions: ActionSettings = Field(default_factory=ActionSettings)
+    scope: ScopeSettings | None = None
 
     @model_validator(mode="after")
     def _unique(self) -> Inventory:
@@ -443,6 +453,7 @@ def _build(
             waivers=parsed.waivers,
             scheduler=parsed.scheduler,
             actions=parsed.actions,
+            scope=parsed.scope,
         )
     except ValidationError as exc:
         raise InventoryError(

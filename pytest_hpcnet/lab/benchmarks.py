@@ -40,7 +40,8 @@ def benchmarks(state: LabState) -> dict:
             "binary": "all_reduce_perf",
             "gpus_per_node": 1,
             "args": dict(NCCL_ARGS),
-            "env": {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": "erdma_0", "NCCL_DEBUG": "WARN"},
+            # NCCL_DEBUG, NCCL_IB_HCA (every ERI) and the GID index come from the campaign
+            "env": {"NCCL_SOCKET_IFNAME": "eth0"},
             "plm_rsh_args": plm_rsh_args(state),
             "allow_run_as_root": True,
             "hostfile": str(state.root / "hostfile"),

@@ -63,7 +63,7 @@ PrintLastLog no
 MaxStartups 256:30:512
 MaxSessions 256
 ClientAliveInterval 0
-SetEnv HPCNET_LAB_NODE={name} HPCNET_LAB_STATE={state}
+SetEnv HPCNET_LAB_NODE={name} HPCNET_LAB_STATE={state} HPCNET_SYSFS={state}/nodes/{name}/sys
 LogLevel ERROR
 """
 
@@ -220,6 +220,9 @@ def lab_concurrency(cpus: int | None = None) -> int:
     return max(SESSIONS_PER_CPU * 2, min(64, SESSIONS_PER_CPU * (cpus or os.cpu_count() or 1)))
 
 
+LAB_SCOPE_REASON = "the lab has no Alibaba Cloud control plane (cloud.enabled is false)"
+
+
 def lab_inventory(state: LabState) -> dict:
     """The inventory of the lab, usable as is with strict host-key checking."""
     return {
@@ -241,6 +244,7 @@ def lab_inventory(state: LabState) -> dict:
         },
         "nodes": [{"name": n.name, "host": n.address, "interface": "eth0"} for n in state.nodes],
         "cloud": {"enabled": False},  # the lab has no cloud account behind it
+        "scope": {"exclude": ["cloud_audit"], "reason": LAB_SCOPE_REASON},
         "expect": {
             "profile": "lab",
             "mtu": state.nodes[0].mtu if state.nodes else 8500,

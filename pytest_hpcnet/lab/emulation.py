@@ -123,7 +123,34 @@ def write_rdma_state(state: LabState, node: LabNode) -> Path:
     devices = rdma_devices(node, state.eris)
     tmp.write_text(json.dumps({"node": node.name, "devices": devices}, indent=2))
     tmp.replace(path)
+    write_sysfs(path.parent / "sys", devices)
     return path
+
+
+def write_sysfs(root: Path, devices: list[dict]) -> None:
+    """The part of sysfs the eRDMA identity and driver probes read, under `root` (the
+    node's `HPCNET_SYSFS`): each device bound to `erdma` with Alibaba's PCI id, its NUMA
+    node, netdev and nominal port rate; the module's version and `compat_mode=Y`. No
+    `hw_counters`: the counters come from the emulated `rdma statistic`."""
+    if root.exists():
+        shutil.rmtree(root)
+    if not devices:
+        root.mkdir(parents=True)
+        return
+    driver = root / "bus/pci/drivers/erdma"
+    driver.mkdir(parents=True)
+    (root / "module/erdma/parameters").mkdir(parents=True)
+    (root / "module/erdma/version").write_text("0.2.37\n")
+    (root / "module/erdma/parameters/compat_mode").write_text("Y\n")
+    for dev in devices:
+        base = root / "class/infiniband" / dev["name"]
+        (base / "device/net" / dev["ports"][0]["netdev"]).mkdir(parents=True)
+        (base / "ports/1").mkdir(parents=True)
+        (base / "device/driver").symlink_to(driver)
+        (base / "device/vendor").write_text(f"{VENDOR_ID}\n")
+        (base / "device/device").write_text(f"0x{VENDOR_PART_ID:04x}\n")
+        (base / "device/numa_node").write_text(f"{dev['numa_node']}\n")
+        (base / "ports/1/rate").write_text("100 Gb/sec (4X EDR)\n")
 
 
 def set_eris(state_dir: Path, eris: int) -> int:

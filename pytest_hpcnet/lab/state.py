@@ -30,7 +30,8 @@ NS_PREFIX = "hx-"
 BRIDGE_MTU = 9000
 METADATA_ADDRESS = "100.100.100.200"
 """The ECS metadata address; each node serves it on its own `lo`, never the host."""
-INSTANCE_TYPE = "ecs.ebmgn8is.32xlarge"
+INSTANCE_TYPE = "ecs.hpcnet-lab.emulated"
+"""No ECS type: the lab never passes for a real instance family (the `lab` profile is for it)."""
 LOCK_WAIT_S = 60.0
 
 

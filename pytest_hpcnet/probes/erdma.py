@@ -34,6 +34,19 @@ CC_ALGORITHMS = ("newreno", "cubic", "hpcc_rtt", "hpcc_ecn", "mpcc")
 """The public driver's congestion-control enum (S12 `erdma.h`); no DCQCN."""
 IB_MTUS = (4096, 2048, 1024, 512, 256)
 NO_SYSFS_MARK = "hpcnet: no /sys/class/infiniband devices"
+SYSFS_ENV = "HPCNET_SYSFS"
+"""With no explicit root, the builders read sysfs under `$HPCNET_SYSFS`, else `/sys`: unset
+on real nodes; the lab's sshd sets it to each node's emulated tree (`lab/emulation.py`)."""
+
+
+def sysfs_path(sysfs: str | None, tail: str) -> str:
+    """A shell word for `<sysfs>/<tail>`: quoted when `sysfs` is given, else the root is
+    `${HPCNET_SYSFS:-/sys}` (tail must be a plain path)."""
+    if sysfs is not None:
+        return shlex.quote(f"{sysfs.rstrip('/')}/{tail}")
+    if not re.fullmatch(r"[A-Za-z0-9_./*-]*", tail):
+        raise ValueError(f"unsafe sysfs path {tail!r}")
+    return f'"${{{SYSFS_ENV}:-/sys}}"/{tail}'
 
 
 def _lines(text: str) -> list[str]:
@@ -108,9 +121,10 @@ class EriIdentities:
         return None
 
 
-def erdma_identity_command(sysfs: str = "/sys") -> str:
-    """One `dev=... driver=... vendor=... device=... numa=... netdev=...` line per device."""
-    root = shlex.quote(f"{sysfs.rstrip('/')}/class/infiniband")
+def erdma_identity_command(sysfs: str | None = "/sys") -> str:
+    """One `dev=... driver=... vendor=... device=... numa=... netdev=...` line per device
+    (`sysfs` None: `$HPCNET_SYSFS` or /sys, see `sysfs_path`)."""
+    root = sysfs_path(sysfs, "class/infiniband")
     mark = shlex.quote(NO_SYSFS_MARK)
     return (
         f'n=0; for d in {root}/*; do [ -e "$d" ] || continue; n=1; '
@@ -284,15 +298,31 @@ class ErdmaDriver:
     problems: tuple[str, ...] = ()
 
 
-def erdma_driver_command(devices: Iterable[str], sysfs: str = "/sys") -> str:
-    """Module, version, compat_mode, and per device the eadm CC setting and port rate."""
-    mod = f"{sysfs.rstrip('/')}/module/erdma"
+def erdma_driver_command(devices: Iterable[str] | None, sysfs: str | None = "/sys") -> str:
+    """Module, version, compat_mode, and per device the eadm CC setting and port rate.
+
+    `devices` None: every device bound to the erdma driver in sysfs (one round trip, no
+    identity needed first)."""
     parts = [
-        f"if [ -d {shlex.quote(mod)} ]; then echo module=loaded; else echo module=absent; fi",
-        f"v=$(cat {shlex.quote(mod + '/version')} 2>/dev/null || "
+        f"if [ -d {sysfs_path(sysfs, 'module/erdma')} ]; then echo module=loaded; "
+        "else echo module=absent; fi",
+        f"v=$(cat {sysfs_path(sysfs, 'module/erdma/version')} 2>/dev/null || "
         'modinfo -F version erdma 2>/dev/null); echo "version=$v"',
-        f'echo "compat_mode=$(cat {shlex.quote(mod + "/parameters/compat_mode")} 2>/dev/null)"',
+        f'echo "compat_mode=$(cat {sysfs_path(sysfs, "module/erdma/parameters/compat_mode")}'
+        ' 2>/dev/null)"',
     ]
+    if devices is None:
+        root = sysfs_path(sysfs, "class/infiniband")
+        parts.append(
+            f'for d in {root}/*; do [ -e "$d" ] || continue; n=${{d##*/}}; '
+            'drv=$(readlink "$d/device/driver" 2>/dev/null); '
+            '[ "${drv##*/}" = erdma ] || continue; '
+            "if command -v eadm >/dev/null 2>&1; then "
+            'echo "cc:$n=$(eadm conf -d "$n" -t cc 2>&1 | tr "\\n" " ")"; '
+            'else echo "cc:$n!eadm not installed"; fi; '
+            'echo "rate:$n=$(cat "$d/ports/1/rate" 2>/dev/null)"; done'
+        )
+        return "; ".join(parts)
     for dev in devices:
         d = shlex.quote(dev)
         rate = shlex.quote(f"{sysfs.rstrip('/')}/class/infiniband/{dev}/ports/1/rate")

@@ -6,7 +6,7 @@ H200 run (tests/fixtures/samples/nvidia_smi/). `--format=csv` prints a header wi
 `[Not Supported]`; columns are read by header name, so any subset and order parses.
 Parsers never raise: an unreadable output is a result whose `error` says why. The host
 side (kernel driver, modules, memlock) is in `gpu_host`, topology in `gpu_topo`, XIDs in
-`gpu_xid`, the judges in `gpu_judges`.
+`gpu_xid`, RDMA sysfs in `gpu_rdma`; the judges are in `requirements/gpu`.
 """
 
 from __future__ import annotations

@@ -140,23 +140,6 @@ def parse_topo(text: str) -> Topology:
     )
 
 
-NIC_NUMA_COMMAND = (
-    'for d in /sys/class/infiniband/*; do [ -e "$d" ] || continue; '
-    'printf \'%s %s\\n\' "${d##*/}" "$(cat "$d/device/numa_node" 2>/dev/null)"; done; true'
-)
-"""`erdma_0 0` per RDMA device: its PCI function's NUMA node (-1: the platform gives none)."""
-
-
-def parse_nic_numa(text: str) -> dict[str, int]:
-    """Device -> NUMA node from NIC_NUMA_COMMAND; devices without a number are left out."""
-    found: dict[str, int] = {}
-    for line in strip_ansi(text).splitlines():
-        words = line.split()
-        if len(words) == 2 and re.fullmatch(r"-?\d+", words[1]):
-            found[words[0]] = int(words[1])
-    return found
-
-
 def hca_selects(hca: str | None, device: str) -> bool:
     """Whether NCCL_IB_HCA selects `device`: unset selects all; `^` excludes, `=` exact,
     otherwise prefixes; `:port` suffixes are ignored (NCCL's own rules)."""

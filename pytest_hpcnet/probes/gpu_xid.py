@@ -17,6 +17,11 @@ XID_SOURCE = "https://docs.nvidia.com/deploy/xid-errors/index.html"
 """NVIDIA, "Xid Errors" (the Xid catalog); 48/63/64 also in "Dynamic Page Retirement"."""
 
 XID_MEANINGS: dict[int, str] = {  # NVIDIA's names; the parentheses are our short notes
+    # Checked 2026-11-30 against NVIDIA's Xid catalog ("Analyzing Xid Errors with the Xid
+    # Catalog", https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, and
+    # the description column of its older table as copied verbatim by public health checks):
+    # 74 is spelt "NVLINK Error" and 121 is "C2C Link Error" (was "C2C Link corrected error");
+    # 154 "GPU recovery action changed" is from driver messages (open-gpu-kernel-modules #1045).
     13: "Graphics Engine Exception (often the application: illegal address, out of range)",
     31: "GPU memory page fault (often the application: illegal memory access)",
     32: "Invalid or corrupted push buffer stream",
@@ -29,14 +34,14 @@ XID_MEANINGS: dict[int, str] = {  # NVIDIA's names; the parentheses are our shor
     64: "ECC page retirement or row remapper recording failure",
     68: "NVDEC0 Exception (video decoder)",
     69: "Graphics Engine class error",
-    74: "NVLink Error",
+    74: "NVLINK Error",
     79: "GPU has fallen off the bus",
     92: "High single-bit ECC error rate",
     94: "Contained ECC error (the application that hit it must be restarted)",
     95: "Uncontained ECC error (all applications on the GPU affected; reset the GPU)",
     119: "GSP RPC Timeout",
     120: "GSP Error",
-    121: "C2C Link corrected error",
+    121: "C2C Link Error",
     154: "GPU recovery action changed (reset or reboot required)",
 }
 

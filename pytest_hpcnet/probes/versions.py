@@ -1,4 +1,4 @@
-"""Tool versions on a node (kernel, erdma driver, rdma-core, perftest, fio, Open MPI).
+"""Tool versions on a node (kernel, erdma driver, rdma-core, perftest, fio, Open MPI, NCCL).
 
 Read from the package database rather than by running the tools: `ib_write_bw --version`
 on an old perftest would start a server instead.
@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from pytest_hpcnet.probes.text import strip_ansi
 
-PACKAGES_DEB = "rdma-core ibverbs-utils perftest fio openmpi-bin"
-PACKAGES_RPM = "rdma-core libibverbs-utils perftest fio openmpi"
+PACKAGES_DEB = "rdma-core ibverbs-utils perftest fio openmpi-bin libnccl2"
+PACKAGES_RPM = "rdma-core libibverbs-utils perftest fio openmpi libnccl"
+ALIASES = {"libnccl2": "nccl", "libnccl": "nccl"}
+"""Package names reported under the tool's name (NVIDIA's NCCL packages)."""
 
 
 def versions_command() -> str:
@@ -31,5 +33,5 @@ def parse_versions(text: str) -> dict[str, str]:
     for line in strip_ansi(text).splitlines():
         name, sep, version = line.strip().partition("=")
         if sep and name and version.strip() and " " not in name:
-            found[name] = version.strip()
+            found[ALIASES.get(name, name)] = version.strip()
     return found

@@ -10,10 +10,19 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from pytest_hpcnet.inventory.expectations import Expectations
-from pytest_hpcnet.report.evidence import EVIDENCE_FILE, SUMMARY_FILE, CheckRecord, read_records
+from pytest_hpcnet.report.evidence import (
+    EVIDENCE_FILE,
+    SUMMARY_FILE,
+    CheckRecord,
+    RunSummary,
+    read_records,
+    read_summary,
+)
+from pytest_hpcnet.report.records import GOOD_VERDICTS
 
 MetricKey = tuple[str, str, str]  # (check_id, measurement name, subject)
 
@@ -83,13 +92,19 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     return baseline_from_records(read_records(evidence), source=str(source))
 
 
-def _tolerance(
+def tolerance_for(
     check_id: str, name: str, default: float, per_metric: Mapping[str, float]
 ) -> float:
+    """The tolerance of one measurement: `check.measurement`, `measurement`, `check`, default."""
     for key in (f"{check_id}.{name}", name, check_id):
         if key in per_metric:
             return per_metric[key]
     return default
+
+
+def is_regression(comparison: str | None, delta: float, tolerance: float) -> bool:
+    """Moved the wrong way by more than the tolerance: `>=` dropped, `<=` rose."""
+    return (comparison == ">=" and delta < -tolerance) or (comparison == "<=" and delta > tolerance)
 
 
 def compare_to_baseline(
@@ -117,11 +132,10 @@ def compare_to_baseline(
                 continue
             delta = (value - previous) / abs(previous)
             measurement.delta = delta
-            tolerance = _tolerance(record.check_id, measurement.name, tolerance_default, overrides)
-            worse = (measurement.comparison == ">=" and delta < -tolerance) or (
-                measurement.comparison == "<=" and delta > tolerance
+            tolerance = tolerance_for(
+                record.check_id, measurement.name, tolerance_default, overrides
             )
-            if worse:
+            if is_regression(measurement.comparison, delta, tolerance):
                 regressions.append(
                     Regression(
                         check_id=record.check_id,
@@ -136,9 +150,7 @@ def compare_to_baseline(
     return regressions
 
 
-def record_regressions(
-    record: dict, baseline: Baseline, expect: Expectations
-) -> list[Regression]:
+def record_regressions(record: dict, baseline: Baseline, expect: Expectations) -> list[Regression]:
     """Compare one check record's numbers with the baseline; the deltas land in the record."""
     checked = CheckRecord.model_validate(record)
     found = compare_to_baseline(
@@ -146,3 +158,76 @@ def record_regressions(
     )
     record["measured"] = [m.model_dump(mode="json") for m in checked.measured]
     return found
+
+
+# -- `--hpcnet-baseline auto`: the last good run of the same cluster -----------------------
+
+AUTO = "auto"
+
+
+@dataclass
+class BaselineChoice:
+    """The run `auto` chose, or why none was (then the run is not compared)."""
+
+    run_dir: Path | None
+    note: str
+
+    def line(self) -> str:
+        """One line for the terminal and the summary."""
+        return self.note
+
+
+def _started(summary: RunSummary) -> datetime:
+    """When a run started, by the controller's clock (summary.json); nodes' clocks never count."""
+    moment = summary.started_at or datetime.min.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def compatible_scope(candidate: RunSummary, selection: str) -> bool:
+    """A handover run covers any selection; a partial run only the same selection."""
+    return candidate.scope.handover or candidate.scope.selection == selection
+
+
+def good_runs(
+    reports_dir: Path, cluster: str, selection: str = "", exclude: str = ""
+) -> list[tuple[Path, RunSummary]]:
+    """The closed runs of `cluster` in `reports_dir` with a good verdict, oldest first.
+
+    Ordered by the controller's UTC start time in `summary.json`, then the run id; a folder
+    whose summary cannot be read is skipped (never a baseline).
+    """
+    found: list[tuple[Path, RunSummary]] = []
+    if not reports_dir.is_dir():
+        return found
+    for run_dir in reports_dir.iterdir():
+        if run_dir.name == exclude or run_dir.name.startswith(".") or not run_dir.is_dir():
+            continue
+        try:
+            summary = read_summary(run_dir)
+        except (OSError, ValueError):
+            continue
+        if summary is None or summary.cluster != cluster or summary.interrupted:
+            continue
+        if summary.verdict in GOOD_VERDICTS and compatible_scope(summary, selection):
+            found.append((run_dir, summary))
+    found.sort(key=lambda item: (_started(item[1]), item[1].run_id))
+    return found
+
+
+def choose_baseline(
+    reports_dir: Path, cluster: str, selection: str = "", exclude: str = ""
+) -> BaselineChoice:
+    """`--hpcnet-baseline auto`: the latest good run of the same cluster and scope."""
+    runs = good_runs(reports_dir, cluster, selection, exclude)
+    if not runs:
+        return BaselineChoice(
+            None,
+            f"baseline auto: no earlier {'/'.join(GOOD_VERDICTS)} run of cluster {cluster} "
+            f"in {reports_dir}; not compared",
+        )
+    run_dir, summary = runs[-1]
+    started = f"{_started(summary):%Y-%m-%d %H:%M:%S} UTC" if summary.started_at else "?"
+    return BaselineChoice(
+        run_dir,
+        f"baseline auto: {run_dir.name} ({summary.verdict}, started {started})",
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -21,10 +21,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_hpcnet import __version__
 from pytest_hpcnet.redact import redact
+from pytest_hpcnet.report.certificate_evidence import evidence_sections
 from pytest_hpcnet.report.certificate_format import (
     format_margin,
     format_value,
 )
+from pytest_hpcnet.report.certificate_gpu import gpu_section
+from pytest_hpcnet.report.certificate_header import (
+    LAB_NOTICE,
+    certified_verdict,
+    run_facts,
+    scope_line,
+    verdict_reasons,
+)
+from pytest_hpcnet.report.certificate_node_facts import FACT_TITLES, node_facts
 from pytest_hpcnet.report.certificate_rows import (  # noqa: F401 - re-exported
     DEFAULT_REQUIREMENTS,
     NodeInfo,
@@ -33,25 +43,30 @@ from pytest_hpcnet.report.certificate_rows import (  # noqa: F401 - re-exported
     RequirementSpec,
     WaiverRow,
     anchor_for,
+    fill_threshold_sources,
     node_rows,
     requirement_rows,
     waiver_rows,
 )
+from pytest_hpcnet.report.certificate_versions import (
+    ToolVersions,
+    describe_nodes,
+    version_rows,
+    versions_table,
+)
 from pytest_hpcnet.report.evidence import (
-    CheckRecord,
     RunSummary,
     _write_atomic,
     count_verdicts,
-    effective_verdict,
     overall_verdict,
-    read_output,
     read_records,
     read_summary,
     redact_data,
     run_date_of,
     utc_now,
 )
-from pytest_hpcnet.report.heatmap import headline_metric, heatmap_svg
+from pytest_hpcnet.report.heatmap import headline_metric, heatmap_svg, legend_html
+from pytest_hpcnet.report.records import RunScope
 from pytest_hpcnet.report.signing import (
     CERTIFICATE_HTML,
     CERTIFICATE_JSON,
@@ -61,9 +76,6 @@ from pytest_hpcnet.report.signing import (
 )
 
 CERTIFICATE_FORMAT = "hpcnet-certificate/1"
-MAX_EVIDENCE_RECORDS = 10
-MAX_EXCERPT_LINES = 30
-MAX_EXCERPT_CHARS = 3000
 
 
 class Contact(BaseModel):
@@ -91,6 +103,7 @@ class CertificateContext(BaseModel):
     expectations_sha256: str = ""
     unreachable_nodes: list[str] = Field(default_factory=list)
     title: str = "GPU cluster network acceptance"
+    signer: dict[str, str] | None = None  # `signing.signer_display` of the key to sign with
     requirements: list[RequirementSpec] = Field(
         default_factory=lambda: [
             RequirementSpec(check_id=c, requirement=r) for c, r in DEFAULT_REQUIREMENTS
@@ -103,69 +116,10 @@ def generator_info() -> dict[str, str]:
     return {"name": "pytest_hpcnet", "version": __version__}
 
 
-def _excerpt(run_dir: Path, digest: str | None) -> str:
-    text = read_output(run_dir, digest or "")
-    if text is None:
-        return ""
-    lines = text.rstrip("\n").splitlines()[-MAX_EXCERPT_LINES:]
-    excerpt = "\n".join(lines)
-    if len(excerpt) > MAX_EXCERPT_CHARS:
-        excerpt = "…" + excerpt[-MAX_EXCERPT_CHARS:]
-    return excerpt
-
-
-def _evidence_sections(
-    run_dir: Path, records: Sequence[CheckRecord], rows: Sequence[RequirementRow], run_date: date
-) -> list[dict[str, Any]]:
-    sections = []
-    for row in rows:
-        if row.verdict not in ("fail", "error", "waived"):
-            continue
-        shown = [
-            r
-            for r in records
-            if r.check_id == row.check_id
-            and effective_verdict(r, run_date) in ("fail", "error", "waived")
-        ]
-        items = []
-        for record in shown[:MAX_EVIDENCE_RECORDS]:
-            items.append(
-                {
-                    "record": record,
-                    "verdict": effective_verdict(record, run_date),
-                    "commands": [
-                        {"command": c, "excerpt": _excerpt(run_dir, c.output_digest)}
-                        for c in record.commands[:3]
-                    ],
-                }
-            )
-        sections.append(
-            {"row": row, "items": items, "more": max(0, len(shown) - MAX_EVIDENCE_RECORDS)}
-        )
-    return sections
-
-
 def _as_context(context: CertificateContext | Mapping[str, Any] | None) -> CertificateContext:
     if isinstance(context, CertificateContext):
         return context
     return CertificateContext.model_validate(dict(context or {}))
-
-
-def _verdict_reasons(
-    counts: Mapping[str, int], unreachable: Sequence[str], interrupted: bool
-) -> list[str]:
-    reasons = []
-    if interrupted:
-        reasons.append("the run did not finish")
-    if unreachable:
-        reasons.append("unreachable: " + ", ".join(unreachable))
-    if counts.get("error"):
-        reasons.append(f"{counts['error']} check(s) could not be completed")
-    if counts.get("fail"):
-        reasons.append(f"{counts['fail']} check(s) failed")
-    if not (counts.get("pass") or counts.get("fail") or counts.get("waived")):
-        reasons.append("no check was judged")
-    return reasons
 
 
 def build_facts(
@@ -187,14 +141,25 @@ def build_facts(
     started = (summary.started_at if summary else None) or (min(starts) if starts else None)
     ended = (summary.ended_at if summary else None) or (max(ends) if ends else None)
     rows = requirement_rows(records, run_date, ctx.requirements)
+    header = run_facts(summary)
+    fill_threshold_sources(rows, header["profile_sources"], header["profile"])
     nodes = node_rows(records, ctx.nodes, unreachable, run_date)
+    names = [n.name for n in nodes]
+    scope = summary.scope if summary is not None else RunScope()
+    verdict = certified_verdict(
+        overall_verdict(records, unreachable, run_date, interrupted, summary and summary.scope),
+        summary,
+    )
     facts: dict[str, Any] = {
         "format": CERTIFICATE_FORMAT,
         "generator": generator_info(),
         "run_id": (summary.run_id if summary else root.name),
         "generated_at": utc_now().isoformat(),
-        "verdict": overall_verdict(records, unreachable, run_date, interrupted),
-        "verdict_reasons": _verdict_reasons(counts, unreachable, interrupted),
+        "verdict": verdict,
+        "verdict_reasons": verdict_reasons(counts, unreachable, interrupted, scope),
+        "scope_line": scope_line(verdict, scope),
+        **header,
+        "signer": ctx.signer,
         "title": ctx.title,
         "cluster": {
             "name": ctx.cluster or (summary.cluster if summary else ""),
@@ -218,6 +183,11 @@ def build_facts(
         "unreachable_nodes": unreachable,
         "requirements": [r.model_dump(mode="json") for r in rows],
         "nodes": [n.model_dump(mode="json") for n in nodes],
+        "versions": [t.model_dump(mode="json") for t in versions_table(records, names)],
+        "node_facts": [
+            f.model_dump(mode="json")
+            for f in node_facts(records, names, {n.name: n.instance_type for n in ctx.nodes})
+        ],
         "waivers": [w.model_dump(mode="json") for w in waiver_rows(records, run_date)],
         "contacts": [c.model_dump(mode="json") for c in ctx.contacts],
     }
@@ -236,6 +206,9 @@ def _environment() -> Environment:
     env.filters["value"] = format_value
     env.filters["margin"] = format_margin
     env.filters["when"] = _format_when
+    env.filters["nodes"] = describe_nodes
+    env.globals["fact_titles"] = FACT_TITLES
+    env.globals["lab_notice"] = LAB_NOTICE
     return env
 
 
@@ -277,9 +250,14 @@ def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> st
         facts=facts,
         rows=rows,
         heatmaps=heatmaps,
-        sections=_evidence_sections(root, records, rows, run_date),
+        sections=evidence_sections(root, records, rows, run_date),
         facts_json=_facts_script(facts),
+        legend=legend_html(),
+        version_rows=version_rows(
+            [ToolVersions.model_validate(t) for t in facts.get("versions", [])]
+        ),
         digest=facts.get(DIGEST_KEY, ""),
+        gpu=gpu_section(records),
     )
     return redact(html)
 

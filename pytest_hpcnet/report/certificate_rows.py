@@ -4,14 +4,15 @@ node (reached, passed, failed, suspect) and per waiver."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
 
 from pydantic import BaseModel, Field
 
 from pytest_hpcnet.report.certificate_format import format_threshold, headroom, pair_nodes
 from pytest_hpcnet.report.evidence import CheckRecord, Measurement, effective_verdict, utc_now
-from pytest_hpcnet.requirements.registry import certificate_specs
+from pytest_hpcnet.requirements.registry import BY_ID, certificate_specs
 
 #: The rows a certificate lists by default (the registry's, reachability aside: the plugin adds
 #: it); those without records show "not run".
@@ -53,6 +54,10 @@ class RequirementRow(BaseModel):
     subjects_failed: int = 0
     message: str = ""
     anchor: str = ""
+    skip_reasons: list[str] = Field(default_factory=list)  # "reason (n subjects)"
+    profile_source: str = ""  # the profile's `source:` notes for the requirement's keys
+    baseline: float | None = None  # the worst measurement's baseline value, if any
+    delta: float | None = None  # (value - baseline) / baseline of that measurement
 
 
 class NodeRow(BaseModel):
@@ -163,6 +168,11 @@ def requirement_rows(
             row.worst_value = measurement.value
             row.worst_subject = subject
             row.margin = headroom(measurement)
+            row.baseline = measurement.baseline
+            row.delta = measurement.delta
+        row.skip_reasons = skip_reasons(
+            r for r, v in zip(group, verdicts, strict=True) if v == "skipped"
+        )
         rows.append(row)
     ran = set(by_check)
     rows.extend(
@@ -178,6 +188,33 @@ def requirement_rows(
             r.check_id,
         ),
     )
+
+
+def skip_reasons(skipped: Iterable[CheckRecord]) -> list[str]:
+    """Distinct skip reasons, most frequent first, each with how many subjects it skipped."""
+    counts = Counter((r.message or "no reason given").strip() for r in skipped)
+    return [
+        reason if n == 1 else f"{reason} ({n} subjects)"
+        for reason, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    ]
+
+
+def fill_threshold_sources(
+    rows: Iterable[RequirementRow], profile_sources: Mapping[str, str], profile: str = ""
+) -> None:
+    """Give each row the profile's `source:` notes for the requirement's expectation keys
+    (registry `expects`), beside the source its measurement names (`expect.mtu`, ...)."""
+    prefix = f"profile {profile}: " if profile else "profile: "
+    for row in rows:
+        if row.check_id not in BY_ID:
+            continue
+        notes = [
+            f"{key}: {profile_sources[key]}"
+            for key in BY_ID[row.check_id].expects
+            if profile_sources.get(key)
+        ]
+        if notes:
+            row.profile_source = prefix + "; ".join(notes)
 
 
 def _record_nodes(record: CheckRecord) -> tuple[str, ...]:

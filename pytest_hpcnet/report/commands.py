@@ -1,7 +1,8 @@
 """`hpcnet verify`, `hpcnet keygen` and `hpcnet merge`: evidence bundles from the shell.
 
-Exit status: 0 when the bundle verifies (merge: the merged verdict is ACCEPTED); 1 when
-it does not (merge: merged, but REJECTED or INCOMPLETE); 2 when nothing could be done
+Exit status: 0 when the bundle verifies (merge: the merged verdict is ACCEPTED, or PASSED
+for partial runs, which it prints as not a handover); 1 when it does not (merge: merged,
+but REJECTED or INCOMPLETE); 2 when nothing could be done
 (not a run folder, a key that exists, a merge refused: nothing was written).
 """
 
@@ -11,8 +12,9 @@ import argparse
 from pathlib import Path
 
 from pytest_hpcnet.report.merge import MergeRefused, merge
+from pytest_hpcnet.report.records import GOOD_VERDICTS
 from pytest_hpcnet.report.signing import generate_keypair
-from pytest_hpcnet.report.verify import verify
+from pytest_hpcnet.report.verify import verdict_lines, verify
 
 COMMANDS = ("verify", "keygen", "merge")
 
@@ -62,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  problem: {line}")
     for line in result.notes:
         print(f"  note: {line}")
+    if result.summary is not None:
+        print("\n".join(verdict_lines(result.summary)))
     return 0 if result.ok else 1
 
 
@@ -77,4 +81,4 @@ def _merge(args: argparse.Namespace) -> int:
         f"merged {result.bundles} bundles ({result.checks} checks) into {result.out_dir}"
         f"{signed}: {result.verdict}"
     )
-    return 0 if result.verdict == "ACCEPTED" else 1
+    return 0 if result.verdict in GOOD_VERDICTS else 1

@@ -43,6 +43,7 @@ from pytest_hpcnet.report.verdict import (  # noqa: F401 - re-exported
     overall_verdict,
     run_date,
     run_date_of,
+    scope_of,
 )
 
 EVIDENCE_FILE = "evidence.jsonl"
@@ -186,7 +187,10 @@ class EvidenceBundle:
         records = self.records()
         on = run_date_of(result, records)
         result.counts = count_verdicts(records, on)
-        result.verdict = overall_verdict(records, result.unreachable_nodes, on, result.interrupted)
+        result.scope = scope_of(records, result.scope, on)
+        result.verdict = overall_verdict(
+            records, result.unreachable_nodes, on, result.interrupted, result.scope
+        )
         data = redact_data(result.model_dump(mode="json"))
         text = json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
         _write_atomic(self.run_dir / SUMMARY_FILE, text.encode("utf-8"))

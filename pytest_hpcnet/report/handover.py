@@ -3,6 +3,7 @@ then metrics, the certificate and its signature, in that order."""
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import socket
 from collections.abc import Iterable, Mapping
@@ -18,7 +19,7 @@ from pytest_hpcnet.report.certificate import (
 )
 from pytest_hpcnet.report.evidence import read_records
 from pytest_hpcnet.report.metrics import write_prometheus_textfile
-from pytest_hpcnet.report.signing import sign
+from pytest_hpcnet.report.signing import sign, signer_display
 from pytest_hpcnet.requirements.registry import certificate_specs
 
 
@@ -66,6 +67,9 @@ def finish_run(
     if metrics:
         labels = {"cluster": context.cluster}
         write_prometheus_textfile(metrics, read_records(run_dir), labels, run_date)
+    if sign_key:  # the certificate names the key that signs it; a bad key fails in sign()
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            context = context.model_copy(update={"signer": signer_display(sign_key)})
     certificate = render_certificate(run_dir, context)
     if sign_key:
         sign(run_dir, sign_key)

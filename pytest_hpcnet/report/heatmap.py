@@ -11,6 +11,38 @@ from pytest_hpcnet.report.certificate_format import format_value, headroom, numb
 from pytest_hpcnet.report.evidence import CheckRecord, Measurement, effective_verdict
 
 MAX_HEATMAP_LABELLED = 16
+NEAR_BOUND = 0.05  # a pass within 5 % of its threshold is drawn pale green
+
+#: (css colour, legend text) per cell state; the legend under each matrix lists them.
+COLOURS: dict[str, tuple[str, str]] = {
+    "pass": ("#2e9e4f", "pass"),
+    "near": ("#a8dbb5", "pass, within 5 % of the threshold"),
+    "fail": ("#d0303f", "fail"),
+    "error": ("#e39a2d", "not judged (error)"),
+    "waived": ("#8a7fe0", "failed, waived"),
+    "none": ("#e5e5e5", "not measured"),
+}
+
+
+def cell_state(measurement: Measurement, verdict: str) -> str:
+    """The colour key of a cell: the verdict decides pass/fail; headroom only tells a pass
+    that barely clears a `>=`/`<=` bound. An exact match (MTU 8500 == 8500) is a pass."""
+    if verdict in ("fail", "error", "waived"):
+        return verdict
+    if verdict != "pass":
+        return "none"
+    margin = headroom(measurement)
+    exact = number_of(measurement.value) == number_of(measurement.threshold)
+    return "near" if margin is not None and margin < NEAR_BOUND and not exact else "pass"
+
+
+def legend_html() -> Markup:
+    """The colour legend of the heat maps (HTML, escaped)."""
+    items = "".join(
+        f'<span class="swatch" style="background:{colour}"></span>{escape(text)} '
+        for colour, text in COLOURS.values()
+    )
+    return Markup(f'<p class="legend">{items}</p>')
 
 
 def headline_metric(records: Sequence[CheckRecord]) -> str | None:
@@ -33,8 +65,8 @@ def heatmap_svg(
 ) -> Markup | None:
     """An inline SVG matrix of one pair check (rows: source, columns: target).
 
-    Cell hue follows headroom against the threshold (red misses, green clears by 20 %+);
-    suspect nodes are labelled in red with a marker. None where no pair has a number.
+    Cell colour follows the verdict (`cell_state`, `COLOURS`); suspect nodes are labelled
+    in red with a marker. None where no pair has a number.
     """
     pairs = [r for r in records if r.check_id == check_id and r.kind == "pair"]
     metric = headline_metric(pairs)
@@ -52,8 +84,6 @@ def heatmap_svg(
     seen = {n for pair in cells for n in pair}
     names = [n for n in node_order if n in seen] + sorted(seen - set(node_order))
     suspect_set = set(suspects)
-    values = [number_of(m.value) or 0.0 for m, _ in cells.values()]
-    low, high = min(values), max(values)
     size = 28 if len(names) <= MAX_HEATMAP_LABELLED else max(8, 448 // len(names))
     label_width = 8 + 7 * max(len(n) + 2 for n in names)
     left, top = label_width, label_width
@@ -83,18 +113,13 @@ def heatmap_svg(
             x, y = left + col * size, top + row * size
             entry = cells.get((source, target))
             if entry is None:
-                fill, title, text = "#e5e5e5", f"{source}->{target}: not measured", ""
+                fill, title, text = COLOURS["none"][0], f"{source}->{target}: not measured", ""
                 stroke = "#ffffff"
             else:
                 measurement, verdict = entry
                 value = number_of(measurement.value) or 0.0
-                margin = headroom(measurement)
-                if margin is None:
-                    spread = (value - low) / (high - low) if high > low else 1.0
-                else:
-                    spread = min(max((margin + 0.2) / 0.4, 0.0), 1.0)
-                fill = f"hsl({spread * 120:.0f},65%,55%)"
-                stroke = "#b00020" if verdict in ("fail", "error") else "#ffffff"
+                fill = COLOURS[cell_state(measurement, verdict)][0]
+                stroke = "#111111" if verdict in ("fail", "error") else "#ffffff"
                 title = (
                     f"{source}->{target}: {format_value(measurement.value, measurement.unit)}"
                     f" ({verdict})"

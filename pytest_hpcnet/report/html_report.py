@@ -36,9 +36,56 @@ def environment_rows(inventory: Inventory) -> dict[str, str]:
 
 def add_environment(config: pytest.Config, inventory: Inventory) -> None:
     """Put the cluster rows into pytest-metadata's table if it was already gathered
-    (its `pytest_configure` may run before ours; otherwise `pytest_metadata` adds them)."""
+    (its `pytest_configure` may run before ours; otherwise `pytest_metadata` adds them);
+    and group the report's skips by reason (`SkipGroups`) when pytest-html is active."""
     if metadata_key is not None and metadata_key in config.stash:
         config.stash[metadata_key].update(environment_rows(inventory))
+    if config.pluginmanager.hasplugin("html") and not config.pluginmanager.has_plugin(SKIP_GROUPS):
+        config.pluginmanager.register(SkipGroups(), SKIP_GROUPS)
+
+
+SKIP_GROUPS = "hpcnet-html-skip-groups"
+
+
+def skip_reason(report: pytest.TestReport) -> str:
+    """The reason a test was skipped, without pytest's `(file, line, "Skipped: ...")` wrapping."""
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return str(text).removeprefix("Skipped: ").strip() or "no reason given"
+
+
+def skips_html(groups: dict[str, list[str]]) -> str:
+    """Skipped tests grouped by reason, most frequent first, as an escaped HTML block."""
+    items = []
+    for reason, tests in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])):
+        names = "".join(f"<li>{html.escape(t)}</li>" for t in tests)
+        items.append(
+            f"<details><summary>{len(tests)} × {html.escape(reason)}</summary>"
+            f"<ul>{names}</ul></details>"
+        )
+    total = sum(len(t) for t in groups.values())
+    return f'<div class="hpcnet-skips"><h3>Skipped: {total}, by reason</h3>{"".join(items)}</div>'
+
+
+class SkipGroups:
+    """pytest-html hooks: a skipped row's log is its reason on one line (not pytest's raw
+    tuple), and the skips are listed once, grouped by reason, below the result counts."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, list[str]] = {}
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_html(self, report: pytest.TestReport, data: list) -> None:
+        if not report.skipped or hasattr(report, "wasxfail"):
+            return
+        reason = skip_reason(report)
+        self.groups.setdefault(reason, []).append(report.nodeid)
+        data[:] = [html.escape(f"skipped: {reason}")]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(self, prefix: list, summary: list, postfix: list) -> None:
+        if self.groups:
+            postfix.append(skips_html(self.groups))
 
 
 def _measurement_rows(record: dict[str, Any]) -> str:

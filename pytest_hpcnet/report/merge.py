@@ -35,12 +35,14 @@ from pytest_hpcnet.report.evidence import (
     read_summary,
     run_date_of,
 )
+from pytest_hpcnet.report.records import RunScope
 from pytest_hpcnet.report.signing import (
     key_fingerprint,
     load_private_key,
     load_public_key,
     read_facts,
     sign,
+    signer_display,
 )
 from pytest_hpcnet.report.verify import verify
 
@@ -246,6 +248,33 @@ def _unreachable(parts: Sequence[Partition]) -> set[str]:
     return found
 
 
+def merged_scope(parts: Sequence[Partition]) -> dict[str, Any]:
+    """Scope, profile and lab marking of the merged run: a handover only when every part
+    was one; the inventories' exclusions and requirements joined; lab when any part was."""
+    summaries = [p.summary or RunSummary(run_id=p.run_id) for p in parts]
+    scopes = [s.scope for s in summaries]
+    handover = all(s.handover for s in scopes)
+    labels = sorted({s.label for s in scopes if not s.handover})
+    excluded = {
+        (e.check_id, e.reason): e for s in scopes for e in s.excluded if e.kind == "inventory"
+    }
+    scope = RunScope(
+        handover=handover,
+        label="handover" if handover else (labels[0] if len(labels) == 1 else "selected checks"),
+        selection="; ".join(dict.fromkeys(s.selection for s in scopes if s.selection)),
+        required=list(dict.fromkeys(i for s in scopes for i in s.required)) if handover else [],
+        excluded=list(excluded.values()),
+    )
+    profiles = dict.fromkeys(s.profile for s in summaries if s.profile)
+    sources = {k: v for s in summaries for k, v in s.profile_sources.items()}
+    return {
+        "scope": scope.model_dump(),
+        "profile": ", ".join(profiles),
+        "profile_sources": sources,
+        "lab": any(s.lab for s in summaries),
+    }
+
+
 def merged_summary(parts: Sequence[Partition]) -> dict[str, Any]:
     """The facts `EvidenceBundle.close()` gets for the merged run (it adds the verdict)."""
     retries: Counter[str] = Counter()
@@ -272,6 +301,7 @@ def merged_summary(parts: Sequence[Partition]) -> dict[str, Any]:
             for p in parts
         ],
         "not_covered": NOT_COVERED if len(parts) > 1 else [],
+        **merged_scope(parts),
     }
     start = _merged_start(parts)
     if start is not None:
@@ -327,7 +357,10 @@ def merge(
         raise MergeRefused(problems)
     bundle = merge_bundles(out, [p.run_dir for p in parts])
     summary = bundle.close(merged_summary(parts))
-    render_certificate(out, merged_context(parts))
+    context = merged_context(parts)
+    if sign_key is not None:  # checked by _check_keys above
+        context.signer = signer_display(sign_key)
+    render_certificate(out, context)
     if sign_key is not None:
         sign(out, sign_key)
     checks = sum(len(p.records) for p in parts)

@@ -76,6 +76,10 @@ class ScopeEntry(BaseModel):
     subject: str = ""
     reason: str
     key: str = ""  # the inventory key that would bring it in (an unset bound), if any
+    # inventory: `scope.exclude`; not_applicable: the inventory expects nothing there;
+    # skipped: in scope and not measured; unbound: in scope, its threshold unset (see `key`);
+    # not_run: in scope and no record at all
+    kind: Literal["inventory", "not_applicable", "skipped", "unbound", "not_run"] = "inventory"
 
 
 class RunScope(BaseModel):
@@ -84,6 +88,9 @@ class RunScope(BaseModel):
     handover: bool = True  # every requirement selected: the run can be a handover certificate
     label: str = "handover"  # what it covered when partial, e.g. "static checks"
     selection: str = ""  # the selection as given on the command line ("-m static", "-k mtu")
+    # the requirement ids a handover run must hold records of (set by the session; a
+    # required id with no record is `incomplete`, kind not_run)
+    required: list[str] = Field(default_factory=list)
     excluded: list[ScopeEntry] = Field(default_factory=list)  # inventory `scope.exclude`
     incomplete: list[ScopeEntry] = Field(default_factory=list)  # in scope, not measured
 

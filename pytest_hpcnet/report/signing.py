@@ -169,9 +169,7 @@ def sign(run_dir: PathLike, private_key_path: PathLike, passphrase: bytes | None
         raise ValueError(f"{root}: bundle changed since the certificate was rendered")
     private_key = load_private_key(private_key_path, passphrase)
     public_key = private_key.public_key()
-    raw_public = public_key.public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw
-    )
+    raw_public = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     document: dict[str, Any] = {
         "format": SIGNATURE_FORMAT,
         "algorithm": ALGORITHM,
@@ -181,9 +179,29 @@ def sign(run_dir: PathLike, private_key_path: PathLike, passphrase: bytes | None
         "public_key_fingerprint": key_fingerprint(public_key),
         "signed_at": utc_now().isoformat(),
     }
-    document["signature"] = base64.b64encode(
-        private_key.sign(_signed_payload(document))
-    ).decode("ascii")
+    document["signature"] = base64.b64encode(private_key.sign(_signed_payload(document))).decode(
+        "ascii"
+    )
     path = root / SIGNATURE_FILE
     _write_atomic(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
     return path
+
+
+def ssh_fingerprint(public_key: Ed25519PublicKey) -> str:
+    """The key's fingerprint as `ssh-keygen -l` prints it: `256 SHA256:<base64> (ED25519)`."""
+    line = public_key.public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    blob = base64.b64decode(line.split()[1])
+    digest = base64.b64encode(hashlib.sha256(blob).digest()).decode("ascii").rstrip("=")
+    return f"256 SHA256:{digest} (ED25519)"
+
+
+def signer_display(private_key_path: PathLike, passphrase: bytes | None = None) -> dict[str, str]:
+    """What the certificate shows about the key that will sign its bundle."""
+    public_key = load_private_key(private_key_path, passphrase).public_key()
+    return {
+        "algorithm": ALGORITHM,
+        "fingerprint": key_fingerprint(public_key),
+        "ssh_fingerprint": ssh_fingerprint(public_key),
+    }

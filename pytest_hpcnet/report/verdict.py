@@ -3,16 +3,36 @@
 A check's verdict is `check_verdict(raw, waiver, run_date)`: a failure under a waiver valid
 on the run's date is waived. The run's date is the UTC date of its start (`run_date`), never
 the controller's local date, so the terminal, JUnit, the evidence, the certificate and
-`hpcnet merge` agree whatever the time zone. The run's verdict is `overall_verdict`.
+`hpcnet merge` agree whatever the time zone. The run's verdict is `overall_verdict`, over
+the run's scope (`scope_of`): a skipped check in scope was not measured (INCOMPLETE) unless
+its skip says the inventory expects nothing there (`NOT_APPLICABLE`); a partial run that
+passed is PASSED, never ACCEPTED.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import date, datetime, timezone
 
 from pytest_hpcnet.inventory.models import Waiver
-from pytest_hpcnet.report.records import VERDICTS, CheckRecord, OverallVerdict, RunSummary
+from pytest_hpcnet.report.records import (
+    VERDICTS,
+    CheckRecord,
+    OverallVerdict,
+    RunScope,
+    RunSummary,
+    ScopeEntry,
+)
+
+NOT_APPLICABLE = "not applicable: "
+"""The prefix of a skip reason that says the inventory expects nothing there (explicitly:
+`kernel_module: null`, no flows listed, one node and so no pair); every other skip is a
+check in scope that was not measured."""
+UNBOUND = re.compile(r"no bound set \((expect\.[A-Za-z0-9_.]+)\)")
+"""A skip for an unset threshold names the key to set: `no bound set (expect.nccl.x)`."""
+MAX_SUBJECTS = 8
+LAB_EVIDENCE = "LAB evidence (emulated tools), not a cluster handover"
 
 
 def run_date(started_at: datetime) -> date:
@@ -46,21 +66,99 @@ def count_verdicts(records: Iterable[CheckRecord], run_date: date | None = None)
     return counts
 
 
+def excluded_ids(scope: RunScope | None) -> set[str]:
+    """The requirement ids the inventory leaves out (`scope.exclude`)."""
+    return {e.check_id for e in scope.excluded if e.kind == "inventory"} if scope else set()
+
+
+def in_scope(records: Iterable[CheckRecord], scope: RunScope | None) -> list[CheckRecord]:
+    """The records the verdict covers: those of requirements the inventory did not exclude."""
+    out = excluded_ids(scope)
+    return [r for r in records if r.check_id not in out]
+
+
+def _skip_entry(record: CheckRecord) -> tuple[str, str, str]:
+    """(kind, reason, key) of a skipped record."""
+    reason = " ".join(record.message.split()) or "skipped without a reason"
+    if reason.startswith(NOT_APPLICABLE):
+        return "not_applicable", reason, ""
+    found = UNBOUND.search(reason)
+    if found:
+        return "unbound", reason, found.group(1)
+    return "skipped", reason, ""
+
+
+def scope_of(
+    records: Iterable[CheckRecord], scope: RunScope | None = None, run_date: date | None = None
+) -> RunScope:
+    """The run's scope completed from its evidence: the inventory's exclusions kept, each
+    not-applicable skip added to `excluded`, each other skip (and, in a handover run, each
+    required requirement with no record) listed in `incomplete`, one entry per
+    requirement and reason with its subjects."""
+    base = scope or RunScope()
+    kept = in_scope(records, base)
+    grouped: dict[tuple[str, str, str, str], list[str]] = {}
+    for record in kept:
+        if effective_verdict(record, run_date) != "skipped":
+            continue
+        kind, reason, key = _skip_entry(record)
+        grouped.setdefault((record.check_id, kind, reason, key), []).append(record.subject)
+    excluded = [e for e in base.excluded if e.kind == "inventory"]
+    incomplete: list[ScopeEntry] = []
+    for (check_id, kind, reason, key), subjects in grouped.items():
+        named = ", ".join(subjects[:MAX_SUBJECTS])
+        if len(subjects) > MAX_SUBJECTS:
+            named += f" and {len(subjects) - MAX_SUBJECTS} more"
+        entry = ScopeEntry(check_id=check_id, subject=named, reason=reason, key=key, kind=kind)
+        (excluded if kind == "not_applicable" else incomplete).append(entry)
+    seen = {r.check_id for r in kept}
+    out = excluded_ids(base)
+    for check_id in base.required:
+        if check_id not in seen and check_id not in out:
+            reason = "not run: no record in the evidence"
+            incomplete.append(ScopeEntry(check_id=check_id, reason=reason, kind="not_run"))
+    return base.model_copy(update={"excluded": excluded, "incomplete": incomplete})
+
+
 def overall_verdict(
     records: Iterable[CheckRecord],
     unreachable_nodes: Iterable[str] = (),
     run_date: date | None = None,
     interrupted: bool = False,
+    scope: RunScope | None = None,
 ) -> OverallVerdict:
-    """INCOMPLETE if interrupted, any node unreachable, any check errored or nothing
-    was judged; else REJECTED if any check failed; else ACCEPTED."""
-    counts = count_verdicts(records, run_date)
+    """Over the records in scope: INCOMPLETE if interrupted, any node unreachable, any check
+    errored, any check in scope was not measured (`scope_of(...).incomplete`) or nothing was
+    judged; else REJECTED if any check failed; else ACCEPTED for a handover run (the
+    default scope), PASSED for a partial one."""
+    records = list(records)
+    scope = scope_of(records, scope, run_date)
+    counts = count_verdicts(in_scope(records, scope), run_date)
     judged = counts["pass"] + counts["fail"] + counts["waived"]
-    if interrupted or list(unreachable_nodes) or counts["error"] or not judged:
+    unmeasured = scope.incomplete
+    if interrupted or list(unreachable_nodes) or counts["error"] or unmeasured or not judged:
         return "INCOMPLETE"
     if counts["fail"]:
         return "REJECTED"
-    return "ACCEPTED"
+    return "ACCEPTED" if scope.handover else "PASSED"
+
+
+def verdict_line(summary: RunSummary) -> str:
+    """The run's verdict as the terminal and `hpcnet verify` print it."""
+    verdict, scope = summary.verdict, summary.scope
+    if scope.handover:
+        return verdict
+    if verdict == "PASSED":
+        return f"PASSED ({scope.label} passed, not a handover certificate)"
+    return f"{verdict} ({scope.label}, not a handover certificate)"
+
+
+def required_ids(excluded: Iterable[str] = ()) -> list[str]:
+    """The requirements a handover run must cover: every certificate row not excluded."""
+    from pytest_hpcnet.requirements.registry import REQUIREMENTS
+
+    out = set(excluded)
+    return [r.id for r in REQUIREMENTS if r.row and r.id not in out]
 
 
 def run_date_of(summary: RunSummary | None, records: Iterable[CheckRecord]) -> date:

@@ -13,7 +13,14 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from pytest_hpcnet.report import certificate  # the page is a pure function of the facts
-from pytest_hpcnet.report.evidence import sha256_file
+from pytest_hpcnet.report.evidence import (
+    EvidenceError,
+    read_records,
+    read_summary,
+    run_date_of,
+    sha256_file,
+)
+from pytest_hpcnet.report.records import RunSummary
 from pytest_hpcnet.report.signing import (
     ALGORITHM,
     CERTIFICATE_HTML,
@@ -29,6 +36,7 @@ from pytest_hpcnet.report.signing import (
     load_public_key,
     read_facts,
 )
+from pytest_hpcnet.report.verdict import LAB_EVIDENCE, overall_verdict, scope_of, verdict_line
 
 
 @dataclass
@@ -41,7 +49,7 @@ class VerifyResult:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     key_fingerprint: str | None = None
-
+    summary: RunSummary | None = None  # summary.json, its verdict recomputed from the evidence
 
 
 def _check_certificate(root: Path, digest: str, result: VerifyResult) -> dict[str, Any] | None:
@@ -110,6 +118,43 @@ def _check_rendering(root: Path, facts: dict[str, Any], html: str, result: Verif
         result.problems.append("certificate.html was edited after rendering")
 
 
+def _check_verdict(root: Path, result: VerifyResult) -> None:
+    """Recompute the run's verdict and scope from its evidence with the one decision
+    (`report.verdict`); summary.json must say the same."""
+    try:
+        summary = read_summary(root)
+        records = read_records(root)
+    except (EvidenceError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        result.problems.append(f"summary.json or evidence.jsonl is unreadable: {first}")
+        return
+    if summary is None:
+        result.problems.append("summary.json is missing: the run never closed")
+        return
+    on = run_date_of(summary, records)
+    scope = scope_of(records, summary.scope, on)
+    verdict = overall_verdict(
+        records, summary.unreachable_nodes, on, summary.interrupted, summary.scope
+    )
+    if verdict != summary.verdict:
+        result.problems.append(
+            f"verdict mismatch: summary.json says {summary.verdict}, the evidence gives {verdict}"
+        )
+    elif scope.incomplete != summary.scope.incomplete:
+        result.problems.append("summary.json lists other unmeasured checks than the evidence")
+    result.summary = summary.model_copy(update={"verdict": verdict, "scope": scope})
+
+
+def verdict_lines(summary: RunSummary) -> list[str]:
+    """What `hpcnet verify` prints about the verdict: the line, what was not measured, lab."""
+    lines = [f"verdict: {verdict_line(summary)}"]
+    lines += [f"  not measured: {e.check_id}: {e.reason}" for e in summary.scope.incomplete]
+    lines += [f"  not in scope: {e.check_id}: {e.reason}" for e in summary.scope.excluded]
+    if summary.lab:
+        lines.append(LAB_EVIDENCE)
+    return lines
+
+
 def _check_signature(
     root: Path, digest: str, public_key_path: PathLike | None, result: VerifyResult
 ) -> None:
@@ -171,6 +216,7 @@ def verify(run_dir: PathLike, public_key_path: PathLike | None = None) -> Verify
         digest = compute_digest(bundle_manifest(root), None)
     result = VerifyResult(ok=False, digest=digest, signed=False)
     _check_certificate(root, digest, result)
+    _check_verdict(root, result)
     _check_signature(root, digest, public_key_path, result)
     if result.problems:
         result.signed = False

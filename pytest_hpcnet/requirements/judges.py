@@ -25,6 +25,8 @@ class Verdict:
     bound: float | None = None
     margin: float | None = None
     reason: str = ""
+    fix: str = ""
+    """What to do about a failure, when the judge knows (the GPU judges say)."""
 
     def __bool__(self) -> bool:
         return self.passed

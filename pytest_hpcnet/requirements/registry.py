@@ -33,6 +33,10 @@ class Requirement:
 REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement("reachability", "Nodes reachable over SSH", (), "static"),
     Requirement("erdma", "eRDMA devices", ("rdma",), "static"),
+    Requirement("erdma_identity", "Every ERI present (by driver)", ("rdma", "erdma"), "static"),
+    Requirement("erdma_driver", "eRDMA driver state", ("erdma",), "static"),
+    Requirement("erdma_port", "eRDMA active MTU, GID index, NUMA", ("mtu", "erdma"), "static"),
+    Requirement("erdma_gdr", "GPUDirect RDMA readiness", ("erdma",), "static"),
     Requirement("mtu", "Jumbo MTU", ("mtu", "jumbo_frames"), "static"),
     Requirement("path_mtu", "Path MTU", ("mtu",), "static"),
     Requirement("security_group", "Security group", ("ports",), "static"),
@@ -40,8 +44,22 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement("cloud_audit", "Cloud control plane", ("ports", "flows", "rdma"), "static"),
     Requirement("placement", "Placement", ("placement",), "static"),
     Requirement(
+        "instance_type", "Instance type matches the profile", ("instance_types",), "static"
+    ),
+    Requirement(
         "tuning", "Host tuning", ("sysctl", "nic_max_errors", "nic_max_dropped", "ping"), "static"
     ),
+    # GPU node health (issue 15); a CPU-only profile (expect.gpu.count unset) skips them
+    Requirement("gpu_inventory", "GPU count, model and driver modules", ("gpu",), "static"),
+    Requirement("gpu_health", "GPU memory health (ECC, row remapping)", ("gpu",), "static"),
+    Requirement("gpu_xid", "No GPU Xid errors since boot", ("gpu",), "static"),
+    Requirement("gpu_clocks", "GPU clocks, persistence and MIG mode", ("gpu",), "static"),
+    Requirement(
+        "pcie_links", "PCIe links at full speed (GPUs, RDMA devices)", ("gpu", "rdma"), "static"
+    ),
+    Requirement("memlock", "Locked memory for NCCL (ulimit -l)", ("gpu",), "static"),
+    Requirement("gpu_topology", "GPU-NIC topology (NUMA, NCCL_IB_HCA)", ("gpu",), "static"),
+    Requirement("versions", "Driver and library versions agree", ("versions",), "static"),
     Requirement("ib_write_bw", "RDMA write bandwidth (ib_write_bw)", ("ib_write_bw",), "benchmark"),
     Requirement(
         "ib_write_lat", "RDMA write latency (ib_write_lat)", ("ib_write_lat",), "benchmark"
@@ -53,7 +71,13 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "benchmark",
         row=False,
     ),
+    Requirement("erdma_eri_bw", "Bandwidth of every ERI", ("erdma",), "benchmark"),
+    Requirement("erdma_instance_bw", "All ERIs of a node at once", ("erdma",), "benchmark"),
     Requirement("nccl_busbw", "NCCL bus bandwidth", ("nccl",), "benchmark"),
+    Requirement("nccl_transport", "NCCL on eRDMA, no socket fallback", ("erdma",), "benchmark"),
+    Requirement(
+        "rdma_counters", "No RDMA/NIC error counter moved in benchmarks", ("erdma",), "benchmark"
+    ),
     Requirement("cpfs", "CPFS", ("cpfs",), "benchmark"),
 )
 

@@ -106,7 +106,9 @@ def test_listed_flows_enforced_by_control_plane(acl_flow, cloud, check):
 def test_external_flows_enforced_by_control_plane(cluster, cloud, check):
     flows = cluster.inventory.cloud.external_flows
     if not flows:
-        pytest.skip("no cloud.external_flows declared (bastion, monitoring, CPFS mount targets)")
+        pytest.skip(
+            "not applicable: no cloud.external_flows declared (bastion, monitoring, CPFS mounts)"
+        )
     plane = readable(cloud)
     failures = []
     for flow in flows:
@@ -132,7 +134,7 @@ def test_instance_type_supports_erdma(cluster, node, cloud, check):
     if minimum is None:
         minimum = cluster.expect.rdma.min_devices
     if minimum == 0:
-        pytest.skip(f"{node.name}: no eRDMA expected (expect.rdma.min_devices is 0)")
+        pytest.skip(f"not applicable: {node.name}: no eRDMA expected (rdma.min_devices is 0)")
     eri = audit.eri_supported(plane, node)
     assert eri.problem is None, eri.problem
     check.measure("eri_quantity", eri.quantity, "interfaces", 1, ">=", "expect.rdma.min_devices")

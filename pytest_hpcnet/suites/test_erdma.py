@@ -2,6 +2,9 @@
 
 import pytest
 
+from pytest_hpcnet.probes.erdma import parse_erdma_driver, parse_erdma_identity, parse_gid_tables
+from pytest_hpcnet.probes.erdma_gdr import parse_gdr
+from pytest_hpcnet.probes.links import parse_interfaces
 from pytest_hpcnet.probes.rdma import (
     compare_sources,
     match_devices,
@@ -9,9 +12,18 @@ from pytest_hpcnet.probes.rdma import (
     parse_erdma_module,
 )
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
+from pytest_hpcnet.requirements.erdma import (
+    expected_eris,
+    judge_erdma_active_mtu,
+    judge_erdma_driver,
+    judge_erdma_gdr,
+    judge_erdma_gid,
+    judge_erdma_identity,
+    judge_erdma_numa,
+)
 from pytest_hpcnet.requirements.registry import mark
 
-pytestmark = [pytest.mark.static, mark("erdma")]
+pytestmark = pytest.mark.static
 
 
 def expected_devices(cluster, node):
@@ -30,6 +42,7 @@ def devinfo(cluster, node, check):
     return found
 
 
+@mark("erdma")
 def test_expected_rdma_devices_present(cluster, node, check):
     glob, minimum, source = expected_devices(cluster, node)
     found = devinfo(cluster, node, check)
@@ -42,6 +55,7 @@ def test_expected_rdma_devices_present(cluster, node, check):
     )
 
 
+@mark("erdma")
 def test_rdma_ports_active(cluster, node, check):
     glob, _, _ = expected_devices(cluster, node)
     matching = match_devices(devinfo(cluster, node, check), glob)
@@ -63,6 +77,7 @@ def test_rdma_ports_active(cluster, node, check):
     assert not unreported, f"{node.name}: no active MTU or link layer reported for {unreported}"
 
 
+@mark("erdma")
 def test_rdma_tools_agree(cluster, node, check):
     facts = cluster.facts(node, check)
     verbs = parse_ibv_devinfo(facts.text("ibv_devinfo"))
@@ -73,19 +88,125 @@ def test_rdma_tools_agree(cluster, node, check):
     assert not disagreements, f"{node.name}: {'; '.join(disagreements)}"
 
 
+@mark("erdma")
 def test_erdma_kernel_module_loaded(cluster, node, check):
     module = cluster.expect.rdma.kernel_module
     if not module:
-        pytest.skip("no kernel module expected (expect.rdma.kernel_module is null)")
+        pytest.skip("not applicable: no kernel module expected (expect.rdma.kernel_module is null)")
     state = parse_erdma_module(cluster.facts(node, check).text("erdma_module"), module)
     check.measure("module_loaded", str(state.loaded), "", "True", "==", "expect.rdma.kernel_module")
     assert state.loaded, f"{node.name}: kernel module {module} is not loaded"
 
 
+@mark("erdma")
 def test_erdma_compat_mode(cluster, node, check):
     wanted = cluster.expect.rdma.compat_mode
     if wanted is None:
-        pytest.skip("no compat_mode expected (expect.rdma.compat_mode is unset)")
+        pytest.skip("not applicable: no compat_mode expected (expect.rdma.compat_mode is unset)")
     mode = parse_compat_mode(cluster.facts(node, check).text("compat_mode"))
     check.measure("compat_mode", mode.raw, "", wanted, "==", "expect.rdma.compat_mode")
     assert mode.raw == wanted, f"{node.name}: compat_mode is {mode.raw!r}, expected {wanted!r}"
+
+
+# -- eRDMA in depth (issue 16): identity, driver state, port settings of every ERI --------
+
+
+def eri_identities(cluster, node, check):
+    ids = parse_erdma_identity(cluster.facts(node, check).text("erdma_identity"))
+    if ids.no_devices:
+        check.measure("sysfs", "no /sys/class/infiniband", "", None, None, "sysfs")
+    return ids
+
+
+@mark("erdma_identity")
+def test_every_eri_present_by_driver(cluster, node, check):
+    ids = eri_identities(cluster, node, check)
+    verdict = judge_erdma_identity(
+        node.name, ids, cluster.expect, node.rdma.device_glob, node.rdma.min_devices
+    )
+    wanted, source, exact = expected_eris(cluster.expect, node.rdma.min_devices)
+    check.measure("eris", verdict.measured, "devices", wanted, "==" if exact else ">=", source)
+    for dev in ids.eris():
+        check.measure(f"{dev.name} numa_node", dev.numa_node, "", None, None, "sysfs")
+    assert verdict, verdict.reason
+
+
+@mark("erdma_driver")
+def test_erdma_driver_state(cluster, node, check):
+    driver = parse_erdma_driver(cluster.facts(node, check).text("erdma_driver"))
+    e = cluster.expect.erdma
+    check.measure("version", driver.version, "", None, None, "erdma module version")
+    check.measure("compat_mode", str(driver.compat_mode), "", str(e.compat_mode), "==",
+                  "expect.erdma.compat_mode")  # fmt: skip
+    for dev, algo in sorted((driver.cc or {}).items()):
+        seen = algo or (driver.cc_notes or {}).get(dev, "not readable")
+        check.measure(f"{dev} cc", seen, "", e.cc, "==" if e.cc else None, "expect.erdma.cc")
+    for dev, rate in sorted((driver.rates or {}).items()):
+        # the driver hard-codes "100 Gb/sec (4X EDR)": reported, never a threshold
+        check.measure(f"{dev} port rate (nominal)", rate, "", None, None, "sysfs, not a capacity")
+    verdict = judge_erdma_driver(node.name, driver, cluster.expect)
+    assert verdict, verdict.reason
+
+
+def _eris(cluster, node):
+    eris = cluster.facts_campaign.eri_devices(node.name)
+    assert eris, f"{node.name}: no eRDMA device found (sysfs driver/PCI id or ibv_devinfo)"
+    return eris
+
+
+@mark("erdma_port")
+def test_eri_active_mtu_follows_the_interface(cluster, node, check):
+    facts = cluster.facts(node, check)
+    devinfo = parse_ibv_devinfo(facts.text("ibv_devinfo"))
+    mtus = {i.name: i.mtu for i in parse_interfaces(facts.text("links")).interfaces if i.mtu}
+    netdev_of = {d.name: d.netdevs[0] for d in eri_identities(cluster, node, check).devices
+                 if d.netdevs}  # fmt: skip
+    for dev in parse_rdma_link(facts.text("rdma_link")).devices:
+        port = dev.port(1)
+        if dev.name not in netdev_of and port is not None and port.netdev:
+            netdev_of[dev.name] = port.netdev
+    eris = _eris(cluster, node)
+    verdict = judge_erdma_active_mtu(node.name, devinfo, eris, netdev_of, mtus)
+    check.measure("active_mtu", "ok" if verdict else "mismatch", "", None, None,
+                  "erdma_query_port: 8500 -> 4096, 1400 -> 1024 (S12)")  # fmt: skip
+    assert verdict, verdict.reason
+
+
+@mark("erdma_port")
+def test_eri_gid_index_is_the_ipv4_one(cluster, node, check):
+    facts = cluster.facts(node, check)
+    tables = parse_gid_tables(facts.text("ibv_devinfo_v"))
+    eris = _eris(cluster, node)
+    used = {dev: cluster.facts_campaign.gid_index(node.name, dev) for dev in eris}
+    for dev, index in used.items():
+        check.measure(f"{dev} gid_index", index, "", None, None, "ibv_devinfo -v (IPv4 GID)")
+    address = cluster.data_address(node.name)
+    verdict = judge_erdma_gid(node.name, tables, eris, used, address)
+    assert verdict, verdict.reason
+
+
+@mark("erdma_port")
+def test_eri_numa_node(cluster, node, check):
+    wanted = cluster.expect.erdma.numa
+    if not wanted:
+        pytest.skip(
+            "not applicable: no NUMA node per ERI expected (expect.erdma.numa; L20N only)"
+        )
+    ids = eri_identities(cluster, node, check)
+    verdict = judge_erdma_numa(node.name, ids, cluster.expect)
+    assert verdict, verdict.reason
+
+
+@mark("erdma_gdr")
+def test_gpudirect_rdma_ready(cluster, node, check):
+    gdr = cluster.expect.erdma.gdr
+    if gdr is False:
+        check.measure("gdr", "not supported here", "", None, None, "expect.erdma.gdr")
+        pytest.skip("not applicable: GPUDirect RDMA not supported here (expect.erdma.gdr: false)")
+    if gdr is None:
+        pytest.skip("not applicable: GPUDirect RDMA not expected (expect.erdma.gdr unset)")
+    state = parse_gdr(cluster.facts(node, check).text("erdma_gdr"))
+    check.measure("peer_memory", state.peermem or "none", "", None, None, "/proc/modules")
+    check.measure("acs_on_bridges", len(state.acs_on), "", 0, "==", "S14: ACS off for P2P")
+    verdict = judge_erdma_gdr(node.name, state, cluster.expect)
+    assert verdict, verdict.reason

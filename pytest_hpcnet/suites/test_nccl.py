@@ -1,7 +1,11 @@
 """NCCL all-reduce bus bandwidth across all nodes (nccl-tests all_reduce_perf)."""
 
+import dataclasses
+
 import pytest
 
+from pytest_hpcnet.probes.nccl import nccl_size
+from pytest_hpcnet.requirements.erdma import judge_nccl_network, judge_traffic
 from pytest_hpcnet.requirements.judges import (
     judge_nccl_avg_busbw,
     judge_nccl_largest_busbw,
@@ -77,3 +81,50 @@ def test_no_wrong_results(cluster, check):
         f"{' (Out of bounds values FAILED)' if result.oob_failed else ''}"
         f"{': ' + '; '.join(result.failures) if result.failures else ''}"
     )
+
+
+# -- NCCL on the right transport (issue 16) ------------------------------------------------
+
+
+def by_inventory_name(cluster, log):
+    """The log's hosts (NCCL prints each node's hostname) renamed to inventory names."""
+    renamed = {}
+    for node in cluster.reachable_nodes():
+        section = cluster.gather_facts()[node.name].sections.get("hostname")
+        hostname = section.text.strip() if section else node.name
+        renamed[hostname] = renamed.get(hostname, node.name)
+        renamed[hostname.split(".")[0]] = renamed.get(hostname.split(".")[0], node.name)
+    hosts = tuple(dataclasses.replace(h, host=renamed.get(h.host, h.host)) for h in log.hosts)
+    return dataclasses.replace(log, hosts=hosts)
+
+
+@mark("nccl_transport")
+def test_nccl_runs_on_erdma_not_sockets(cluster, check):
+    network = cluster.expect.erdma.nccl_network
+    if network is None:
+        pytest.skip("not applicable: no NCCL network expected (expect.erdma.nccl_network is null)")
+    cluster.nccl(check)
+    log, artefact = cluster.collective.transport_log()
+    check.command(artefact)
+    nodes = [n.name for n in cluster.reachable_nodes()]
+    log = by_inventory_name(cluster, log)
+    gdr = cluster.expect.erdma.gdr
+    check.measure("network", network, "", network, "==", "expect.erdma.nccl_network")
+    if gdr is False:
+        check.measure("gdr", "not supported here", "", None, None, "expect.erdma.gdr")
+    verdict = judge_nccl_network(log, nodes, cluster.expect, None)
+    assert verdict, verdict.reason
+    # the device byte counters confirm the all-reduce moved its data over the ERIs
+    watch = cluster.collective.counters
+    for node in nodes:
+        for result in watch.commands(node):
+            check.command(result)
+    settings = cluster.inventory.benchmarks.nccl
+    size = nccl_size(settings.args.e) or 0
+    devices = {n: cluster.collective.ib_devices(n) for n in nodes}
+    n = max(len(nodes), 2)
+    per_device = {len(d) for d in devices.values()} or {1}
+    min_bytes = max(1, size * (n - 1) // n // max(max(per_device), 1))
+    traffic = judge_traffic(watch.deltas(), devices, min_bytes)
+    check.measure("min_bytes_per_eri", min_bytes, "bytes", min_bytes, ">=", "ring all-reduce")
+    assert traffic, traffic.reason

@@ -16,7 +16,7 @@ def test_sysctl_tuned(cluster, node, check):
         for key, value in cluster.expect.sysctl.items()
     ]
     if not expected:
-        pytest.skip("no sysctl expectations (expect.sysctl is empty)")
+        pytest.skip("not applicable: no sysctl expectations (expect.sysctl is empty)")
     values = parse_sysctl(cluster.facts(node, check).text("sysctl"))
     deviations = compare_sysctl(values, expected)
     for exp in expected:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from pytest_hpcnet.probes.erdma import parse_gid_tables
-from pytest_hpcnet.probes.erdma_judges import judge_nccl_transport
 from pytest_hpcnet.probes.nccl import NcclExpected, parse_nccl
 from pytest_hpcnet.probes.nccl_debug import parse_nccl_debug, split_nccl_log
 from pytest_hpcnet.probes.nccl_json import parse_nccl_json
+from pytest_hpcnet.requirements.erdma_judges import judge_nccl_transport
 from tests.corpus import corpus_files, sample
 
 FALLBACK = sample("nccl_allreduce", "h200-nccl-tests-2.19.6-g1-debug-info-socket-fallback-c0.txt")

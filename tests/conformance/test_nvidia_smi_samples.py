@@ -10,9 +10,11 @@ import re
 
 import pytest
 
+from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import QUERY_FIELDS, parse_query_gpu
 from pytest_hpcnet.probes.gpu_host import parse_driver_version
-from pytest_hpcnet.probes.gpu_judges import (
+from pytest_hpcnet.probes.gpu_topo import parse_topo
+from pytest_hpcnet.requirements.gpu import (
     judge_count_model,
     judge_ecc,
     judge_mig,
@@ -20,10 +22,10 @@ from pytest_hpcnet.probes.gpu_judges import (
     judge_persistence,
     judge_throttle,
 )
-from pytest_hpcnet.probes.gpu_topo import parse_topo
 from tests.corpus import corpus_files, sample
 
 H200_BUS = "00000000:00:06.0"
+H200_EXPECT = Expectations.model_validate({"gpu": {"count": 1, "model": "NVIDIA H200"}})
 NOT_OURS = {"smi-L.txt", "smi-q-health.txt", "smi-q.txt", "smi-q.xml", "smi.txt"}
 KNOWN = NOT_OURS | {
     "help-query-gpu.txt",
@@ -73,9 +75,9 @@ def test_query_csv_with_header_and_units():
     assert gpu.clock_events == 1 and gpu.clock_event_names == ("gpu_idle",)
     assert gpu.memory_total_mib == 143771 and gpu.raw("power.draw") == "78.89 W"
     for judge in (judge_ecc, judge_throttle, judge_pcie):
-        assert judge("h200", query).ok
-    assert judge_count_model("h200", query, 1, "NVIDIA H200").ok
-    assert judge_persistence("h200", query, True).ok and judge_mig("h200", query, False).ok
+        assert judge("h200", query)
+    assert judge_count_model("h200", query, H200_EXPECT)
+    assert judge_persistence("h200", query, H200_EXPECT) and judge_mig("h200", query, H200_EXPECT)
 
 
 def test_query_noheader_needs_its_fields():

@@ -43,7 +43,8 @@ def test_slow_node_is_named_the_suspect(lab4, tmp_path):
         faults.heal("node02", Path(lab4.state_dir))
     bad = failing(records)
     assert code == 1
-    assert {r["check_id"] for r in bad} == {"ib_write_bw", "nccl_busbw", "perftest_localization"}
+    slowed = {"ib_write_bw", "erdma_eri_bw", "nccl_busbw", "perftest_localization"}
+    assert {r["check_id"] for r in bad} == slowed
     for record in bad:
         assert "node02" in record["message"], record["message"]
         assert "node02" in record["suspect_nodes"], record

@@ -8,6 +8,7 @@ subprocess gets a dummy AccessKey in its environment.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -111,6 +112,7 @@ def fake_cloud(lab4):
 def cloud_inventory(lab4, fake_cloud, tmp_path) -> str:
     """A copy of the lab inventory whose `cloud:` block points at the fake API."""
     data = yaml.safe_load(Path(lab4.inventory).read_text())
+    data.pop("scope", None)  # with a cloud behind it, the audit is in scope
     endpoint = fake_cloud.endpoint
     data["cloud"] = {
         "ecs_endpoint": endpoint,
@@ -190,6 +192,12 @@ def test_healthy_lab_passes_the_audit_and_skips_it_without_credentials(
     skipped = audit_records(bare)
     assert len(skipped) == len(audited)
     assert {(r["verdict"], r["message"]) for r in skipped} == {("skipped", audit.NO_CREDENTIALS)}
+    # skipped is not passed: the run is INCOMPLETE, naming the audit and why
+    (run,) = list((tmp_path / "without").iterdir())
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["verdict"] == "INCOMPLETE"
+    reasons = {(e["check_id"], e["reason"]) for e in summary["scope"]["incomplete"]}
+    assert reasons == {("cloud_audit", " ".join(audit.NO_CREDENTIALS.split()))}
     others = {r["nodeid"]: r["verdict"] for r in records if r["check_id"] != "cloud_audit"}
     assert {r["nodeid"]: r["verdict"] for r in bare if r["check_id"] != "cloud_audit"} == others
 

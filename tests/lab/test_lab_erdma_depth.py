@@ -21,13 +21,6 @@ from pytest_hpcnet.lab.emulation import set_eris
 from pytest_hpcnet.lab.state import LabState
 from pytest_hpcnet.probes.counters import counter_delta, parse_rdma_counters, rdma_counters_command
 from pytest_hpcnet.probes.erdma import parse_gid_tables
-from pytest_hpcnet.probes.erdma_judges import (
-    judge_counters,
-    judge_eri_bandwidth,
-    judge_gid_index,
-    judge_nccl_transport,
-    judge_rdma_traffic,
-)
 from pytest_hpcnet.probes.nccl import NcclExpected, parse_nccl
 from pytest_hpcnet.probes.nccl_debug import parse_nccl_debug, split_nccl_log
 from pytest_hpcnet.probes.perftest import (
@@ -38,6 +31,13 @@ from pytest_hpcnet.probes.perftest import (
 )
 from pytest_hpcnet.probes.rdma import ibv_devinfo_command
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo
+from pytest_hpcnet.requirements.erdma_judges import (
+    judge_counters,
+    judge_eri_bandwidth,
+    judge_gid_index,
+    judge_nccl_transport,
+    judge_rdma_traffic,
+)
 from pytest_hpcnet.transport.fanout import Transport
 
 pytestmark = pytest.mark.lab

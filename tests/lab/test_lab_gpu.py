@@ -1,6 +1,7 @@
-"""The emulated `nvidia-smi`, `dmesg` and `journalctl -k` on lab nodes, read over SSH by the
-real commands and the pure parsers; each GPU fault fails exactly its judge on exactly the
-faulted node (and GPU), and heal restores a clean pass.
+"""The GPU checks through the real suite (`pytest -m static -k test_gpu_ --inventory lab`):
+a healthy lab passes every one (those the lab cannot measure are skipped as not applicable,
+saying why), and each GPU fault fails exactly the faulted node's check, naming the node and
+the GPU index and bus id, and nothing else. One lab; faults are applied and healed in turn.
 """
 
 from __future__ import annotations
@@ -10,114 +11,74 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.lab import faults
-from pytest_hpcnet.probes.gpu import GpuQuery, parse_query_gpu, query_gpu_command
-from pytest_hpcnet.probes.gpu_judges import (
-    Verdict,
-    judge_count_model,
-    judge_ecc,
-    judge_mig,
-    judge_pcie,
-    judge_persistence,
-    judge_throttle,
-    judge_xid,
-)
-from pytest_hpcnet.probes.gpu_node_judges import judge_nccl_ib_hca, judge_versions
-from pytest_hpcnet.probes.gpu_topo import TOPO_COMMAND, parse_topo
-from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND, XidLog, parse_kernel_log
-from pytest_hpcnet.transport.fanout import Transport
+from tests.lab.test_static_suite import failing, run_static
 
 pytestmark = pytest.mark.lab
 
-NODES = ("node01", "node02", "node03", "node04")
-MODEL = "NVIDIA H200"
+GPU_ONLY = ("-k", "test_gpu_")
+GPU_CHECKS = {
+    "gpu_inventory",
+    "gpu_health",
+    "gpu_xid",
+    "gpu_clocks",
+    "pcie_links",
+    "memlock",
+    "gpu_topology",
+    "versions",
+}
+NOT_APPLICABLE = {  # what the lab cannot measure (profiles/lab.yaml says why)
+    "test_gpu_kernel_modules": (
+        "not applicable: no kernel module expected (expect.gpu.modules is empty)"
+    ),
+    "test_gpu_rdma_pcie_links": "not applicable: expect.gpu.rdma_sysfs is false",
+    "test_gpu_nic_numa": "not applicable: expect.gpu.rdma_sysfs is false",
+}
+BUS3 = "GPU 3 (00000000:5D:00.0)"
+FAULTS = {  # kind: (node, the one failing check, what its message says)
+    "gpu-missing": ("node02", "gpu_inventory", "node02: 7 GPUs (index 0,1,2,3,4,5,6), expected 8"),
+    "gpu-ecc": ("node03", "gpu_health", f"node03: {BUS3} 4 volatile uncorrected ECC errors"),
+    "gpu-xid": ("node04", "gpu_xid", "node04: Xid 94 (Contained ECC error (the application"),
+    "gpu-throttle": ("node01", "gpu_clocks", f"node01: {BUS3} slowdown active: hw_slowdown"),
+    "gpu-pcie-downgrade": ("node02", "pcie_links", f"node02: {BUS3} PCIe link gen4 of gen5, x8"),
+    "driver-mismatch": ("node03", "versions", "nvidia_driver 570.172.08 on node03 (others 580."),
+}
 
 
-@pytest.fixture
-def lab(lab4):
-    """(state dir, fault injector); heals all nodes afterwards."""
-    state_dir = Path(lab4.state_dir)
-
-    def inject(kind: str, node: str, arg: str | None = None) -> str:
-        return faults.inject(kind, node, arg, state_dir)
-
-    yield state_dir, inject
-    faults.heal("all", state_dir)
-
-
-@pytest.fixture
-def ssh(lab_inventory):
-    transport = Transport(lab_inventory)
-    yield lambda node, command: transport.run(node, command, timeout_s=30)
-    transport.close()
-
-
-def gather(ssh) -> dict[str, tuple[GpuQuery, XidLog]]:
-    """Each node's parsed `--query-gpu` and kernel-log XIDs, read over SSH."""
-    found = {}
-    for node in NODES:
-        query = ssh(node, query_gpu_command())
-        klog = ssh(node, KERNEL_LOG_COMMAND)
-        assert query.ok and klog.ok, (query.failure, klog.failure)
-        found[node] = (parse_query_gpu(query.stdout), parse_kernel_log(klog.stdout))
-    return found
-
-
-def failures(found: dict[str, tuple[GpuQuery, XidLog]]) -> dict[tuple[str, str], Verdict]:
-    """(node, judge) -> the failed verdict, over every node and every GPU judge."""
-    out: dict[tuple[str, str], Verdict] = {}
-    for node, (query, log) in found.items():
-        verdicts = {
-            "count": judge_count_model(node, query, 8, MODEL),
-            "ecc": judge_ecc(node, query),
-            "xid": judge_xid(node, log, allowed=(), query=query),
-            "throttle": judge_throttle(node, query),
-            "persistence": judge_persistence(node, query, True),
-            "mig": judge_mig(node, query, False),
-            "pcie": judge_pcie(node, query),
-        }
-        out.update({(node, name): v for name, v in verdicts.items() if not v})
-    drivers = {
-        n: {"driver": ",".join(sorted({g.driver_version for g in q.gpus}))}
-        for n, (q, _) in found.items()
+def test_healthy_lab_passes_every_gpu_check(lab4, tmp_path):
+    code, records = run_static(lab4.inventory, tmp_path, *GPU_ONLY)
+    assert not failing(records), [r["message"] for r in failing(records)]
+    assert code == 0
+    assert {r["check_id"] for r in records if r["verdict"] == "pass"} == GPU_CHECKS
+    skipped = {
+        r["nodeid"].split("::")[-1].split("[")[0]: r for r in records if r["verdict"] == "skipped"
     }
-    versions = judge_versions(drivers)
-    if not versions:
-        for node in NODES:
-            if f" on {node} " in versions.reason:
-                out[(node, "versions")] = versions
-    return out
+    assert set(skipped) == set(NOT_APPLICABLE)
+    for test, why in NOT_APPLICABLE.items():
+        assert why in skipped[test]["message"], skipped[test]["message"]
+    count = next(r for r in records if r["check_id"] == "gpu_inventory" and r["verdict"] == "pass")
+    assert count["tool_versions"]["nvidia_driver"] == "580.159.04"
+    assert count["tool_versions"]["cuda"] == "13.0"
+    topology = [r for r in records if r["nodeid"].split("::")[-1].startswith("test_gpu_nccl_ib")]
+    assert len(topology) == 4
+    nic_map = {m["name"]: m["value"] for m in topology[0]["measured"]}["nic_map"]
+    assert nic_map.startswith("GPU0=erdma_0,GPU1=erdma_0,") and nic_map.count("GPU") == 8
 
 
-def test_healthy_lab_passes_every_gpu_judge(lab4, ssh):
-    found = gather(ssh)
-    assert failures(found) == {}
-    for node, (query, log) in found.items():
-        assert [g.index for g in query.gpus] == list(range(8)), node
-        assert log.source == "journalctl" and log.events == (), node
-    topo = parse_topo(ssh("node02", TOPO_COMMAND).stdout)
-    assert topo.error is None and len(topo.gpus) == 8 and topo.nic_name("NIC0") == "erdma_0"
-    assert topo.nearest_nics("GPU0") == ("erdma_0",)
-    assert judge_nccl_ib_hca("node02", topo, "erdma")
-    assert "leaves out erdma_0" in judge_nccl_ib_hca("node02", topo, "mlx5").reason
-
-
-@pytest.mark.parametrize(
-    ("kind", "node", "judge", "gpus", "text"),
-    [
-        ("gpu-missing", "node02", "count", (), "node02: 7 GPUs (index 0,1,2,3,4,5,6), expected 8"),
-        ("gpu-ecc", "node03", "ecc", (3,), "GPU 3 (00000000:5D:00.0) 4 volatile uncorrected"),
-        ("gpu-xid", "node04", "xid", (3,), "Xid 94 (Contained ECC error"),
-        ("gpu-throttle", "node01", "throttle", (3,), "GPU 3 (00000000:5D:00.0) slowdown active"),
-        ("gpu-pcie-downgrade", "node02", "pcie", (3,), "PCIe link gen4 of gen5, x8 of x16"),
-        ("driver-mismatch", "node03", "versions", (), "driver 570.172.08 on node03 (others 580"),
-    ],
-)
-def test_gpu_fault_fails_exactly_its_node(lab, ssh, kind, node, judge, gpus, text):
-    state_dir, inject = lab
-    inject(kind, node)
-    failed = failures(gather(ssh))
-    assert set(failed) == {(node, judge)}, {k: v.reason for k, v in failed.items()}
-    verdict = failed[(node, judge)]
-    assert verdict.gpus == gpus and text in verdict.reason and verdict.fix
-    assert faults.heal(node, state_dir) == [f"{node}: {kind}"]
-    assert failures(gather(ssh)) == {}
+@pytest.mark.parametrize("kind", sorted(FAULTS))
+def test_gpu_fault_fails_exactly_that_nodes_check(lab4, tmp_path, kind):
+    node, check_id, text = FAULTS[kind]
+    faults.inject(kind, node, None, Path(lab4.state_dir))
+    try:
+        code, records = run_static(lab4.inventory, tmp_path, *GPU_ONLY)
+    finally:
+        healed = faults.heal(node, Path(lab4.state_dir))
+    assert healed == [f"{node}: {kind}"]
+    bad = failing(records)
+    assert code == 1
+    assert [(r["check_id"], r["subject"] in (node, "cluster")) for r in bad] == [
+        (check_id, True)
+    ], [r["message"] for r in bad]
+    assert text in bad[0]["message"] and "fix: " in bad[0]["message"], bad[0]["message"]
+    assert node in bad[0]["message"]
+    if kind not in ("gpu-missing", "driver-mismatch"):  # a node-wide count, a cluster-wide version
+        assert BUS3 in bad[0]["message"], bad[0]["message"]

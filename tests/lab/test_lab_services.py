@@ -54,7 +54,7 @@ def test_metadata_answers_each_node_with_its_own_values(lab4):
         assert curl(ns, f"{BASE}/meta-data/vswitch-id") == (200, node.vswitch_id)
         assert curl(ns, f"{BASE}/meta-data/instance/instance-type") == (
             200,
-            "ecs.ebmgn8is.32xlarge",
+            "ecs.hpcnet-lab.emulated",
         )
         code, listing = curl(ns, f"{BASE}/meta-data/")
         assert code == 200 and {"vswitch-id", "zone-id", "instance/"} <= set(listing.split())
@@ -79,7 +79,7 @@ def test_metadata_probe_over_ssh_uses_token(lab4, ssh):
     assert facts.token_used is True, result.stdout
     assert facts.private_ipv4 == "198.18.0.12"
     assert facts.vpc_id == "vpc-lab0001" and facts.region_id == "cn-lab"
-    assert facts.instance_type == "ecs.ebmgn8is.32xlarge" and not facts.missing
+    assert facts.instance_type == "ecs.hpcnet-lab.emulated" and not facts.missing
 
 
 def test_metadata_is_served_in_node_namespaces_only(lab4):

@@ -151,3 +151,38 @@ def test_ambiguous_eadm_output_is_not_read_as_a_setting():
     d = parse_erdma_driver("module=loaded\ncompat_mode=N\ncc:erdma_0=supported: cubic mpcc\n")
     assert d.cc == {"erdma_0": None} and "not readable" in d.cc_notes["erdma_0"]
     assert d.compat_mode is False
+
+
+def _fake_sysfs(root, devices):
+    """A sysfs tree: `devices` (name, driver) under class/infiniband, the erdma module."""
+    (root / "module/erdma/parameters").mkdir(parents=True)
+    (root / "module/erdma/version").write_text("0.2.37\n")
+    (root / "module/erdma/parameters/compat_mode").write_text("Y\n")
+    for name, driver in devices:
+        dev = root / f"class/infiniband/{name}/device"
+        (dev / "net/eth0").mkdir(parents=True)
+        (root / f"class/infiniband/{name}/ports/1").mkdir(parents=True)
+        (root / f"class/infiniband/{name}/ports/1/rate").write_text("100 Gb/sec (4X EDR)\n")
+        (root / f"bus/pci/drivers/{driver}").mkdir(parents=True, exist_ok=True)
+        (dev / "driver").symlink_to(root / f"bus/pci/drivers/{driver}")
+        (dev / "numa_node").write_text("0\n")
+
+
+def test_commands_without_root_read_hpcnet_sysfs_else_sys(tmp_path):
+    """The facts' builders (no root given) read `$HPCNET_SYSFS` (the lab's emulated tree);
+    the driver command then covers every device bound to erdma, whatever its name."""
+    import os
+    import subprocess
+
+    _fake_sysfs(tmp_path, [("rocep26s0", "erdma"), ("mlx5_0", "mlx5_core")])
+    env = {**os.environ, "HPCNET_SYSFS": str(tmp_path)}
+
+    def sh(cmd):
+        return subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, env=env).stdout
+
+    ids = parse_erdma_identity(sh(erdma_identity_command(None)))
+    assert [d.name for d in ids.eris()] == ["rocep26s0"]
+    driver = parse_erdma_driver(sh(erdma_driver_command(None, None)))
+    assert (driver.loaded, driver.version, driver.compat_mode) == (True, "0.2.37", True)
+    assert set(driver.rates) == {"rocep26s0"} and driver.cc == {"rocep26s0": None}
+    assert '"${HPCNET_SYSFS:-/sys}"/class/infiniband' in erdma_identity_command(None)

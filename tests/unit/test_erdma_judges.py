@@ -1,10 +1,11 @@
-"""Pure eRDMA judges (probes/erdma_judges.py): each names exactly the node and device."""
+"""Pure eRDMA judges (requirements/erdma_judges.py): each names exactly the node and device."""
 
 from __future__ import annotations
 
 from pytest_hpcnet.probes.counters import counter_delta, parse_rdma_counters
 from pytest_hpcnet.probes.erdma import parse_gid_tables
-from pytest_hpcnet.probes.erdma_judges import (
+from pytest_hpcnet.probes.nccl_debug import parse_nccl_debug
+from pytest_hpcnet.requirements.erdma_judges import (
     instance_figure,
     judge_counters,
     judge_eri_bandwidth,
@@ -13,7 +14,6 @@ from pytest_hpcnet.probes.erdma_judges import (
     judge_nccl_transport,
     judge_rdma_traffic,
 )
-from pytest_hpcnet.probes.nccl_debug import parse_nccl_debug
 
 
 def test_per_eri_bandwidth():

@@ -20,7 +20,12 @@ from pytest_hpcnet.probes.gpu_host import (
     parse_memlock,
     parse_modules,
 )
-from pytest_hpcnet.probes.gpu_topo import NIC_NUMA_COMMAND, parse_nic_numa, parse_topo
+from pytest_hpcnet.probes.gpu_rdma import (
+    RDMA_SYSFS_COMMAND,
+    parse_cuda_version,
+    parse_rdma_sysfs,
+)
+from pytest_hpcnet.probes.gpu_topo import parse_topo
 from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND, parse_kernel_log, xid_meaning
 
 
@@ -196,8 +201,34 @@ def test_memlock():
     assert here.error is None and (here.unlimited or here.kib is not None)
 
 
-def test_nic_numa_command_runs_here(tmp_path):
-    out = subprocess.run(["sh", "-c", NIC_NUMA_COMMAND], capture_output=True, text=True)
+def test_rdma_sysfs_command_runs_here():
+    out = subprocess.run(["sh", "-c", RDMA_SYSFS_COMMAND], capture_output=True, text=True)
     assert out.returncode == 0 and out.stderr == ""
-    assert all(isinstance(v, int) for v in parse_nic_numa(out.stdout).values())
-    assert parse_nic_numa("erdma_0 -1\nerdma_1\n") == {"erdma_0": -1}
+    found = parse_rdma_sysfs(out.stdout)
+    assert found.error is None and all(d.numa_node is not None for d in found.devices)
+
+
+def test_rdma_sysfs_parser():
+    """Values as Linux prints them (pci-sysfs.c: `16.0 GT/s PCIe`; older kernels `16 GT/s`)."""
+    text = (
+        "erdma_0 numa_node 0\nerdma_0 current_link_speed 8.0 GT/s PCIe\n"
+        "erdma_0 max_link_speed 16 GT/s\nerdma_0 current_link_width 16\n"
+        "erdma_0 max_link_width 16\nerdma_1 numa_node -1\n"
+        "erdma_1 current_link_speed Unknown\nerdma_1 max_link_speed ?\n"
+        "erdma_1 current_link_width 0\nerdma_1 max_link_width ?\nhpcnet-rdma-devices: 2\n"
+    )
+    found = parse_rdma_sysfs(text)
+    first, second = found.devices
+    assert found.error is None
+    assert (first.speed_gts, first.speed_max_gts, first.width, first.width_max) == (8, 16, 16, 16)
+    assert second.numa_node == -1 and second.speed_gts is None and second.width_max is None
+    assert "cut short" in parse_rdma_sysfs(text.rsplit("hpcnet", 1)[0]).error
+    assert (
+        "2 devices counted, 1 read whole" in parse_rdma_sysfs(text[:150] + "\n" + text[-24:]).error
+    )
+
+
+def test_cuda_version_on_the_real_outputs(fixture_text):
+    for name in ("smi-q.txt", "smi-q-health.txt", "smi.txt"):
+        assert parse_cuda_version(fixture_text("samples/nvidia_smi", name)) == "13.0", name
+    assert parse_cuda_version("nvidia-smi: command not found") is None

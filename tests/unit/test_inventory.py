@@ -44,7 +44,25 @@ def test_defaults_and_profile_reference(tmp_path):
     inv = load_inventory(write(tmp_path, GOOD + "expect: {profile: ebmgn8is}\n"))
     assert inv.ssh.host_key_policy == "strict"
     assert inv.expect.mtu == 8500
-    assert inv.expect.ib_write_bw.bound_gbps == pytest.approx(80.0)  # 100 Gbit/s - 20 %
+    assert inv.expect.ib_write_bw.bound_gbps == pytest.approx(64.0)  # 80 Gbit/s per ERI - 20 %
+
+
+def test_one_nic_index_rule_only_on_ebmgn7ex(tmp_path):
+    """S1 states the 100 Gbit/s one-NIC-index ceiling for ebmgn7ex only; ebmgn8is used to
+    borrow it as its per-pair reference (100 - 20 %), which is neither figure of 8is."""
+    for profile, same_index in (("ebmgn7ex", 100), ("ebmgn8is", None), ("gn9gc", None)):
+        inv = load_inventory(write(tmp_path, GOOD + f"expect: {{profile: {profile}}}\n"))
+        assert inv.expect.erdma.same_nic_index_gbps == same_index, profile
+    inv = load_inventory(write(tmp_path, GOOD + "expect: {profile: ebmgn8is}\n"))
+    assert (inv.expect.erdma.per_eri_gbps, inv.expect.erdma.per_instance_gbps) == (80, 160)
+    assert inv.expect.ib_write_bw.reference.value == 80
+
+
+def test_erdma_keys_override_like_the_others(tmp_path):
+    text = GOOD + "expect: {profile: ebmgn8is, erdma: {per_eri_gbps: 70, cc: mpcc}}\n"
+    inv = load_inventory(write(tmp_path, text))
+    assert inv.expect.erdma.per_eri_gbps == 70 and inv.expect.erdma.cc == "mpcc"
+    assert inv.expect.erdma.per_instance_gbps == 160  # the rest of the profile stays
 
 
 def test_range_with_host_range_and_name_pattern(tmp_path):

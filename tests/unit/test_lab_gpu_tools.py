@@ -8,13 +8,15 @@ import subprocess
 
 import pytest
 
+from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.lab import faults
 from pytest_hpcnet.lab.emulation import GPU_BUS_IDS, install_tools
 from pytest_hpcnet.lab.state import LabNode, LabState
 from pytest_hpcnet.probes.gpu import QUERY_FIELDS, parse_query_gpu, query_gpu_command
-from pytest_hpcnet.probes.gpu_judges import judge_ecc, judge_pcie, judge_throttle, judge_xid
+from pytest_hpcnet.probes.gpu_rdma import CUDA_COMMAND, parse_cuda_version
 from pytest_hpcnet.probes.gpu_topo import TOPO_COMMAND, parse_topo
 from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND, parse_kernel_log
+from pytest_hpcnet.requirements.gpu import judge_ecc, judge_pcie, judge_throttle, judge_xid
 from tests.corpus import sample
 
 
@@ -60,7 +62,7 @@ def test_healthy_node_and_its_faults(node):
         faults.inject(kind, "node01", "5", node.state_dir)
     faulted = parse_query_gpu(node(query_gpu_command()))
     for judge in (judge_ecc, judge_throttle, judge_pcie):
-        assert judge("node01", faulted).gpus == (5,), judge.__name__
+        assert "GPU 5 (00000000:AB:00.0)" in judge("node01", faulted).reason, judge.__name__
     faults.inject("gpu-missing", "node01", "0", node.state_dir)
     assert parse_query_gpu(node(query_gpu_command())).gpus[0].bus_id == "00000000:2A:00.0"
     assert len(faults.heal("node01", node.state_dir)) == 4
@@ -75,7 +77,8 @@ def test_xid_fault_reaches_both_logs_and_heals(node):
     assert [(e.xid, e.bus_id) for e in log.events] == [(79, "0000:5d:00")]
     assert [e.xid for e in parse_kernel_log("hpcnet-klog: dmesg\n" + node("dmesg")).events] == [79]
     query = parse_query_gpu(node(query_gpu_command()))
-    assert judge_xid("node01", log, query=query).gpus == (3,)
+    verdict = judge_xid("node01", log, Expectations(), query)
+    assert "on GPU 3 (00000000:5D:00.0)" in verdict.reason
     faults.heal("node01", node.state_dir)
     assert parse_kernel_log(node(KERNEL_LOG_COMMAND)).events == ()
 
@@ -87,3 +90,12 @@ def test_topology_and_driver_mismatch(node):
     drivers = {g.driver_version for g in parse_query_gpu(node(query_gpu_command())).gpus}
     assert drivers == {"570.172.08"}
     assert "570.172.08" in node("dmesg")
+
+
+def test_cuda_version_header_is_the_recorded_one(node):
+    header = sample("nvidia_smi", "smi-q.txt").read_text().splitlines()[:8]
+    printed = node("nvidia-smi -q -d COMPUTE").splitlines()
+    assert printed[:3] == header[:3] and printed[4:7] == header[4:7]  # [3] is the timestamp
+    assert printed[7].replace(": 8", ": 1") == header[7]  # one recorded GPU, eight here
+    assert printed[8:10] == ["GPU 00000000:18:00.0", "    Compute Mode" + " " * 39 + ": Default"]
+    assert parse_cuda_version(node(CUDA_COMMAND)) == "13.0"

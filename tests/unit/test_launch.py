@@ -12,6 +12,7 @@ from pytest_hpcnet.campaigns.launch import (
     SrunSpec,
     expected_run,
     hostfile_text,
+    launch_command,
     mpirun_argv,
     mpirun_command,
     nccl_env,
@@ -135,3 +136,31 @@ def test_expected_run_is_what_the_launcher_starts():
     assert expected_run(two_per_process, 2) == NcclExpected(
         max_bytes=8 * 2**30, ranks=16, nodes=2, validation=False
     )
+
+
+def test_srun_launch_takes_mpi_args_and_the_launchers_own_env():
+    settings = NcclSettings(
+        launcher="srun",
+        gpus_per_node=1,
+        srun_mpi="none",
+        srun_args=["--time=5"],
+        env={"NCCL_IB_HCA": "erdma_0"},
+        launch_env={"SLURM_CONF": "/var/lab/slurm/slurm.conf"},
+    )
+    words = shlex.split(launch_command(settings, ["10.0.0.1"], ["gpu1"]))
+    assert words[:2] == ["env", "SLURM_CONF=/var/lab/slurm/slurm.conf"]
+    assert words[2] == "srun" and "--mpi=none" in words and "--time=5" in words
+    assert "--export=ALL,NCCL_IB_HCA=erdma_0" in words  # the ranks' env, not SLURM_CONF
+    default = shlex.split(launch_command(NcclSettings(launcher="srun"), ["h"], ["n"]))
+    assert default[0] == "srun" and "--mpi=pmix" in default
+
+
+def test_launch_env_applies_to_mpirun_not_the_hostfile_write():
+    settings = NcclSettings(launch_env={"PATH": "/opt/ompi/bin:/usr/bin"})
+    command = launch_command(settings, ["10.0.0.1"], ["gpu1"])
+    hostfile, run = command.split(" && ")
+    assert hostfile.startswith("printf ") and run.startswith(
+        "env PATH=/opt/ompi/bin:/usr/bin mpirun "
+    )
+    with pytest.raises(ValueError, match="not an environment variable name"):
+        launch_command(NcclSettings(launch_env={"A B": "x"}), ["h"], ["n"])

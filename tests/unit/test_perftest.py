@@ -302,3 +302,45 @@ def test_pair_round_holds_the_client_output_to_the_size_it_asked():
     assert measured(65536).value == pytest.approx(363.47)
     short = measured(1048576)
     assert short.value is None and "65536 bytes of 1048576 asked" in short.error
+
+
+def test_every_eri_localized_to_node_and_device():
+    """node03's erdma_1 fails with both partners while its erdma_0 and every other node's
+    devices pass: the schedule names `node03 erdma_1`, not node03 as a whole."""
+    from pytest_hpcnet.campaigns.perftest import PairRun, localize_devices, missing_device, worst
+
+    names = ["node01", "node02", "node03", "node04"]
+    devices = {n: ["erdma_0", "erdma_1"] for n in names}
+
+    def runs(pair, bad1):
+        return {
+            "erdma_0": PairRun(pair, 1, device="erdma_0"),
+            "erdma_1": PairRun(pair, 1, device="erdma_1", error="slow" if bad1 else None),
+        }
+
+    pairs = [Pair("node01", "node03"), Pair("node03", "node02"), Pair("node02", "node04")]
+    every = [(p, runs(p, "node03" in p.key)) for p in pairs]
+    every.append((Pair("node04", "node01"), runs(Pair("node04", "node01"), False)))
+    ok = lambda run: run.error is None  # noqa: E731
+    assert localize_devices(every, names, devices, ok) == ["node03 erdma_1"]
+    assert worst(every[0][1], ok).device == "erdma_1"
+    assert worst(every[2][1], ok).device == "erdma_0"
+    lacking = missing_device(Pair("node01", "node02"), 1, 1, {**devices, "node02": ["erdma_0"]})
+    assert lacking.error == "node02 has no ERI 1 (erdma_0)" and lacking.device == "erdma_1"
+
+
+def test_all_at_once_rounds_cover_every_node_of_an_odd_cluster():
+    from pytest_hpcnet.campaigns.perftest import instance_rounds
+    from pytest_hpcnet.campaigns.schedule import schedule_rounds
+
+    for n in (2, 3, 5, 8, 9):
+        nodes = [f"n{i}" for i in range(n)]
+        rounds = schedule_rounds(nodes, "matchings", 2)
+        picked = instance_rounds(rounds)
+        assert picked[0] == rounds[0] and len(picked) <= 2
+        covered = [x for r in picked for p in r for x in (p.a, p.b)]
+        assert set(covered) == set(nodes), (n, picked)
+        for r in picked:  # each round's pairs are disjoint: they run at once
+            inside = [x for p in r for x in (p.a, p.b)]
+            assert len(inside) == len(set(inside))
+    assert instance_rounds([]) == []

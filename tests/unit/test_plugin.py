@@ -56,7 +56,7 @@ def test_runs_and_summarises_without_contacting_nodes(pytester: pytest.Pytester)
             "*cluster unit-cluster (cn-test): 3 nodes",
             "nodes reached: not contacted; unreachable: 0",
             "checks: 3 passed, 0 failed, 0 errors, 0 waived, 0 skipped",
-            "verdict: INCOMPLETE",
+            "verdict: INCOMPLETE (selected checks, not a handover certificate)",
             "reports: out/*/ (certificate.html, evidence.jsonl)",
         ]
     )

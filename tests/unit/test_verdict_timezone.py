@@ -11,6 +11,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from pytest_hpcnet.report.records import GOOD_VERDICTS
+
 pytest_plugins = ["pytester"]
 
 #: Shanghai (UTC+8) and Los Angeles (UTC-8) are the controllers the issue names; UTC+14 and
@@ -63,10 +65,11 @@ def run_once(pytester: pytest.Pytester, zone: str, attempt: int) -> tuple[str, d
     certificate = [v for v, n in facts["counts"].items() if n] == ["waived"]
     verdicts = {
         "terminal": terminal,
-        "terminal_run_verdict": "waived" if "verdict: ACCEPTED" in result.stdout.str() else "fail",
+        "terminal_run_verdict": "waived" if "verdict: PASSED" in result.stdout.str() else "fail",
         "junit": junit_verdict(run / "junit.xml"),
         "certificate": "waived" if certificate else "fail",
-        "certificate_run_verdict": "waived" if facts["verdict"] == "ACCEPTED" else "fail",
+        # ACCEPTED until the certificate reads the run's scope (certificate helper), then PASSED
+        "certificate_run_verdict": "waived" if facts["verdict"] in GOOD_VERDICTS else "fail",
     }
     return facts["run_date"], verdicts, today
 

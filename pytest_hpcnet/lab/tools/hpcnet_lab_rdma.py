@@ -25,8 +25,13 @@ MTU_CODES = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
 
 
 def node_name() -> str:
-    """This node's lab name."""
-    return os.environ.get("HPCNET_LAB_NODE") or socket.gethostname()
+    """This node's lab name: under srun, the NodeName slurmd sets for its tasks (the launch
+    node's HPCNET_LAB_NODE reaches every rank through `--export=ALL`), else sshd's."""
+    return (
+        os.environ.get("SLURMD_NODENAME")
+        or os.environ.get("HPCNET_LAB_NODE")
+        or socket.gethostname()
+    )
 
 
 def state_dir() -> Path:

@@ -4,12 +4,14 @@ Prints the node's eight emulated H200 (see hpcnet_lab_gpu.py) in the formats rec
 on a real H200 (samples/nvidia_smi): `--query-gpu=F,... --format=csv[,noheader][,nounits]`
 (header `memory.total [MiB]`, values `143771 MiB`, `[N/A]`; an unknown field is refused as
 the real tool refuses it), `topo -m` (ANSI-underlined header, the node's eRDMA devices as
-NICs, `NIC Legend`) and `-L`. Faults change what it prints; nothing else is emulated.
+NICs, `NIC Legend`), `-L` and `-q [-d ...]` (only the recorded header, with `CUDA Version`,
+and each GPU's `Compute Mode`). Faults change what it prints; nothing else is emulated.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 import hpcnet_lab_gpu as gpu
 import hpcnet_lab_rdma as lab
@@ -89,10 +91,34 @@ def topo() -> int:
     return 0
 
 
+CUDA = "13.0"
+"""The recorded driver's CUDA version (samples/nvidia_smi/smi-q.txt)."""
+
+
+def query_log() -> int:
+    """`-q`: the recorded header, then each GPU with its compute mode only."""
+    rows = gpu.gpus()
+    driver = rows[0]["driver_version"] if rows else gpu.DRIVER
+
+    def item(key: str, value: str, indent: str = "") -> str:
+        return f"{indent}{key:<{55 - len(indent)}}: {value}\n"
+
+    out = "\n==============NVSMI LOG==============\n\n"
+    out += item("Timestamp", time.strftime("%a %b %d %H:%M:%S %Y"))
+    out += item("Driver Version", driver) + item("CUDA Version", CUDA) + "\n"
+    out += item("Attached GPUs", str(len(rows)))
+    for row in rows:
+        out += f"GPU {row['pci.bus_id']}\n" + item("Compute Mode", "Default", "    ") + "\n"
+    sys.stdout.write(out)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """Run like `nvidia-smi`; returns the exit status."""
     if argv[:2] == ["topo", "-m"]:
         return topo()
+    if argv[:1] == ["-q"]:
+        return query_log()
     if argv == ["-L"]:
         for row in gpu.gpus():
             sys.stdout.write(f"GPU {row['index']}: {row['name']} (UUID: {row['uuid']})\n")

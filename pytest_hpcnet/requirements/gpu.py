@@ -1,19 +1,20 @@
-"""Pure judges of GPU node health: parsed results and plain expectations in, a Verdict out.
+"""Judges of each GPU's health: a node's parsed `--query-gpu` and `expect.gpu` in, a Verdict out.
 
 Each judge fails closed (an unreadable output, a missing field, a node without
 `nvidia-smi` is a failure with its reason) and names the node, the GPU index and bus id,
-the value found and the fix. Expectations are plain arguments so the requirement layer
-can feed them from the profile. Node-wide judges (memlock, modules, versions, GPU-NIC
-topology) are in `gpu_node_judges`.
+the value found, and says the fix in `Verdict.fix`; `measured` is the number of GPUs at
+fault (or found, for the count). Node-wide judges (memlock, modules, PCIe of the RDMA
+devices, versions, GPU-NIC topology) are in `gpu_node`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 
+from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import Gpu, GpuQuery, bus_key
 from pytest_hpcnet.probes.gpu_xid import XID_SOURCE, XidLog
+from pytest_hpcnet.requirements.judges import Verdict
 
 HARD_SLOWDOWN = {
     0x8: "hw_slowdown",
@@ -29,20 +30,6 @@ FIX_DRIVER = "load the NVIDIA kernel driver (`modprobe nvidia`; check dmesg for 
 FIX_MISMATCH = "reboot or reload the nvidia modules so kernel and user-space driver agree"
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """A judge's decision: `ok`, a one-line `reason` naming node, GPU and value, and `fix`."""
-
-    ok: bool
-    reason: str = ""
-    fix: str = ""
-    gpus: tuple[int, ...] = ()
-    """Indexes of the GPUs at fault (empty for node-wide failures)."""
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-
 PASS = Verdict(True)
 
 
@@ -50,11 +37,13 @@ def _unreadable(node: str, query: GpuQuery) -> Verdict | None:
     """The failure of a query that did not produce a GPU list, else None."""
     fixes = {"no-tool": FIX_NO_TOOL, "no-driver": FIX_DRIVER, "version-mismatch": FIX_MISMATCH}
     if query.state in fixes:
-        return Verdict(False, f"{node}: {query.error}", fixes[query.state])
+        return Verdict(False, reason=f"{node}: {query.error}", fix=fixes[query.state])
     if query.state == "no-devices":
-        return Verdict(False, f"{node}: nvidia-smi: No devices were found", FIX_DRIVER)
+        return Verdict(False, reason=f"{node}: nvidia-smi: No devices were found", fix=FIX_DRIVER)
     if query.error is not None:
-        return Verdict(False, f"{node}: nvidia-smi output unreadable: {query.error}", "re-run")
+        return Verdict(
+            False, reason=f"{node}: nvidia-smi output unreadable: {query.error}", fix="re-run"
+        )
     return None
 
 
@@ -72,11 +61,13 @@ def _per_gpu(
     if not found:
         return PASS
     reason = f"{node}: " + "; ".join(f"{g.label} {p}" for g, p in found)
-    return Verdict(False, reason, fix, tuple(g.index for g, _ in found if g.index is not None))
+    return Verdict(False, measured=len(found), bound=0, reason=reason, fix=fix)
 
 
-def judge_count_model(node: str, query: GpuQuery, count: int, model: str | None) -> Verdict:
-    """`count` GPUs, each named `model` (case and spacing ignored) when a model is given."""
+def judge_count_model(node: str, query: GpuQuery, expect: Expectations) -> Verdict:
+    """`expect.gpu.count` GPUs, each named `expect.gpu.model` (case and spacing ignored)
+    when a model is set."""
+    count, model = expect.gpu.count or 0, expect.gpu.model
     bad = _unreadable(node, query)
     if bad is not None:
         return bad
@@ -86,8 +77,10 @@ def judge_count_model(node: str, query: GpuQuery, count: int, model: str | None)
         indexes = ",".join(str(g.index) for g in query.gpus)
         return Verdict(
             False,
-            f"{node}: {found} GPUs (index {indexes or '-'}), expected {count}{lost}",
-            "reseat or replace the missing GPU (check `lspci -d 10de:` and dmesg for Xid 79); "
+            measured=found,
+            bound=count,
+            reason=f"{node}: {found} GPUs (index {indexes or '-'}), expected {count}{lost}",
+            fix="reseat or replace the missing GPU (check `lspci -d 10de:` and dmesg for Xid 79); "
             "then reboot",
         )
     if model:
@@ -141,33 +134,35 @@ def judge_ecc(node: str, query: GpuQuery) -> Verdict:
 
 
 def judge_xid(
-    node: str, log: XidLog, allowed: Iterable[int] = (), query: GpuQuery | None = None
+    node: str, log: XidLog, expect: Expectations, query: GpuQuery | None = None
 ) -> Verdict:
-    """No XID since boot other than `allowed`; each named with its meaning and GPU."""
+    """No XID since boot other than `expect.gpu.allowed_xids`; each named with its meaning
+    and GPU (its index and bus id from `query`)."""
     if log.error is not None:
-        return Verdict(False, f"{node}: {log.error}", "run the checks as root or in group adm")
-    allow = set(allowed)
+        return Verdict(
+            False, reason=f"{node}: {log.error}", fix="run the checks as root or in group adm"
+        )
+    allow = set(expect.gpu.allowed_xids)
     bad = [e for e in log.events if e.xid not in allow]
     if not bad:
         return PASS
     by_bus = {bus_key(g.bus_id): g for g in (query.gpus if query else ())}
-    parts, gpus = [], []
+    parts = []
     for xid in sorted({e.xid for e in bad}):
         events = [e for e in bad if e.xid == xid]
         where = []
         for bus in dict.fromkeys(e.bus_id for e in events):
             gpu = by_bus.get(bus_key(bus))
             where.append(gpu.label if gpu else f"GPU at {bus}")
-            if gpu and gpu.index is not None:
-                gpus.append(gpu.index)
         times = f" x{len(events)}" if len(events) > 1 else ""
         parts.append(f"Xid {xid}{times} ({events[0].meaning}) on {', '.join(where)}")
     return Verdict(
         False,
-        f"{node}: " + "; ".join(parts),
-        f"act on each Xid as {XID_SOURCE} says (reset the GPU, reboot or replace); allow an "
+        measured=len(bad),
+        bound=0,
+        reason=f"{node}: " + "; ".join(parts),
+        fix=f"act on each Xid as {XID_SOURCE} says (reset the GPU, reboot or replace); allow an "
         "application-caused Xid in the inventory only after reading its cause",
-        tuple(dict.fromkeys(gpus)),
     )
 
 
@@ -186,7 +181,8 @@ def judge_throttle(node: str, query: GpuQuery) -> Verdict:
 
 
 def _mode_judge(attr: str, field: str, what: str, fix: str):
-    def judge(node: str, query: GpuQuery, expected: bool) -> Verdict:
+    def judge(node: str, query: GpuQuery, expect: Expectations) -> Verdict:
+        expected: bool = getattr(expect.gpu, "mig" if attr == "mig_mode" else "persistence")
         want = "Enabled" if expected else "Disabled"
 
         def problem(gpu: Gpu) -> str | None:
@@ -199,7 +195,7 @@ def _mode_judge(attr: str, field: str, what: str, fix: str):
 
         return _per_gpu(node, query, problem, fix.format(flag=int(expected)))
 
-    judge.__doc__ = f"{what} as expected on every GPU."
+    judge.__doc__ = f"{what} as `expect.gpu` says on every GPU."
     return judge
 
 
@@ -214,18 +210,45 @@ judge_mig = _mode_judge(
 )
 
 
+IDLE_PSTATE = 5
+"""From P5 on a GPU is in a low-power state and may run its PCIe link below its top gen."""
+
+
+def _idle_gen_only(gpu: Gpu) -> bool:
+    """Gen below max, width at max, and an idle pstate: the link gen cannot be judged."""
+    if None in (gpu.pcie_gen, gpu.pcie_gen_max, gpu.pcie_width, gpu.pcie_width_max):
+        return False
+    number = (gpu.pstate or "").lstrip("P")
+    idle = number.isdigit() and int(number) >= IDLE_PSTATE
+    return idle and gpu.pcie_gen < gpu.pcie_gen_max and gpu.pcie_width >= gpu.pcie_width_max  # type: ignore[operator]
+
+
+def idle_gen_not_measured(node: str, query: GpuQuery) -> str | None:
+    """A `not measured:` reason naming the idle GPUs whose link gen `judge_pcie` left out."""
+    idle = [g for g in query.gpus if _idle_gen_only(g)]
+    if not idle:
+        return None
+    named = "; ".join(
+        f"{g.label} at gen{g.pcie_gen} of gen{g.pcie_gen_max} in pstate {g.pstate}" for g in idle
+    )
+    return (
+        f"not measured: {node}: {named} (a GPU lowers its PCIe gen when idle): "
+        "run the check while the GPUs are busy"
+    )
+
+
 def judge_pcie(node: str, query: GpuQuery) -> Verdict:
-    """PCIe link generation and width at their maximum on every GPU."""
+    """PCIe link generation and width at their maximum on every GPU; a lower gen on an idle
+    GPU is left out (`idle_gen_not_measured` says so), a narrow link never is."""
 
     def problem(gpu: Gpu) -> str | None:
         pairs = (("gen", gpu.pcie_gen, gpu.pcie_gen_max), ("x", gpu.pcie_width, gpu.pcie_width_max))
         if any(cur is None or top is None for _, cur, top in pairs):
             return "PCIe link generation or width unreadable"
-        low = [f"{k}{cur} of {k}{top}" for k, cur, top in pairs if cur < top]  # type: ignore[operator]
-        if not low:
+        if _idle_gen_only(gpu):
             return None
-        idle = f" (pstate {gpu.pstate}: an idle GPU may lower its gen)" if gpu.pstate else ""
-        return f"PCIe link {', '.join(low)}{idle}"
+        low = [f"{k}{cur} of {k}{top}" for k, cur, top in pairs if cur < top]  # type: ignore[operator]
+        return f"PCIe link {', '.join(low)}" if low else None
 
     return _per_gpu(
         node,

@@ -1,0 +1,80 @@
+"""The certificate's GPU section: per node its GPUs, driver and health, and the GPU-NIC map.
+
+A pure function of the evidence records (so `verify` re-renders it identically), read by
+`templates/certificate_gpu.html.j2`; None when the run has no GPU measurements (a CPU-only
+profile skips every GPU check). Node output reaches the page only through Jinja's
+autoescaping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_hpcnet.report.records import CheckRecord
+from pytest_hpcnet.requirements.registry import title
+
+GPU_CHECKS = (
+    "gpu_inventory",
+    "gpu_health",
+    "gpu_xid",
+    "gpu_clocks",
+    "pcie_links",
+    "memlock",
+    "gpu_topology",
+)
+"""The per-node GPU requirements (the cluster-wide `versions` is in the versions table)."""
+BAD = ("fail", "error")
+
+
+def _measured(record: CheckRecord) -> dict[str, Any]:
+    return {m.name: m.value for m in record.measured}
+
+
+def _nic_map(value: Any) -> dict[str, str]:
+    """`GPU0=erdma_0,GPU1=erdma_1` -> {"GPU0": "erdma_0", ...} (what the suite measures)."""
+    pairs = (item.partition("=") for item in str(value or "").split(",") if "=" in item)
+    return {gpu.strip(): nic.strip() for gpu, _, nic in pairs}
+
+
+def _node(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "gpus": None,
+        "model": None,
+        "driver": None,
+        "cuda": None,
+        "issues": [],
+        "not_measured": [],
+        "nic_map": {},
+    }
+
+
+def gpu_section(records: Sequence[CheckRecord]) -> dict[str, Any] | None:
+    """{"nodes": [...], "columns": [GPU0, ...]} for the template, or None without GPU data."""
+    mine = [r for r in records if r.check_id in GPU_CHECKS and r.kind == "node"]
+    if not any(r.verdict != "skipped" for r in mine):
+        return None
+    nodes: dict[str, dict[str, Any]] = {}
+    for record in sorted(mine, key=lambda r: (r.subject, GPU_CHECKS.index(r.check_id))):
+        node = nodes.setdefault(record.subject, _node(record.subject))
+        measured = _measured(record)
+        if record.check_id == "gpu_inventory" and "gpus" in measured:
+            count = measured["gpus"]
+            node["gpus"] = int(count) if isinstance(count, float) and count.is_integer() else count
+            node["model"] = measured.get("model")
+        if "nic_map" in measured:
+            node["nic_map"] = _nic_map(measured["nic_map"])
+        node["driver"] = node["driver"] or record.tool_versions.get("nvidia_driver")
+        node["cuda"] = node["cuda"] or record.tool_versions.get("cuda")
+        if record.verdict in BAD:
+            node["issues"].append(f"{title(record.check_id)}: {record.message}")
+        elif record.verdict == "skipped" and record.message not in node["not_measured"]:
+            node["not_measured"].append(record.message)  # the skip's reason
+    columns = sorted(
+        {gpu for node in nodes.values() for gpu in node["nic_map"]},
+        key=lambda g: (len(g), g),
+    )
+    for node in nodes.values():
+        node["healthy"] = not node["issues"] and node["gpus"] is not None
+    return {"nodes": list(nodes.values()), "columns": columns}

@@ -1,0 +1,252 @@
+"""Judges of the eRDMA-in-depth requirements (issue 16): one `Verdict` each, reading only
+`expect.rdma` and `expect.erdma`.
+
+The per-device findings of `erdma_judges` (`Finding`: node, device, one-line reason) are
+folded into one verdict whose reason names every failing "node07 erdma_1". A figure the
+profile does not set (Alibaba publishes none) is reported by the suite, never judged here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pytest_hpcnet.inventory.expectations import Expectations
+from pytest_hpcnet.probes.counters import CounterDelta
+from pytest_hpcnet.probes.erdma import (
+    ErdmaDriver,
+    EriIdentities,
+    GidTables,
+    expected_active_mtu,
+)
+from pytest_hpcnet.probes.erdma_gdr import GdrState
+from pytest_hpcnet.probes.nccl_debug import NcclNetLog
+from pytest_hpcnet.probes.rdma import RdmaDevices
+from pytest_hpcnet.requirements.erdma_judges import (
+    Finding,
+    instance_figure,
+    judge_counters,
+    judge_gid_index,
+    judge_instance_bandwidth,
+    judge_nccl_transport,
+    judge_rdma_traffic,
+)
+from pytest_hpcnet.requirements.judges import Verdict, at_least
+
+
+def from_findings(findings: Sequence[Finding], measured: float | None = None) -> Verdict:
+    """Pass when every finding is ok (and there is one); else the failing ones' reasons."""
+    bad = [f.reason for f in findings if not f.ok]
+    if not findings:
+        return Verdict(False, measured, reason="nothing judged (no device found)")
+    if bad:
+        return Verdict(False, measured, reason="; ".join(bad))
+    return Verdict(True, measured, reason="; ".join(f.reason for f in findings))
+
+
+def expected_eris(expect: Expectations, node_min: int | None = None) -> tuple[int, str, bool]:
+    """(count, source, exact): `expect.erdma.eris` exactly, else at least the RDMA minimum."""
+    if expect.erdma.eris is not None:
+        return expect.erdma.eris, "expect.erdma.eris", True
+    if node_min is not None:
+        return node_min, "inventory nodes[].rdma.min_devices", False
+    return expect.rdma.min_devices, "expect.rdma.min_devices", False
+
+
+def judge_erdma_identity(
+    node: str,
+    ids: EriIdentities,
+    expect: Expectations,
+    name_glob: str | None = None,
+    node_min: int | None = None,
+) -> Verdict:
+    """The node's ERIs, found by driver `erdma` or PCI id 1ded:107f (not by name), number
+    `expect.erdma.eris` (or at least the RDMA minimum when the profile gives no count)."""
+    wanted, _, exact = expected_eris(expect, node_min)
+    found = ids.eris(name_glob)
+    if ids.problems and not ids.devices:
+        return Verdict(False, None, wanted, reason=f"{node}: {ids.problems[0]}")
+    why = ids.reason(wanted if exact else None, name_glob)
+    if why is None and not exact and len(found) < wanted:
+        names = ", ".join(d.name for d in found)
+        why = f"{len(found)} eRDMA devices ({names}), at least {wanted} expected"
+    count = float(len(found))
+    if why is not None:
+        return Verdict(False, count, float(wanted), None, f"{node}: {why}")
+    names = ", ".join(d.name for d in found)
+    return Verdict(True, count, float(wanted), None, f"{node}: {names}")
+
+
+def judge_erdma_driver(node: str, driver: ErdmaDriver, expect: Expectations) -> Verdict:
+    """erdma loaded, its version readable, `compat_mode` and (where set) the congestion
+    control as `expect.erdma` says. CC not readable (no `eadm`) fails only when expected."""
+    if driver.loaded is not True:
+        why = "not loaded" if driver.loaded is False else driver.problems[0]
+        return Verdict(False, reason=f"{node}: erdma module {why}")
+    problems = []
+    if driver.version is None:
+        problems.append("erdma module version not readable")
+    want = expect.erdma.compat_mode
+    if want is not None and driver.compat_mode is not want:
+        seen = {True: "Y", False: "N", None: "unreadable"}[driver.compat_mode]
+        problems.append(f"compat_mode is {seen}, {'Y' if want else 'N'} expected")
+    cc = expect.erdma.cc
+    for dev, algo in sorted((driver.cc or {}).items()) if cc else ():
+        if algo != cc:
+            note = (driver.cc_notes or {}).get(dev) or f"is {algo}"
+            problems.append(f"{dev} congestion control {note}, {cc} expected")
+    if cc and not driver.cc:
+        problems.append(f"no device's congestion control read, {cc} expected")
+    if problems:
+        return Verdict(False, reason=f"{node}: {'; '.join(problems)}")
+    algos = ", ".join(f"{d} {a or 'cc not readable'}" for d, a in sorted((driver.cc or {}).items()))
+    mode = {True: "Y", False: "N", None: "unread"}[driver.compat_mode]
+    return Verdict(True, reason=f"{node}: erdma {driver.version}, compat_mode {mode}; {algos}")
+
+
+def judge_erdma_active_mtu(
+    node: str,
+    devinfo: RdmaDevices,
+    eris: Sequence[str],
+    netdev_of: Mapping[str, str],
+    netdev_mtu: Mapping[str, int],
+) -> Verdict:
+    """Each ERI's port-1 `active_mtu` is what the driver derives from its netdev's MTU
+    (8500 -> 4096, 1400 -> 1024, S12): anything else means the MTU changed underneath."""
+    findings = []
+    for name in eris:
+        dev = devinfo.device(name)
+        port = dev.port(1) if dev else None
+        netdev = netdev_of.get(name)
+        mtu = netdev_mtu.get(netdev or "")
+        if port is None or port.active_mtu is None:
+            findings.append(Finding(False, f"{node} {name}: no active_mtu reported", node, name))
+        elif mtu is None:
+            why = f"netdev {netdev or '(none found)'} MTU not known"
+            findings.append(Finding(False, f"{node} {name}: {why}", node, name))
+        else:
+            want = expected_active_mtu(mtu)
+            ok = port.active_mtu == want
+            why = f"active_mtu {port.active_mtu}, {want} expected for {netdev} MTU {mtu}"
+            findings.append(Finding(ok, f"{node} {name}: {why}", node, name))
+    return from_findings(findings)
+
+
+def judge_erdma_gid(
+    node: str,
+    tables: GidTables,
+    eris: Sequence[str],
+    used: Mapping[str, int | None],
+    address: str | None,
+) -> Verdict:
+    """The GID index perftest and NCCL get on each ERI is its IPv4 one (`ibv_devinfo -v`)."""
+    return from_findings(
+        [judge_gid_index(node, dev, tables, used.get(dev), address) for dev in eris]
+    )
+
+
+def judge_erdma_numa(node: str, ids: EriIdentities, expect: Expectations) -> Verdict:
+    """Each device in `expect.erdma.numa` sits on that NUMA node (sysfs numa_node)."""
+    by_name = {d.name: d for d in ids.devices}
+    findings = []
+    for dev, want in sorted(expect.erdma.numa.items()):
+        seen = by_name[dev].numa_node if dev in by_name else None
+        why = "not in sysfs" if dev not in by_name else f"NUMA node {seen}, {want} expected"
+        findings.append(Finding(seen == want, f"{node} {dev}: {why}", node, dev))
+    return from_findings(findings)
+
+
+def eri_bound(expect: Expectations) -> float | None:
+    """The per-ERI floor in Gbit/s (`per_eri_gbps` x `bw_fraction`), None when unpublished."""
+    e = expect.erdma
+    return None if e.per_eri_gbps is None else e.per_eri_gbps * e.bw_fraction
+
+
+def judge_eri_bw(
+    node_pair: str, device: str, gbps: float | None, error: str | None, expect: Expectations
+) -> Verdict:
+    """One ERI pair's ib_write_bw at least `per_eri_gbps` x `bw_fraction`."""
+    bound = eri_bound(expect)
+    where = f"{node_pair} {device}"
+    if error is not None:
+        return Verdict(False, None, bound, None, f"{where}: ib_write_bw failed: {error}")
+    text = f"{where}: no bandwidth measured"
+    if gbps is not None and bound is not None:
+        text = (
+            f"{where}: {gbps:.2f} Gbit/s < {bound:.2f} ({expect.erdma.bw_fraction:.0%} of "
+            f"{expect.erdma.per_eri_gbps:g} per ERI)"
+        )
+    return at_least(gbps, bound, text)
+
+
+def judge_instance_bw(
+    node: str,
+    per_device: Mapping[str, float | None],
+    devices: Sequence[str],
+    expect: Expectations,
+    nic_indexes: Sequence[int] | None = None,
+) -> Verdict:
+    """All of a node's ERIs at once reach `bw_fraction` of the per-instance figure
+    (`same_nic_index_gbps` when every ERI sits on one NIC index or the indexes are unknown,
+    on the family that publishes that rule)."""
+    e = expect.erdma
+    if e.per_instance_gbps is None:
+        return Verdict(False, reason=f"{node}: no per-instance figure (expect.erdma)")
+    figure, note = instance_figure(e.per_instance_gbps, nic_indexes, e.same_nic_index_gbps)
+    finding = judge_instance_bandwidth(node, per_device, devices, figure, e.bw_fraction, note)
+    total = (
+        sum(per_device[d] or 0.0 for d in devices)
+        if all(per_device.get(d) is not None for d in devices)
+        else None
+    )
+    bound = figure * e.bw_fraction
+    margin = (total - bound) / bound if total is not None else None
+    return Verdict(finding.ok, total, bound, margin, finding.reason)
+
+
+def judge_nccl_network(
+    log: NcclNetLog, nodes: Sequence[str], expect: Expectations, device_glob: str | None
+) -> Verdict:
+    """NCCL chose `expect.erdma.nccl_network` on every node (a Socket fallback fails and
+    names the nodes), on devices matching the glob, with GPUDirect RDMA on where expected."""
+    network = expect.erdma.nccl_network or "IB"
+    findings = judge_nccl_transport(log, nodes, network, device_glob, expect.erdma.gdr is True)
+    return from_findings(findings)
+
+
+def judge_counter_deltas(
+    deltas: Mapping[str, CounterDelta], bounds: Mapping[str, int] | None = None
+) -> Verdict:
+    """No error, drop, rate-limit-drop or connect-failure counter moved during the phase."""
+    return from_findings(
+        [f for node, d in sorted(deltas.items()) for f in judge_counters(node, d, bounds)]
+    )
+
+
+def judge_traffic(
+    deltas: Mapping[str, CounterDelta], devices: Mapping[str, Sequence[str]], min_bytes: int
+) -> Verdict:
+    """Every node's ERIs moved at least `min_bytes` during NCCL: it really ran over RDMA."""
+    findings = [
+        f
+        for node, d in sorted(deltas.items())
+        for f in judge_rdma_traffic(node, d, devices.get(node, ()), min_bytes)
+    ]
+    return from_findings(findings)
+
+
+def judge_erdma_gdr(node: str, state: GdrState, expect: Expectations) -> Verdict:
+    """Where `expect.erdma.gdr` is true: PCIe ACS off on every bridge (S14) and the ACS
+    state readable; the peer-memory module is reported (dma-buf needs none, S13; NCCL's
+    GDRDMA line in `nccl_transport` is the proof)."""
+    if state.problems:
+        return Verdict(False, reason=f"{node}: {state.problems[0]}")
+    if state.acs_on:
+        shown = ", ".join(state.acs_on[:4]) + (" ..." if len(state.acs_on) > 4 else "")
+        return Verdict(
+            False,
+            float(len(state.acs_on)),
+            0.0,
+            reason=f"{node}: PCIe ACS on (ACSCtl SrcValid+) at {shown}: GPU-ERI P2P blocked",
+        )
+    peer = state.peermem or "no peer-memory module (dma-buf needed: NCCL >= 2.27)"
+    return Verdict(True, 0.0, 0.0, reason=f"{node}: ACS off on {state.acs_read} bridges; {peer}")

@@ -1,0 +1,117 @@
+"""What a run covers and what it runs against, decided at the entry point: the selection on
+the command line (handover or partial), the inventory's `scope.exclude`, the profile and its
+sources, and whether the nodes are the embedded lab."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from pytest_hpcnet.inventory.expectations import load_profile_sources
+from pytest_hpcnet.inventory.models import Inventory
+from pytest_hpcnet.probes.metadata import MetadataFacts
+from pytest_hpcnet.report.records import RunScope, ScopeEntry
+from pytest_hpcnet.report.verdict import required_ids
+from pytest_hpcnet.requirements.registry import BY_ID
+
+SUITES = Path(__file__).resolve().parent / "suites"
+SUITES_MODULE = "pytest_hpcnet.suites"
+LAB_REGION = "cn-lab"
+"""The lab's region id (`lab/state.py`); no Alibaba Cloud region is called that."""
+LAB_INSTANCE = re.compile(r"i-lab\d{5}")
+"""The lab's instance ids (`lab/cluster.py`); ECS ids are `i-` and 20 lowercase letters/digits."""
+LAB_TYPE = re.compile(r"ecs\.hpcnet-lab\..*")
+"""The lab's instance type (`lab/state.py`); no ECS family is called that."""
+
+
+def check_exclusions(inventory: Inventory) -> None:
+    """An unknown requirement id in `scope.exclude` is a one-line usage error."""
+    if inventory.scope is None:
+        return
+    unknown = [i for i in inventory.scope.exclude if i not in BY_ID]
+    if unknown:
+        raise pytest.UsageError(
+            f"{inventory.path}: scope.exclude: unknown requirement {unknown[0]!r} "
+            f"(valid: {', '.join(BY_ID)})"
+        )
+
+
+def excluded_ids(inventory: Inventory) -> list[str]:
+    """The requirement ids the inventory leaves out."""
+    return list(inventory.scope.exclude) if inventory.scope else []
+
+
+def _suite_arg(config: pytest.Config, arg: str) -> str:
+    """'all' (the whole shipped suites), 'part' (a file or test of them) or 'site'."""
+    target = arg.split("::", 1)[0]
+    if config.option.pyargs and target.startswith(SUITES_MODULE):
+        return "all" if target == SUITES_MODULE and "::" not in arg else "part"
+    path = (config.invocation_params.dir / target).resolve()
+    if path == SUITES and "::" not in arg:
+        return "all"
+    return "part" if path.is_relative_to(SUITES) else "site"
+
+
+def selection(config: pytest.Config) -> tuple[bool, str, str]:
+    """(handover, label, selection text) of the command line: a marker, -k, --deselect,
+    --lf or paths narrowing the shipped suites make a partial run; a site's own checks
+    beside the whole shipped suites keep a handover run."""
+    words: list[str] = []
+    markexpr = config.option.markexpr or ""
+    keyword = config.option.keyword or ""
+    if markexpr:
+        words.append(f"-m {markexpr!r}" if " " in markexpr else f"-m {markexpr}")
+    if keyword:
+        words.append(f"-k {keyword!r}" if " " in keyword else f"-k {keyword}")
+    for arg in config.getoption("deselect", None) or []:
+        words.append(f"--deselect {arg}")
+    if config.getoption("lf", False):
+        words.append("--lf")
+    kinds = {arg: _suite_arg(config, arg) for arg in config.args}
+    if "all" not in kinds.values():
+        words.extend(kinds)
+    if not words:
+        return True, "handover", ""
+    narrowed_by_marker_only = markexpr and not keyword and len(words) == 1
+    plain = re.fullmatch(r"[A-Za-z_]\w*", markexpr) is not None
+    label = f"{markexpr} checks" if narrowed_by_marker_only and plain else "selected checks"
+    return False, label, " ".join(words)
+
+
+def run_scope(config: pytest.Config, inventory: Inventory) -> RunScope:
+    """The run's scope before its evidence is read: selection, exclusions, what is required."""
+    handover, label, text = selection(config)
+    excluded = []
+    if inventory.scope is not None:
+        reason = " ".join(inventory.scope.reason.split())
+        excluded = [ScopeEntry(check_id=i, reason=reason) for i in inventory.scope.exclude]
+    required = required_ids(excluded_ids(inventory)) if handover else []
+    return RunScope(
+        handover=handover, label=label, selection=text, required=required, excluded=excluded
+    )
+
+
+def is_lab(inventory: Inventory, placement: Mapping[str, MetadataFacts]) -> bool:
+    """True when any signal says the nodes are the embedded lab: the `lab` profile, the lab's
+    region in the inventory, or any node's metadata (the lab's region, instance ids or type).
+    Any one suffices, so a lab run cannot hide by renaming one of them; a real ECS instance
+    reports neither that region nor such an id."""
+    if inventory.expect.profile == "lab" or inventory.cluster.region == LAB_REGION:
+        return True
+    for facts in placement.values():
+        if facts.region_id == LAB_REGION:
+            return True
+        if facts.instance_id and LAB_INSTANCE.fullmatch(facts.instance_id):
+            return True
+        if facts.instance_type and LAB_TYPE.fullmatch(facts.instance_type):
+            return True
+    return False
+
+
+def profile_facts(inventory: Inventory) -> dict:
+    """`profile` and `profile_sources` of the run summary."""
+    name = inventory.expect.profile or ""
+    return {"profile": name, "profile_sources": load_profile_sources(name) if name else {}}

@@ -1,0 +1,141 @@
+"""The trends page over a synthetic week (tests/week.py): regressions against the previous good
+run, counters as deltas, flapping nodes, one self-contained page a real browser renders."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from pytest_hpcnet import cli
+from pytest_hpcnet.gate.history import history
+from pytest_hpcnet.report.trends import flapped
+from pytest_hpcnet.report.trends_page import render_trends
+from tests.lab.test_certificate_browser import chromium
+from tests.week import ERRORS, FIRST_NIGHT, FLAPPING, REBOOTED, REGRESSING, write_week
+
+pytest_plugins = ["pytester"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def week(tmp_path_factory) -> Path:
+    reports = tmp_path_factory.mktemp("reports")
+    write_week(reports)
+    write_week(
+        reports, nights=2, cluster="staging", first=FIRST_NIGHT + timedelta(hours=1)
+    )  # another cluster in the same folder
+    return reports
+
+
+def series(found, check_id, name, subject):
+    (one,) = [
+        s
+        for s in found.series
+        if (s.figure.check_id, s.figure.name, s.subject) == (check_id, name, subject)
+    ]
+    return one
+
+
+def test_regressions_are_node05_from_night_5_only(week):
+    found = history(week, "prod")
+    assert len(found.runs) == 7
+    marked = {(s.figure.check_id, s.subject, i) for s, i in found.regressions()}
+    subjects = {subject for _, subject, _ in marked}
+    assert subjects == {"node05", "node04->node05", "node05->node06"}
+    assert {i for _, _, i in marked} == {4, 5, 6}  # nights 5, 6, 7 (0-based 4..6)
+    bw = series(found, "ib_write_bw", "bw_avg", "node04->node05")
+    assert "in good run " + found.runs[3].run_id in bw.points[4].note  # night 4: last good
+    busbw = series(found, "nccl_busbw", "avg_busbw", "cluster")
+    assert not busbw.marked  # -7 %: within the 10 % tolerance
+    tighter = history(week, "prod", tolerance=0.05).regressions()
+    assert "cluster" in {s.subject for s, _ in tighter}  # the same series at 5 %
+
+
+def test_counters_are_deltas_not_totals(week):
+    found = history(week, "prod")
+    errors = series(found, "tuning", "errors", ERRORS)
+    assert [p.shown for p in errors.points] == [None, 0, 0, 0, 0, 150, 0]
+    assert [p.mark for p in errors.points].count("increase") == 1
+    rebooted = series(found, "tuning", "errors", REBOOTED)
+    assert rebooted.points[3].mark == "reset"
+    assert not any(s.marked for s in found.series if s.figure.name == "dropped")  # noise
+
+
+def test_flapping(week):
+    found = history(week, "prod")
+    assert found.flapped == [FLAPPING]
+    assert found.node_status[FLAPPING][:4] == ["pass", "pass", "fail", "pass"]
+    assert found.node_status[REGRESSING][3:5] == ["pass", "fail"]  # failed once: not flapping
+    assert flapped(["pass", "unjudged", "fail", "", "pass"])
+    assert not flapped(["fail", "fail", "pass", "pass"])
+
+
+def test_cli_writes_the_page_and_says_the_latest_regressed(week, tmp_path, capsys):
+    out = tmp_path / "t.html"
+    assert cli.main(["trends", str(week), "--cluster", "prod", "-o", str(out)]) == 1
+    said = capsys.readouterr().out
+    assert "cluster prod, 7 runs" in said and "flapped: node03" in said
+    assert cli.main(["trends", str(week), "--cluster", "staging", "-o", str(out)]) == 0
+    assert cli.main(["trends", str(week), "--cluster", "nope", "-o", str(out)]) == 2
+
+
+def test_page_is_self_contained(week):
+    page = render_trends(history(week, "prod"))
+    assert "<script" not in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert page.count('class="pt regression"') == 24
+
+
+def test_week_in_a_browser(week, tmp_path):
+    page = tmp_path / "trends.html"
+    assert cli.main(["trends", str(week), "--cluster", "prod", "-o", str(page)]) == 1
+    dom = chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
+    rows = re.findall(r'<tr class="regression"[^>]*data-subject="([^"]+)"', dom)
+    assert set(rows) == {"node05", "node04-&gt;node05", "node05-&gt;node06"}
+    assert re.search(r'<tr class="flapped" data-node="node03">', dom)
+    card = re.search(
+        r'<div class="card marked" data-subject="node04-&gt;node05">(.*?)</svg>', dom, re.S
+    )
+    assert card and 'class="badge regression"' in card.group(1)
+    assert card.group(1).count('class="pt regression"') == 3
+    shot = ROOT / "reports" / "trends-week.png"
+    shot.parent.mkdir(exist_ok=True)
+    chromium(tmp_path, "--window-size=1300,2400", f"--screenshot={shot}", page.as_uri())
+    assert shot.stat().st_size > 10_000
+
+
+INVENTORY = """\
+cluster: {name: prod, region: cn-test}
+ssh: {connect_timeout_s: 1, connect_retries: 1}
+nodes:
+  - {name: "node[01-08]", host: "198.18.0.[201-208]"}
+"""
+
+
+def test_a_run_with_history_writes_its_trends_page(pytester: pytest.Pytester):
+    import json
+
+    pytester.makefile(".yaml", inv=INVENTORY)
+    pytester.makepyfile(test_one="def test_x():\n    pass\n")
+    reports = pytester.path / "r"
+    args = (".", "--inventory", "inv.yaml", "--reports-dir", str(reports))
+    assert pytester.runpytest(*args).ret == 0
+    (first,) = [p for p in reports.iterdir() if p.is_dir()]
+    assert "trends" not in json.loads((first / "summary.json").read_text())  # no history yet
+    assert not (first / "trends.html").exists()
+    write_week(reports, nights=3)
+    assert pytester.runpytest(*args).ret == 0
+    latest = max((p for p in reports.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    summary = json.loads((latest / "summary.json").read_text())
+    assert summary["trends"] == "trends.html"
+    page = (latest / "trends.html").read_text()
+    assert re.search(r"5 runs\s+from 2026-11-23", page) and latest.name in page
+    assert 'id="no-regressions"' in page
+    from pytest_hpcnet.report.verify import verify
+
+    assert verify(latest).ok  # written before the digest: the bundle still verifies
+    certificate = (latest / "certificate.html").read_text()
+    assert '<a href="trends.html">night-by-night trends</a>' in certificate
