@@ -21,11 +21,10 @@ import yaml
 
 from pytest_hpcnet.lab import benchmarks, cgroups, cpfs, firewall, slurm, tuning
 from pytest_hpcnet.lab.emulation import NODE_BIN, install_tools, write_rdma_state
-from pytest_hpcnet.lab.links import create_node_link
+from pytest_hpcnet.lab.links import bridge_address_commands, create_node_link
 from pytest_hpcnet.lab.metadata import add_metadata_address, start_metadata
 from pytest_hpcnet.lab.state import (
     BRIDGE,
-    BRIDGE_ADDRESS,
     BRIDGE_MTU,
     DEFAULT_STATE_DIR,
     MAX_NODES,
@@ -142,8 +141,8 @@ def _write_keys(state: LabState) -> None:
 def _setup_network(nodes: list[LabNode]) -> None:
     sh("ip", "link", "add", BRIDGE, "type", "bridge")
     sh("ip", "link", "set", BRIDGE, "mtu", str(BRIDGE_MTU))
-    sh("ip", "addr", "add", f"{BRIDGE_ADDRESS}/{SUBNET.prefixlen}", "dev", BRIDGE)
-    sh("ip", "link", "set", BRIDGE, "up")
+    for command in bridge_address_commands():
+        sh(*command)
     for node in nodes:
         sh("ip", "netns", "add", node.namespace)
         sh("ip", "-n", node.namespace, "link", "set", "lo", "up")

@@ -27,7 +27,7 @@ MAX_TOKENS = 4096
 LIFECHECK_GRACE_S = 60.0
 """After this long, the server exits once its lab is gone or records another PID for it."""
 PREFIX = "/latest/meta-data/"
-LAB_SUBNET = "198.18.0.0/23"
+LAB_SUBNET = "198.18.0.0/24"
 """`state.SUBNET` (this script runs alone, stdlib only)."""
 
 

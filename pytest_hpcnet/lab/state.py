@@ -19,13 +19,15 @@ from pathlib import Path
 from pytest_hpcnet.lab.system import LabError
 
 DEFAULT_STATE_DIR = Path(os.environ.get("HPCNET_LAB_STATE", "/run/hpcnet-lab"))
-SUBNET = ipaddress.ip_network("198.18.0.0/23")
-"""Nodes from 198.18.0.11 up; past 198.18.0.255 they continue in 198.18.1.0/24."""
+SUBNET = ipaddress.ip_network("198.18.0.0/24")
+"""Nodes from 198.18.0.11 up; the 246th to 256th wrap to 198.18.0.0-10 (eth0 holds a /32, so
+no address of the /24 is a broadcast one)."""
 BRIDGE = "hxbr0"
-BRIDGE_ADDRESS = "198.18.0.1"
+BRIDGE_ADDRESS = "169.254.18.1"
+"""The host's own address on the bridge: link-local, a /32, outside the nodes' /24."""
 FIRST_NODE_HOST = 11
 MAX_NODES = 256
-"""The largest lab tried (256 nodes on a 2-core, 24 GB host: see docs/speed.md)."""
+"""Every address of the /24 (256 nodes on a 2-core, 24 GB host: see docs/speed.md)."""
 NS_PREFIX = "hx-"
 BRIDGE_MTU = 9000
 METADATA_ADDRESS = "100.100.100.200"
@@ -142,14 +144,14 @@ def node_names(count: int) -> list[str]:
 
 
 def node_address(index: int) -> str:
-    """The lab address of the index-th node (0-based), inside 198.18.0.0/23."""
-    return str(SUBNET.network_address + FIRST_NODE_HOST + index)
+    """The lab address of the index-th node (0-based): .11 up, wrapping to .0 inside the /24."""
+    return str(SUBNET.network_address + (FIRST_NODE_HOST + index) % SUBNET.num_addresses)
 
 
 def node_mac(index: int) -> str:
-    """A fixed MAC for the index-th node's eth0, in Alibaba's 00:16:3e OUI."""
-    host = FIRST_NODE_HOST + index
-    return f"00:16:3e:18:{host >> 8:02x}:{host & 0xFF:02x}"
+    """A fixed MAC for the index-th node's eth0 (Alibaba's 00:16:3e OUI, the address's host)."""
+    host = (FIRST_NODE_HOST + index) % SUBNET.num_addresses
+    return f"00:16:3e:18:00:{host:02x}"
 
 
 @contextlib.contextmanager
