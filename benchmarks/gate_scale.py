@@ -6,7 +6,11 @@ Per size, holding the host-wide lab lock only for that size (other lab users tak
 - `lab up`: wall time, the memory of the lab's processes (sum of their PSS) and of its
   tmpfs state, and `lab down`'s wall time at the end;
 - `floor`: issue 17's facts command on every node through OpenSSH under `xargs -P 64`
-  (`FLOOR_COMMAND`, the ssh options of `ssh_argv`), output discarded;
+  (`FLOOR_COMMAND`, the ssh options of `ssh_argv`), output discarded; it is fixed and does
+  not grow with the plugin's checks;
+- `same-work floor`: the plugin's own whole facts script (`facts_command`, every section:
+  GPU and eRDMA included, the one command it runs per node) through the same OpenSSH and
+  `xargs -P 64`, output discarded;
 - `static`: the whole `pytest --inventory lab.yaml -m static` run in a fresh process;
   its controller CPU is that process's own rusage (user + system, from `wait4`: the pytest
   process and any children it waited for; the lab's sshds and node commands are not its
@@ -33,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from pytest_hpcnet.campaigns.facts import facts_command
 from pytest_hpcnet.inventory.models import load_inventory
 from pytest_hpcnet.lab import cluster as lab
 from pytest_hpcnet.lab import faults
@@ -87,6 +92,23 @@ def floor_shell(key: str, known_hosts: str, hosts_file: str, parallel: int = PAR
     )
 
 
+def facts_floor_shell(key: str, known_hosts: str, hosts_file: str, parallel: int = PARALLEL) -> str:
+    """The same-work floor: the plugin's facts script (in `$HPCNET_FACTS`) per node."""
+    ssh = " ".join(shlex.quote(a) for a in ssh_argv(key, known_hosts, "{}"))
+    return (
+        f'xargs -P {parallel} -I{{}} {ssh} "$HPCNET_FACTS" >/dev/null < {shlex.quote(hosts_file)}'
+    )
+
+
+def facts_script(inventory: str) -> str:
+    """The plugin's facts script for this inventory (the same on every lab node)."""
+    inv = load_inventory(inventory)
+    scripts = {facts_command(node, inv.expect) for node in inv.nodes}
+    if len(scripts) != 1:
+        raise SystemExit(f"the facts script differs between nodes ({len(scripts)} variants)")
+    return scripts.pop()
+
+
 def host_cpu() -> tuple[int, int]:
     """(busy, total) jiffies of the whole host, from /proc/stat."""
     fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -126,12 +148,16 @@ def timed(argv: list[str] | str, **kwargs) -> dict:
     }
 
 
-def measure_floor(inventory: str) -> dict:
+def measure_floor(inventory: str, same_work: bool = False) -> dict:
+    """One floor run: issue 17's fixed command, or (`same_work`) the plugin's facts script."""
     inv = load_inventory(inventory)
     with tempfile.NamedTemporaryFile("w", suffix=".hosts", delete=False) as fh:
         fh.write("\n".join(n.host for n in inv.nodes) + "\n")
+    shell = facts_floor_shell if same_work else floor_shell
+    env = {**os.environ, "HPCNET_FACTS": facts_script(inventory)} if same_work else None
     try:
-        run = timed(floor_shell(inv.ssh.identity_file, inv.ssh.known_hosts, fh.name), shell=True)
+        command = shell(inv.ssh.identity_file, inv.ssh.known_hosts, fh.name)
+        run = timed(command, shell=True, env=env)
     finally:
         os.unlink(fh.name)
     if run["rc"] != 0:
@@ -206,7 +232,7 @@ def one_size(size: int, args: argparse.Namespace) -> dict:
     state_dir = args.state_dir
     inventory = str(state_dir / "lab.yaml")
     reports = state_dir / "reports"
-    row: dict = {"nodes": size, "floor": [], "static": []}
+    row: dict = {"nodes": size, "floor": [], "same_work": [], "static": []}
     with open(LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -220,6 +246,7 @@ def one_size(size: int, args: argparse.Namespace) -> dict:
                 measure_static(inventory, reports)  # writes the bytecode; not counted
             for _ in range(args.repeat):
                 row["floor"].append(measure_floor(inventory))
+                row["same_work"].append(measure_floor(inventory, same_work=True))
                 row["static"].append(measure_static(inventory, reports))
             row["failed"] = failed_subjects(row["static"][-1]["run_dir"])
             if args.profile and size == min(args.sizes):
@@ -239,14 +266,17 @@ def one_size(size: int, args: argparse.Namespace) -> dict:
 def summarize(row: dict) -> str:
     """One Markdown table row of medians."""
     floor = statistics.median(r["wall_s"] for r in row["floor"])
+    same = statistics.median(r["wall_s"] for r in row["same_work"])
     static = statistics.median(r["wall_s"] for r in row["static"])
     cpu = statistics.median(r["cpu_s"] for r in row["static"]) * 1000 / row["nodes"]
     rss = max(r["peak_rss_mb"] for r in row["static"])
-    busy = statistics.median(r["host_busy"] for r in row["static"] + row["floor"])
+    runs = row["static"] + row["floor"] + row["same_work"]
+    busy = statistics.median(r["host_busy"] for r in runs)
     return (
         f"| {row['nodes']} | {row['up_s']:.1f} | {row['down_s']:.1f} | {row['lab_mb']:.0f} "
-        f"| {floor:.2f} | {static:.2f} | {static / floor:.2f}x | {cpu:.1f} | {rss:.0f} "
-        f"| {busy:.0%} | {row['static'][-1]['checks']} |"
+        f"| {floor:.2f} | {same:.2f} | {static:.2f} | {static / floor:.2f}x "
+        f"| {static / same:.2f}x | {cpu:.1f} | {rss:.0f} | {busy:.0%} "
+        f"| {row['static'][-1]['checks']} |"
     )
 
 
@@ -264,11 +294,13 @@ def main() -> None:
         rows.append(one_size(size, args))
         print(f"{size} nodes done", file=sys.stderr, flush=True)
     print(f"floor, per node under xargs -P {PARALLEL}: `{rows[0]['floor_command']}`\n")
+    print(f"same-work floor: `{facts_floor_shell('KEY', 'KH', 'HOSTS')}`\n")
     print(
-        "| nodes | lab up s | lab down s | lab memory MB | floor wall s | static wall s "
-        "| static / floor | controller CPU ms/node | peak RSS MB | host CPUs busy | checks |"
+        "| nodes | lab up s | lab down s | lab memory MB | floor wall s | same-work floor s "
+        "| static wall s | static / floor | static / same-work | controller CPU ms/node "
+        "| peak RSS MB | host CPUs busy | checks |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for row in rows:
         print(summarize(row))
     for row in rows:
@@ -279,7 +311,7 @@ def main() -> None:
             print(f"\n{row['nodes']} nodes, fault `{kind}` on {victim}: {checks}; failed {failed}")
     if args.json:
         for row in rows:
-            for run in row["static"] + row["floor"]:
+            for run in row["static"] + row["floor"] + row["same_work"]:
                 run.pop("output", None)
                 run["run_dir"] = str(run.get("run_dir", ""))
         args.json.write_text(json.dumps(rows, indent=1, default=str))
