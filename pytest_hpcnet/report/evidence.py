@@ -182,7 +182,7 @@ class EvidenceBundle:
                 self._synced_at = now
         return record
 
-    def _sync_and_release(self) -> None:
+    def sync(self) -> None:
         """fsync evidence.jsonl and close the appending handle (a later append reopens it)."""
         with self._lock:
             if self._handle is not None:
@@ -205,7 +205,7 @@ class EvidenceBundle:
         given.setdefault("started_at", self.started_at)
         given.setdefault("ended_at", utc_now())
         result = RunSummary.model_validate(given)
-        self._sync_and_release()
+        self.sync()
         records = self.records()
         on = run_date_of(result, records)
         result.counts = count_verdicts(records, on)
@@ -274,4 +274,5 @@ def merge_bundles(
                 shutil.copyfile(output, target)
         for record in read_records(worker):
             bundle.append(record)
+    bundle.sync()
     return bundle
