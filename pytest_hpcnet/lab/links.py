@@ -54,9 +54,9 @@ def create_node_link(node: LabNode, mtu: int) -> None:
         peer += ["address", node.mac]
     sh("ip", "link", "add", veth, "mtu", str(BRIDGE_MTU), "type", "veth", *peer, "netns", ns)
     sh("ip", "link", "set", veth, "master", BRIDGE, "up")
-    sh("ip", "-n", ns, "link", "set", "eth0", "mtu", str(mtu))
-    for command in node_address_commands(node):
-        sh(*command)
+    inside = [["link", "set", "eth0", "mtu", str(mtu)]]
+    inside += [command[3:] for command in node_address_commands(node)]  # without `ip -n NS`
+    sh("ip", "-n", ns, "-batch", "-", input="".join(" ".join(c) + "\n" for c in inside))
 
 
 def link_info(node: LabNode) -> dict:
