@@ -132,6 +132,7 @@ class HpcnetState:
         self.certificate: Path | None = None
         self.baseline: Baseline | None = None
         self.failing: Counter[str] = Counter()
+        self.overlap_pairs = False
         self.extra_summary: dict[str, str] = {}  # gate keys: baseline choice, trends page
         self.header: list[str] = []  # lines for pytest's header
 
@@ -149,7 +150,13 @@ class HpcnetState:
             concurrency = self.config.getoption("hpcnet_concurrency")
             transport = Transport(self.inventory, concurrency)
             self.cluster = Cluster(self.inventory, transport, terminal_reporter(self.config))
+            if self.overlap_pairs:
+                self.cluster.pairs.prefetch()
         return self.cluster
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """With pair checks selected, the controller probes the pairs alongside the facts."""
+        self.overlap_pairs = not self.is_worker and any(map(needs_pairs, session.items))
 
     # -- scope ----------------------------------------------------------------------------
 
@@ -267,6 +274,12 @@ class HpcnetState:
             metrics=self.config.getoption("hpcnet_metrics"),
             sign_key=self.config.getoption("hpcnet_sign_key"),
         )
+
+
+def needs_pairs(item: pytest.Item) -> bool:
+    """Whether a test reads the pair probes (a `node_pair` or `acl_flow` parameter)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return "node_pair" in params or "acl_flow" in params
 
 
 def _plan_trends(state: HpcnetState) -> None:

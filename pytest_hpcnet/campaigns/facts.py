@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 
-from pytest_hpcnet.campaigns.progress import Reporter, phase, silent
+from pytest_hpcnet.campaigns.progress import LOG, Reporter, phase, silent
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.inventory.models import Inventory, Node
 from pytest_hpcnet.probes.erdma import (
@@ -47,6 +49,9 @@ from pytest_hpcnet.transport.fanout import CommandResult, Transport
 MARK = "@@hpcnet"
 _SECTION = re.compile(rf"^{MARK} begin (\S+)$")
 _STATUS = re.compile(rf"^{MARK} end (\S+) (\d+)$")
+FACTS_POLL_S = 1.0
+FACTS_GRACE_S = 30.0
+"""Beyond the command timeout, per wave of nodes, before the facts stop being waited for."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +199,10 @@ def split_sections(output: str) -> dict[str, SectionOutput]:
     }
 
 
+def _not_gathered(name: str, reason: str) -> CommandResult:
+    return CommandResult(name, "facts", None, "", "", 0.0, time.time(), unreachable=reason)
+
+
 class MissingMeasurement(AssertionError):
     """A check's data is missing (a facts section, a pair not measured): the check fails with
     this one line. An `AssertionError`, so a suite test fails rather than errors."""
@@ -225,30 +234,93 @@ class FactsCampaign:
         self.progress = progress
         self._facts: dict[str, NodeFacts] = {}
         self._lock = threading.Lock()
+        self._arrivals: list[Callable[[NodeFacts], None]] = []
+
+    def on_arrival(self, hook: Callable[[NodeFacts], None]) -> None:
+        """Call `hook` with each node's facts as they arrive (at once for facts already in).
+
+        It runs on a transport thread: it must not wait, nor call `gather`."""
+        with self._lock:
+            self._arrivals.append(hook)
+            arrived = list(self._facts.values())
+        for facts in arrived:
+            hook(facts)
 
     def gather(self) -> dict[str, NodeFacts]:
         """Gather every node's facts in parallel (once)."""
         with self._lock:
             if not self._facts:
                 nodes = self.inventory.nodes
-                expect = self.inventory.expect
                 with phase(self.progress, f"facts from {len(nodes)} nodes") as outcome:
-                    results = self.transport.run_on_all(lambda node: facts_command(node, expect))
-                    down = sum(1 for r in results.values() if r.unreachable)
+                    results = self._fan_out() if self._arrivals else self._fan_out_at_once()
+                    down = sum(1 for f in results.values() if f.result.unreachable)
                     outcome.text = f"{len(results) - down} answered, {down} unreachable"
-                self._facts = {
-                    name: NodeFacts(name, result, split_sections(result.stdout))
-                    for name, result in results.items()
-                }
+                self._facts = results
             return self._facts
 
-    def data_address(self, name: str) -> str | None:
-        """The node's IPv4 address on its data-plane interface."""
-        out = self.gather()[name].sections.get("addr")
-        interface = self.inventory.node(name).interface
+    def _fan_out_at_once(self) -> dict[str, NodeFacts]:
+        expect = self.inventory.expect
+        results = self.transport.run_on_all(lambda node: facts_command(node, expect))
+        return {n: NodeFacts(n, r, split_sections(r.stdout)) for n, r in results.items()}
+
+    def _fan_out(self) -> dict[str, NodeFacts]:
+        """Every node's facts, handing each to the arrival hooks as it comes; the next node's
+        command is queued only when one finishes, so work the hooks queue (pair probes)
+        runs between the facts of later nodes, not after all of them."""
+        expect = self.inventory.expect
+        waiting = list(reversed(self.inventory.nodes))
+        results: dict[str, NodeFacts] = {}
+        finished = threading.Condition()
+
+        def submit_next() -> None:
+            with finished:
+                node = waiting.pop() if waiting else None
+            if node is not None:
+                future = self.transport.submit(node.name, facts_command(node, expect))
+                future.add_done_callback(lambda f, n=node.name: arrived(n, f))
+
+        def arrived(name: str, future: Future) -> None:
+            try:
+                result = future.result()
+            except BaseException as exc:  # cancelled when the session closed
+                result = _not_gathered(name, f"facts not gathered: {exc!r}")
+            facts = NodeFacts(name, result, split_sections(result.stdout))
+            for hook in self._arrivals:
+                try:
+                    hook(facts)
+                except Exception as exc:  # a hook's bug must not lose the node's facts
+                    LOG.warning("facts arrival hook failed on %s: %r", name, exc)
+            with finished:
+                results[name] = facts
+                finished.notify_all()
+            submit_next()
+
+        for _ in range(min(self.transport.concurrency, len(waiting))):
+            submit_next()
+        total = len(self.inventory.nodes)
+        waves = total // max(1, self.transport.concurrency) + 1
+        limit = (self.inventory.ssh.command_timeout_s + FACTS_GRACE_S) * waves
+        deadline = time.monotonic() + limit  # each command is bounded by the transport too
+        with finished:
+            while len(results) < total and time.monotonic() < deadline:
+                finished.wait(FACTS_POLL_S)
+            why = f"no facts within {limit:.0f} s"
+            return {
+                n.name: results.get(n.name) or NodeFacts(n.name, _not_gathered(n.name, why), {})
+                for n in self.inventory.nodes
+            }
+
+    def address_in(self, facts: NodeFacts) -> str | None:
+        """The IPv4 address on the node's data-plane interface, from its facts."""
+        out = facts.sections.get("addr")
+        interface = self.inventory.node(facts.node).interface
         iface = parse_interfaces(out.text).get(interface) if out else None
         addresses = iface.ipv4() if iface else ()
         return addresses[0] if addresses else None
+
+    def data_address(self, name: str) -> str | None:
+        """The node's IPv4 address on its data-plane interface."""
+        return self.address_in(self.gather()[name])
 
     def rdma_device(self, name: str) -> str | None:
         """The node's first RDMA device matching its glob (perftest uses `eri_devices`)."""

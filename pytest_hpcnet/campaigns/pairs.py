@@ -19,7 +19,7 @@ from pytest_hpcnet.campaigns.facts import (
     sections_script,
     split_sections,
 )
-from pytest_hpcnet.campaigns.progress import phase
+from pytest_hpcnet.campaigns.progress import LOG, phase
 from pytest_hpcnet.campaigns.schedule import ring_pairs
 from pytest_hpcnet.inventory.expectations import Expectations, Flow
 from pytest_hpcnet.inventory.models import Node
@@ -46,6 +46,7 @@ LISTENER_LIFETIME_S = 60
 LISTENER_READY_TENTHS = 80
 CONNECT_TIMEOUT_S = 2.0
 LATENCY_COUNT = 5
+PIPELINE_GRACE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,22 @@ def flow_id(kind: str, flow: Flow) -> str:
     return f"{kind}:{flow.protocol}/{flow.port}:{flow.source}->{flow.target}"
 
 
+def flow_plan(
+    plan: PairPlan, addresses: dict[str, str]
+) -> tuple[dict[str, list[tuple[int, str, Flow]]], dict[int, tuple[str, Flow]]]:
+    """Per source, its ACL flows to targets with an address (numbered); every flow by number."""
+    flow_index: dict[str, list[tuple[int, str, Flow]]] = {}
+    flows_meta: dict[int, tuple[str, Flow]] = {}
+    for source, items in plan.flows_from.items():
+        for kind, flow in items:
+            index = len(flows_meta)
+            flows_meta[index] = (kind, flow)
+            address = addresses.get(flow.target)
+            if address:
+                flow_index.setdefault(source, []).append((index, address, flow))
+    return flow_index, flows_meta
+
+
 def gather_pair_facts(
     transport: Transport,
     nodes: dict[str, Node],
@@ -181,15 +198,7 @@ def gather_pair_facts(
         nodes=[n for n in plan.listen if n in addresses],
     )
     handles = {n: _listener_handle(r.stdout) for n, r in started.items() if r.ok}
-    flow_index: dict[str, list[tuple[int, str, Flow]]] = {}
-    flows_meta: dict[int, tuple[str, Flow]] = {}
-    for source, items in plan.flows_from.items():
-        for kind, flow in items:
-            index = len(flows_meta)
-            flows_meta[index] = (kind, flow)
-            address = addresses.get(flow.target)
-            if address:
-                flow_index.setdefault(source, []).append((index, address, flow))
+    flow_index, _ = flow_plan(plan, addresses)
     sources = sorted(set(plan.partner) | set(flow_index))
     probed = transport.run_on_all(
         lambda node: source_command(
@@ -204,6 +213,18 @@ def gather_pair_facts(
         lambda node: stop_listener_command(*handles[node.name]),
         nodes=[n for n, h in handles.items() if h],
     )
+    return assemble(plan, addresses, started, probed, stopped)
+
+
+def assemble(
+    plan: PairPlan,
+    addresses: dict[str, str],
+    started: dict[str, CommandResult],
+    probed: dict[str, CommandResult],
+    stopped: dict[str, CommandResult],
+) -> tuple[dict[tuple[str, str], PairFacts], dict[str, FlowFacts]]:
+    """The facts of every pair and ACL flow from what the three stages returned."""
+    flow_index, flows_meta = flow_plan(plan, addresses)
     listeners = {n: listener_status(started.get(n), stopped.get(n)) for n in plan.listen}
     pair_facts: dict[tuple[str, str], PairFacts] = {}
     flow_facts: dict[str, FlowFacts] = {}
@@ -248,10 +269,29 @@ class PairCampaign:
         self._pairs: dict[tuple[str, str], PairFacts] | None = None
         self._flows: dict[str, FlowFacts] = {}
         self._lock = threading.Lock()
+        self._pipeline = None
 
     def ring(self) -> list[tuple[str, str]]:
         """The pairs every pair check covers: each node to the next around the ring."""
         return [(p.a, p.b) for p in ring_pairs([n.name for n in self.inventory.nodes])]
+
+    def prefetch(self) -> None:
+        """Probe the pairs alongside the facts (`pair_pipeline`): call it before the facts
+        are gathered, when the run has pair checks; `gather` then waits for that work."""
+        from pytest_hpcnet.campaigns.pair_pipeline import PairPipeline
+
+        with self._lock:
+            if self._pipeline is not None or self._pairs is not None:
+                return
+            nodes = {n.name: n for n in self.inventory.nodes}
+            pipeline = PairPipeline(self.facts.transport, nodes, self.ring(), self.inventory.expect)
+            self._pipeline = pipeline
+        self.facts.on_arrival(lambda f: pipeline.arrived(f.node, self.facts.address_in(f)))
+
+    def _wait_s(self) -> float:
+        """How long `gather` waits for the overlapped probes after the facts: three stages,
+        each bounded by the command timeout, plus the queue."""
+        return 3 * self.inventory.ssh.command_timeout_s + PIPELINE_GRACE_S
 
     def gather(self) -> None:
         """Probe every pair and flow (once)."""
@@ -263,13 +303,19 @@ class PairCampaign:
             addresses = {n.name: a for n in nodes if (a := self.facts.data_address(n.name))}
             ring = self.ring()
             with phase(self.facts.progress, f"pair probes on {len(ring)} pairs") as outcome:
-                pairs, flows = gather_pair_facts(
-                    self.facts.transport,
-                    {n.name: n for n in nodes},
-                    addresses,
-                    ring,
-                    self.inventory.expect,
-                )
+                found = self._pipeline.result(self._wait_s()) if self._pipeline else None
+                if found is not None and found[2] is None:
+                    pairs, flows = found[0], found[1]
+                else:  # not overlapped, or the overlap failed: the three fan-outs, afresh
+                    if found is not None:
+                        LOG.warning("overlapped pair probes incomplete (%s): again", found[2])
+                    pairs, flows = gather_pair_facts(
+                        self.facts.transport,
+                        {n.name: n for n in nodes},
+                        addresses,
+                        ring,
+                        self.inventory.expect,
+                    )
                 outcome.text = f"{len(pairs)} pairs and {len(flows)} ACL flows probed"
             self._pairs, self._flows = pairs, flows
 

@@ -21,15 +21,15 @@ import yaml
 
 from pytest_hpcnet.lab import benchmarks, cgroups, cpfs, firewall, slurm, tuning
 from pytest_hpcnet.lab.emulation import NODE_BIN, install_tools, write_rdma_state
-from pytest_hpcnet.lab.links import create_node_link
+from pytest_hpcnet.lab.links import bridge_address_commands, create_node_link
 from pytest_hpcnet.lab.metadata import add_metadata_address, start_metadata
 from pytest_hpcnet.lab.state import (
     BRIDGE,
-    BRIDGE_ADDRESS,
     BRIDGE_MTU,
     DEFAULT_STATE_DIR,
     MAX_NODES,
     NS_PREFIX,
+    SUBNET,
     LabNode,
     LabState,
     node_address,
@@ -107,6 +107,7 @@ def down(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
     cgroups.remove_all()
     if state:
         tuning.restore_host_backlog(state.host_backlog)
+        tuning.restore_host_neighbours(state.host_neigh)
     links = sh("ip", "-o", "link", "show", check=False).stdout
     for line in links.splitlines():
         name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
@@ -140,8 +141,8 @@ def _write_keys(state: LabState) -> None:
 def _setup_network(nodes: list[LabNode]) -> None:
     sh("ip", "link", "add", BRIDGE, "type", "bridge")
     sh("ip", "link", "set", BRIDGE, "mtu", str(BRIDGE_MTU))
-    sh("ip", "addr", "add", f"{BRIDGE_ADDRESS}/24", "dev", BRIDGE)
-    sh("ip", "link", "set", BRIDGE, "up")
+    for command in bridge_address_commands():
+        sh(*command)
     for node in nodes:
         sh("ip", "netns", "add", node.namespace)
         sh("ip", "-n", node.namespace, "link", "set", "lo", "up")
@@ -271,7 +272,7 @@ def up(
     """Create a lab of `count` nodes (cleaning a stale one first) and write its inventory."""
     require_root_linux()
     if not 1 <= count <= MAX_NODES:
-        raise LabError(f"--nodes must be between 1 and {MAX_NODES} (the lab uses 198.18.0.0/24)")
+        raise LabError(f"--nodes must be between 1 and {MAX_NODES} (the lab uses {SUBNET})")
     if not 576 <= mtu <= BRIDGE_MTU:
         raise LabError(f"--mtu must be between 576 and {BRIDGE_MTU}")
     if eris not in (1, 2):
@@ -301,6 +302,7 @@ def up(
         _write_keys(state)
         install_tools(state)
         state.host_backlog = tuning.raise_host_backlog(count)
+        state.host_neigh = tuning.raise_host_neighbours(count)
         _setup_network(nodes)
         with ThreadPoolExecutor(SETUP_WORKERS) as pool:
             list(pool.map(lambda n: _start_node(state, n), nodes))

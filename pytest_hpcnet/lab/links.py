@@ -14,7 +14,7 @@ import json
 import socket
 import time
 
-from pytest_hpcnet.lab.state import BRIDGE, BRIDGE_MTU, LabNode
+from pytest_hpcnet.lab.state import BRIDGE, BRIDGE_ADDRESS, BRIDGE_MTU, SUBNET, LabNode
 from pytest_hpcnet.lab.system import LabError, sh
 
 IP_MTU_DISCOVER = 10
@@ -26,6 +26,26 @@ TEMP_MTU = 1500
 IP_UDP_HEADERS = 28
 
 
+def bridge_address_commands() -> list[list[str]]:
+    """The host's side: its link-local /32 on the bridge and the nodes' /24 on-link behind it."""
+    return [
+        ["ip", "addr", "add", f"{BRIDGE_ADDRESS}/32", "dev", BRIDGE],
+        ["ip", "link", "set", BRIDGE, "up"],
+        ["ip", "route", "add", str(SUBNET), "dev", BRIDGE, "scope", "link", "src", BRIDGE_ADDRESS],
+    ]
+
+
+def node_address_commands(node: LabNode) -> list[list[str]]:
+    """eth0's /32 (so .0 and .255 are plain unicast), then on-link routes to the /24 and host."""
+    ns, own = node.namespace, ["scope", "link", "src", node.address]
+    return [
+        ["ip", "-n", ns, "addr", "add", f"{node.address}/32", "dev", "eth0"],
+        ["ip", "-n", ns, "link", "set", "eth0", "up"],
+        ["ip", "-n", ns, "route", "add", str(SUBNET), "dev", "eth0", *own],
+        ["ip", "-n", ns, "route", "add", f"{BRIDGE_ADDRESS}/32", "dev", "eth0", *own],
+    ]
+
+
 def create_node_link(node: LabNode, mtu: int) -> None:
     """The veth pair: host end in the bridge, `eth0` (fixed MAC, address, MTU) in the node."""
     ns, veth = node.namespace, node.host_veth
@@ -34,9 +54,9 @@ def create_node_link(node: LabNode, mtu: int) -> None:
         peer += ["address", node.mac]
     sh("ip", "link", "add", veth, "mtu", str(BRIDGE_MTU), "type", "veth", *peer, "netns", ns)
     sh("ip", "link", "set", veth, "master", BRIDGE, "up")
-    sh("ip", "-n", ns, "link", "set", "eth0", "mtu", str(mtu))
-    sh("ip", "-n", ns, "addr", "add", f"{node.address}/24", "dev", "eth0")
-    sh("ip", "-n", ns, "link", "set", "eth0", "up")
+    inside = [["link", "set", "eth0", "mtu", str(mtu)]]
+    inside += [command[3:] for command in node_address_commands(node)]  # without `ip -n NS`
+    sh("ip", "-n", ns, "-batch", "-", input="".join(" ".join(c) + "\n" for c in inside))
 
 
 def link_info(node: LabNode) -> dict:

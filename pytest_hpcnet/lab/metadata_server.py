@@ -27,6 +27,8 @@ MAX_TOKENS = 4096
 LIFECHECK_GRACE_S = 60.0
 """After this long, the server exits once its lab is gone or records another PID for it."""
 PREFIX = "/latest/meta-data/"
+LAB_SUBNET = "198.18.0.0/24"
+"""`state.SUBNET` (this script runs alone, stdlib only)."""
 
 
 def node_values(state_dir: Path, name: str) -> dict[str, str] | None:
@@ -46,9 +48,9 @@ def node_values(state_dir: Path, name: str) -> dict[str, str] | None:
         "network-type": "vpc",
         "private-ipv4": node.get("address", ""),
         "region-id": data.get("region_id", ""),
-        "vpc-cidr-block": "198.18.0.0/24",
+        "vpc-cidr-block": LAB_SUBNET,
         "vpc-id": data.get("vpc_id", ""),
-        "vswitch-cidr-block": "198.18.0.0/24",
+        "vswitch-cidr-block": LAB_SUBNET,
         "vswitch-id": node.get("vswitch_id", ""),
         "zone-id": node.get("zone_id", ""),
         "@token-required": "1" if node.get("metadata_token_required") else "",

@@ -20,10 +20,14 @@ from pytest_hpcnet.lab.system import LabError
 
 DEFAULT_STATE_DIR = Path(os.environ.get("HPCNET_LAB_STATE", "/run/hpcnet-lab"))
 SUBNET = ipaddress.ip_network("198.18.0.0/24")
+"""Nodes from 198.18.0.11 up; the 246th to 256th wrap to 198.18.0.0-10 (eth0 holds a /32, so
+no address of the /24 is a broadcast one)."""
 BRIDGE = "hxbr0"
-BRIDGE_ADDRESS = "198.18.0.1"
+BRIDGE_ADDRESS = "169.254.18.1"
+"""The host's own address on the bridge: link-local, a /32, outside the nodes' /24."""
 FIRST_NODE_HOST = 11
-MAX_NODES = 240
+MAX_NODES = 256
+"""Every address of the /24 (256 nodes on a 2-core, 24 GB host: see docs/speed.md)."""
 NS_PREFIX = "hx-"
 BRIDGE_MTU = 9000
 METADATA_ADDRESS = "100.100.100.200"
@@ -78,6 +82,8 @@ class LabState:
     """The per-namespace sysctls `lab up` set on every node (and the inventory expects)."""
     host_backlog: int | None = None
     """The host's `net.core.netdev_max_backlog` before `lab up` raised it (None: untouched)."""
+    host_neigh: dict[str, int] = field(default_factory=dict)
+    """The host's ARP gc_thresh1..3 that `lab up` raised, with their values before."""
     eris: int = 1
     """eRDMA devices per node (`lab up --eris 2`; opt-in, the lab profile expects one)."""
 
@@ -138,13 +144,13 @@ def node_names(count: int) -> list[str]:
 
 
 def node_address(index: int) -> str:
-    """The lab address of the index-th node (0-based), inside 198.18.0.0/24."""
-    return str(SUBNET.network_address + FIRST_NODE_HOST + index)
+    """The lab address of the index-th node (0-based): .11 up, wrapping to .0 inside the /24."""
+    return str(SUBNET.network_address + (FIRST_NODE_HOST + index) % SUBNET.num_addresses)
 
 
 def node_mac(index: int) -> str:
-    """A fixed MAC for the index-th node's eth0, in Alibaba's 00:16:3e OUI."""
-    host = FIRST_NODE_HOST + index
+    """A fixed MAC for the index-th node's eth0 (Alibaba's 00:16:3e OUI, the address's host)."""
+    host = (FIRST_NODE_HOST + index) % SUBNET.num_addresses
     return f"00:16:3e:18:00:{host:02x}"
 
 

@@ -11,6 +11,12 @@ frame crosses two veths, and a veth hands frames to the receiving CPU's backlog 
 broadcast flooded by the bridge to N nodes at once overflows the default 1000 slots, and the
 kernel counts each lost frame in the *receiving* eth0's RX `dropped` (measured: about 50 per
 node on a 128-node static run, none with 30000 slots). `down` restores the host's value.
+
+The ARP table's limits are raised too (`net.ipv4.neigh.default.gc_thresh1..3`): the kernel
+has one ARP table for all namespaces, and each lab node holds entries for the host, its ring
+partners, perftest and NCCL peers. A 256-node lab held 768 entries before its first probe
+(default gc_thresh3 1024: past it the kernel logs "neighbour table overflow" and drops the
+packet that needed the entry).
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ ALLOWED_CONGESTION = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
 HOST_BACKLOG = Path("/proc/sys/net/core/netdev_max_backlog")
 BACKLOG_PER_NODE = 250
 """Backlog slots per lab node: a 128-node lab gets 32000 (30000 measured to drop nothing)."""
+NEIGH = Path("/proc/sys/net/ipv4/neigh/default")
+NEIGHBOURS_PER_NODE = (4, 8, 16)
+"""gc_thresh1, gc_thresh2, gc_thresh3 per lab node (256 nodes: 1024, 2048, 4096)."""
 GLOBAL_ONLY = ("net.core.rmem_max", "net.core.wmem_max")
 """Read-only inside a namespace here: not set, not expected."""
 
@@ -62,6 +71,24 @@ def restore_host_backlog(previous: int | None, path: Path = HOST_BACKLOG) -> Non
     """Put back the host's backlog that `raise_host_backlog` replaced (None: nothing to do)."""
     if previous is not None:
         path.write_text(f"{previous}\n")
+
+
+def raise_host_neighbours(count: int, folder: Path = NEIGH) -> dict[str, int]:
+    """Raise the ARP table's gc_thresh1..3 for `count` nodes; the values it replaced."""
+    previous: dict[str, int] = {}
+    for index, per_node in enumerate(NEIGHBOURS_PER_NODE, start=1):
+        knob = folder / f"gc_thresh{index}"
+        current = int(knob.read_text())
+        if current < per_node * count:
+            knob.write_text(f"{per_node * count}\n")
+            previous[knob.name] = current
+    return previous
+
+
+def restore_host_neighbours(previous: dict[str, int], folder: Path = NEIGH) -> None:
+    """Put back what `raise_host_neighbours` replaced (highest threshold first)."""
+    for name in sorted(previous, reverse=True):
+        (folder / name).write_text(f"{previous[name]}\n")
 
 
 def apply_sysctls(namespace: str, values: dict[str, str]) -> None:

@@ -11,6 +11,7 @@ side (kernel driver, modules, memlock) is in `gpu_host`, topology in `gpu_topo`,
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from dataclasses import dataclass
@@ -250,6 +251,11 @@ def _gpu_from(row: dict[str, str]) -> Gpu:
     )
 
 
+PARSE_CACHE = 4096
+"""Parsed `--query-gpu` outputs kept (every GPU check of a node reads the same one)."""
+
+
+@functools.lru_cache(maxsize=PARSE_CACHE)
 def parse_query_gpu(text: str, fields: tuple[str, ...] | None = None) -> GpuQuery:
     """Parse `--query-gpu ... --format=csv` output (with header; or `noheader` given `fields`).
 

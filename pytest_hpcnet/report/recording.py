@@ -21,6 +21,10 @@ from pytest_hpcnet.report.verdict import check_verdict
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable
 
 RECORD_ATTR = "hpcnet_record"
+COMMAND_INLINE_MAX = 1024
+"""Longer commands (the facts script, shared by every check of a node) are stored once in
+`outputs/` and named by digest in each record instead of being copied into it."""
+COMMAND_HEAD = 80
 
 
 class Check:
@@ -79,10 +83,16 @@ class Check:
             digest = self.bundle.store_output(text)
         if result.unreachable:
             self.unreachable[result.node] = result.unreachable
+        command, command_digest = result.command, None
+        if self.bundle is not None and len(command) > COMMAND_INLINE_MAX:
+            command_digest = self.bundle.store_output(command)
+            head = command.split("\n", 1)[0][:COMMAND_HEAD]
+            command = f"{head} ... [{len(command)} chars: outputs/{command_digest}.txt]"
         self.commands.append(
             {
                 "node": result.node,
-                "command": result.command,
+                "command": command,
+                "command_digest": command_digest,
                 "exit_status": result.exit_status,
                 "duration_s": round(result.duration_s, 3),
                 "started_at": datetime.fromtimestamp(result.started_at, timezone.utc),

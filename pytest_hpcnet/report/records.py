@@ -46,6 +46,8 @@ class CommandRecord(BaseModel):
     duration_s: float | None = None
     started_at: datetime | None = None
     output_digest: str | None = None
+    command_digest: str | None = None
+    """The whole command in `outputs/<digest>.txt` when `command` shows only its head."""
 
 
 class CheckRecord(BaseModel):

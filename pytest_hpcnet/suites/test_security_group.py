@@ -19,7 +19,8 @@ def test_required_ports_open_between_nodes(cluster, node_pair, check):
     facts = cluster.pair_facts(source, target, check)
     assert not facts.ports.tool_missing, f"{source.name}: python3 is needed to probe ports"
     closed = []
-    for flow in required_flows(cluster.expect):
+    required = required_flows(cluster.expect)
+    for flow in required:
         result = facts.ports.get(flow.proto, flow.port)
         if result is None:
             closed.append(f"{flow.proto}/{flow.port} not tried")
@@ -30,7 +31,7 @@ def test_required_ports_open_between_nodes(cluster, node_pair, check):
                 closed.append(
                     f"{flow.proto}/{flow.port} {MEANING.get(result.outcome, result.outcome)}"
                 )
-    total = len(required_flows(cluster.expect))
+    total = len(required)
     check.measure("open_ports", total - len(closed), "ports", total, ">=", "expect.ports")
     assert not closed, f"{source.name}->{target.name} ({facts.target_address}): {'; '.join(closed)}"
 

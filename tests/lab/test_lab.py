@@ -10,7 +10,7 @@ import pytest
 from pytest_hpcnet.cli import main
 from pytest_hpcnet.inventory.models import load_inventory
 from pytest_hpcnet.lab import cluster as lab
-from pytest_hpcnet.lab.state import LabState
+from pytest_hpcnet.lab.state import MAX_NODES, LabState
 
 pytestmark = pytest.mark.lab
 
@@ -55,4 +55,7 @@ def test_up_twice_then_down_twice(lab4, tmp_path, capsys):
 def test_bad_arguments_give_one_line(capsys, tmp_path):
     assert main(["lab", "up", "--nodes", "0", "--state-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("hpcnet: --nodes must be between 1 and 240") and err.count("\n") == 1
+    assert (
+        err.startswith(f"hpcnet: --nodes must be between 1 and {MAX_NODES}")
+        and err.count("\n") == 1
+    )

@@ -109,19 +109,32 @@ def test_bundle_create_makes_reports_run_dir(tmp_path):
     assert (bundle.run_dir / "outputs").is_dir()
 
 
-def test_append_writes_one_fsynced_line_per_record(tmp_path, monkeypatch):
+def test_append_writes_one_flushed_line_per_record_and_fsyncs_at_most_once_a_second(
+    tmp_path, monkeypatch
+):
     synced: list[int] = []
     real_fsync = evidence.os.fsync
     monkeypatch.setattr(evidence.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    clock = [100.0]
+    monkeypatch.setattr(evidence.time, "monotonic", lambda: clock[0])
     bundle = EvidenceBundle(tmp_path / "run")
     bundle.append(record(subject="gpu-a"))
-    assert len(synced) == 1
-    # readable by another reader before the run ends
+    assert len(synced) == 1  # the first record is synced at once
+    # readable by another reader before the run ends (flushed to the kernel per record)
     assert [r.subject for r in read_records(bundle.run_dir)] == ["gpu-a"]
     bundle.append(record(subject="gpu-b").model_dump(mode="json"))
+    assert len(synced) == 1  # within the second: written, not yet synced
+    clock[0] += evidence.SYNC_INTERVAL_S
+    bundle.append(record(subject="gpu-c"))
+    assert len(synced) == 2
     lines = bundle.evidence_path.read_text().splitlines()
-    assert len(lines) == 2
-    assert [json.loads(line)["subject"] for line in lines] == ["gpu-a", "gpu-b"]
+    assert [json.loads(line)["subject"] for line in lines] == ["gpu-a", "gpu-b", "gpu-c"]
+    bundle.append(record(subject="gpu-d"))
+    bundle.close({"cluster": "c"})
+    assert len(synced) == 4  # close syncs what is left (and summary.json)
+    assert [r.subject for r in read_records(bundle.run_dir)][-1] == "gpu-d"
+    bundle.append(record(subject="gpu-e"))  # after close: reopened, still appended
+    assert [r.subject for r in read_records(bundle.run_dir)][-1] == "gpu-e"
 
 
 def test_truncated_last_line_after_a_crash_is_ignored(tmp_path):
@@ -275,8 +288,12 @@ def test_close_with_unreachable_node_is_incomplete(tmp_path):
 def test_merge_bundles_folds_worker_records_and_outputs(tmp_path):
     worker = EvidenceBundle(tmp_path / "gw0")
     digest = worker.store_output("worker output\n")
-    worker.append(record(subject="gpu-b", commands=[CommandRecord(node="gpu-b", command="x",
-                                                                  output_digest=digest)]))
+    worker.append(
+        record(
+            subject="gpu-b",
+            commands=[CommandRecord(node="gpu-b", command="x", output_digest=digest)],
+        )
+    )
     controller = EvidenceBundle(tmp_path / "run")
     controller.append(record(subject="gpu-a"))
     merge_bundles(controller.run_dir, [worker.run_dir])
@@ -306,8 +323,14 @@ def _prom_records() -> list[CheckRecord]:
             value=196.5,
             threshold=180,
         ),
-        record(check_id="cpfs", subject='odd "node"\nname\\x', value="mounted", threshold=None,
-               comparison=None, kind="node"),
+        record(
+            check_id="cpfs",
+            subject='odd "node"\nname\\x',
+            value="mounted",
+            threshold=None,
+            comparison=None,
+            kind="node",
+        ),
         record(check_id="tuning", subject="gpu-a", verdict="skipped", value=None),
     ]
 
@@ -321,15 +344,19 @@ def test_prometheus_textfile_is_valid_exposition(tmp_path):
     lines = text.splitlines()
     for line in lines:
         assert COMMENT.match(line) or SAMPLE.match(line), line
-    assert 'hpcnet_mtu{check="mtu",node="gpu-a",unit="B",cluster="prod-gpu",run_id="r1"} 9000.0' \
+    assert (
+        'hpcnet_mtu{check="mtu",node="gpu-a",unit="B",cluster="prod-gpu",run_id="r1"} 9000.0'
         in lines
+    )
     assert any(
-        line.startswith("hpcnet_ib_write_bw{") and 'pair="gpu-a->gpu-b"' in line
+        line.startswith("hpcnet_ib_write_bw{")
+        and 'pair="gpu-a->gpu-b"' in line
         and line.endswith(" 196.5")
         for line in lines
     )
-    assert 'hpcnet_check_passed{check="mtu",subject="gpu-b",cluster="prod-gpu",run_id="r1"} 0' \
-        in lines
+    assert (
+        'hpcnet_check_passed{check="mtu",subject="gpu-b",cluster="prod-gpu",run_id="r1"} 0' in lines
+    )
     assert any(r'subject="odd \"node\"\nname\\x"' in line for line in lines)
     assert not any("tuning" in line for line in lines)  # skipped: no sample, no pass line
     # every family is announced once, before its samples
@@ -346,13 +373,25 @@ def test_prometheus_text_of_no_records_is_empty():
 
 
 def _bw(value: float, subject: str = "gpu-a->gpu-b") -> CheckRecord:
-    return record(check_id="ib_write_bw", subject=subject, kind="pair", value=value,
-                  threshold=100, comparison=">=")
+    return record(
+        check_id="ib_write_bw",
+        subject=subject,
+        kind="pair",
+        value=value,
+        threshold=100,
+        comparison=">=",
+    )
 
 
 def _lat(value: float) -> CheckRecord:
-    return record(check_id="ib_write_lat", subject="gpu-a->gpu-b", kind="pair", value=value,
-                  threshold=10, comparison="<=")
+    return record(
+        check_id="ib_write_lat",
+        subject="gpu-a->gpu-b",
+        kind="pair",
+        value=value,
+        threshold=10,
+        comparison="<=",
+    )
 
 
 @pytest.fixture
@@ -370,7 +409,9 @@ def test_baseline_regression_of_20_percent_is_reported(baseline_run):
     assert len(regressions) == 1
     (regression,) = regressions
     assert (regression.check_id, regression.metric, regression.subject) == (
-        "ib_write_bw", "ib_write_bw", "gpu-a->gpu-b"
+        "ib_write_bw",
+        "ib_write_bw",
+        "gpu-a->gpu-b",
     )
     assert regression.delta_pct == pytest.approx(-20.0)
     assert regression.baseline == 200.0

@@ -232,3 +232,8 @@ def test_cuda_version_on_the_real_outputs(fixture_text):
     for name in ("smi-q.txt", "smi-q-health.txt", "smi.txt"):
         assert parse_cuda_version(fixture_text("samples/nvidia_smi", name)) == "13.0", name
     assert parse_cuda_version("nvidia-smi: command not found") is None
+
+
+def test_a_node_s_query_output_is_parsed_once_for_all_its_gpu_checks(gpu_text):
+    text = gpu_text("query-8gpu-h200.csv")
+    assert parse_query_gpu(text) is parse_query_gpu(text)  # immutable, so shared safely

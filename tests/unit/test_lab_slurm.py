@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from pytest_hpcnet.lab import slurm as lab_slurm
-from pytest_hpcnet.lab.state import LabNode, LabState
+from pytest_hpcnet.lab.state import BRIDGE_ADDRESS, LabNode, LabState
 
 
 def test_config_names_every_node_at_its_address_and_the_controller_on_the_bridge(tmp_path):
@@ -19,7 +19,7 @@ def test_config_names_every_node_at_its_address_and_the_controller_on_the_bridge
         nodes=[LabNode("node01", "198.18.0.11", 8500), LabNode("node02", "198.18.0.12", 8500)],
     )
     text = lab_slurm.config_text(state, "ctl")
-    assert "SlurmctldHost=ctl(198.18.0.1)\n" in text
+    assert f"SlurmctldHost=ctl({BRIDGE_ADDRESS})\n" in text  # the host's link-local bridge address
     assert "NodeName=node02 NodeAddr=198.18.0.12 CPUs=1 RealMemory=64 State=UNKNOWN\n" in text
     assert "ProctrackType=proctrack/linuxproc\n" in text and "TaskPlugin=task/none\n" in text
     assert f"AuthInfo=socket={tmp_path}/slurm/munge.socket\n" in text

@@ -17,6 +17,8 @@ import hpcnet_lab_rdma as lab
 
 _RATE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmg]?)(bit|bps)?$", re.I)
 _UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}
+BRIDGE_ADDRESS = "169.254.18.1"
+"""`state.BRIDGE_ADDRESS` (this runs on the node, stdlib only)."""
 
 
 def _node_record() -> dict:
@@ -39,7 +41,7 @@ def address() -> str:
     if recorded:
         return str(recorded)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.connect(("198.18.0.1", 9))
+        sock.connect((BRIDGE_ADDRESS, 9))
         return sock.getsockname()[0]
 
 
