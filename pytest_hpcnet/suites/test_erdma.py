@@ -190,9 +190,7 @@ def test_eri_gid_index_is_the_ipv4_one(cluster, node, check):
 def test_eri_numa_node(cluster, node, check):
     wanted = cluster.expect.erdma.numa
     if not wanted:
-        pytest.skip(
-            "not applicable: no NUMA node per ERI expected (expect.erdma.numa; L20N only)"
-        )
+        pytest.skip("not applicable: no NUMA node per ERI expected (expect.erdma.numa; L20N only)")
     ids = eri_identities(cluster, node, check)
     verdict = judge_erdma_numa(node.name, ids, cluster.expect)
     assert verdict, verdict.reason

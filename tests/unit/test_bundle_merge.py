@@ -50,8 +50,14 @@ def partition(
 
 
 def placement(cluster_verdict: str = "pass") -> CheckRecord:
-    return CheckRecord(check_id="placement", requirement="Placement", subject="cluster",
-                       kind="cluster", verdict=cluster_verdict, started_at=RUN_START)
+    return CheckRecord(
+        check_id="placement",
+        requirement="Placement",
+        subject="cluster",
+        kind="cluster",
+        verdict=cluster_verdict,
+        started_at=RUN_START,
+    )
 
 
 @pytest.fixture

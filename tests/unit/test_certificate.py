@@ -46,13 +46,24 @@ CONTEXT = {
 
 
 def measured(name, value, threshold, comparison, unit="", source="profile ebmgn8is"):
-    return [Measurement(name=name, value=value, unit=unit, threshold=threshold,
-                        comparison=comparison, threshold_source=source)]
+    return [
+        Measurement(
+            name=name,
+            value=value,
+            unit=unit,
+            threshold=threshold,
+            comparison=comparison,
+            threshold_source=source,
+        )
+    ]
 
 
 def mtu(node: str, value: int = 9000) -> CheckRecord:
     return CheckRecord(
-        check_id="mtu", requirement="Jumbo MTU", subject=node, kind="node",
+        check_id="mtu",
+        requirement="Jumbo MTU",
+        subject=node,
+        kind="node",
         measured=measured("mtu", value, 9000, ">=", "B", "inventory expect.mtu"),
         verdict="pass" if value >= 9000 else "fail",
         message="" if value >= 9000 else f"{node}: eth0 mtu {value} < 9000",
@@ -63,13 +74,22 @@ def mtu(node: str, value: int = 9000) -> CheckRecord:
 def bandwidth(source: str, target: str, value: float, digest: str | None = None) -> CheckRecord:
     failing = value < 180
     return CheckRecord(
-        check_id="ib_write_bw", requirement="RDMA write bandwidth", kind="pair",
+        check_id="ib_write_bw",
+        requirement="RDMA write bandwidth",
+        kind="pair",
         subject=f"{source}->{target}",
         measured=measured("bw_avg_gbps", value, 180.0, ">=", "Gb/s"),
         verdict="fail" if failing else "pass",
         message=f"{source}->{target}: bw_avg {value} Gb/s < 180 Gb/s" if failing else "",
-        commands=[CommandRecord(node=source, command=f"ib_write_bw -d erdma_0 {target}",
-                                exit_status=0, duration_s=6.5, output_digest=digest)],
+        commands=[
+            CommandRecord(
+                node=source,
+                command=f"ib_write_bw -d erdma_0 {target}",
+                exit_status=0,
+                duration_s=6.5,
+                output_digest=digest,
+            )
+        ],
         suspect_nodes=["gpu-c"] if failing else [],
         started_at=RUN_START,
     )
@@ -77,10 +97,14 @@ def bandwidth(source: str, target: str, value: float, digest: str | None = None)
 
 def latency(value: float, waiver: Waiver | None = None) -> CheckRecord:
     return CheckRecord(
-        check_id="ib_write_lat", requirement="RDMA write latency", kind="pair",
-        subject="gpu-a->gpu-b", measured=measured("lat_avg_us", value, 10.0, "<=", "us"),
+        check_id="ib_write_lat",
+        requirement="RDMA write latency",
+        kind="pair",
+        subject="gpu-a->gpu-b",
+        measured=measured("lat_avg_us", value, 10.0, "<=", "us"),
         verdict="pass" if value <= 10 else "fail",
-        message="" if value <= 10 else f"latency {value} us > 10 us", waiver=waiver,
+        message="" if value <= 10 else f"latency {value} us > 10 us",
+        waiver=waiver,
         started_at=RUN_START,
     )
 
@@ -89,8 +113,7 @@ def rejected_bundle(tmp_path) -> EvidenceBundle:
     """Four nodes; every pair touching gpu-c is slow; one expired waiver."""
     bundle = EvidenceBundle(tmp_path / "20261130-052750-ab12")
     digest = bundle.store_output(
-        "#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec]\n"
-        " 65536 5000 121.40 120.25 0.229\n"
+        "#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec]\n 65536 5000 121.40 120.25 0.229\n"
     )
     for node in NODES:
         bundle.append(mtu(node))
@@ -111,8 +134,13 @@ def rejected_bundle(tmp_path) -> EvidenceBundle:
 
 
 def test_worst_value_is_min_for_at_least_and_max_for_at_most():
-    records = [bandwidth("gpu-a", "gpu-b", 196.5), bandwidth("gpu-a", "gpu-c", 150.0),
-               bandwidth("gpu-b", "gpu-c", 170.0), latency(4.0), latency(8.0)]
+    records = [
+        bandwidth("gpu-a", "gpu-b", 196.5),
+        bandwidth("gpu-a", "gpu-c", 150.0),
+        bandwidth("gpu-b", "gpu-c", 170.0),
+        latency(4.0),
+        latency(8.0),
+    ]
     records[-1].subject = "gpu-c->gpu-d"
     rows = {row.check_id: row for row in requirement_rows(records, RUN_DATE)}
     bw = rows["ib_write_bw"]
@@ -132,21 +160,55 @@ def test_failing_rows_first_and_not_run_rows_listed():
     assert [r.check_id for r in rows[:2]] == ["ib_write_bw", "mtu"]
     assert rows[0].anchor == "ev-ib_write_bw"
     not_run = {r.check_id for r in rows if r.verdict == "not_run"}
-    assert {"erdma", "path_mtu", "security_group", "acl", "placement", "tuning",
-            "ib_write_lat", "nccl_busbw", "cpfs", "cloud_audit",
-            "erdma_identity", "erdma_driver", "erdma_port", "erdma_gdr", "erdma_eri_bw",
-            "erdma_instance_bw", "nccl_transport", "rdma_counters",
-            "gpu_inventory", "gpu_health", "gpu_xid", "gpu_clocks", "pcie_links", "memlock",
-            "gpu_topology", "versions", "instance_type", "erdma_nic_index",
-            "erdma_gdr_bw"} == not_run
+    assert {
+        "erdma",
+        "path_mtu",
+        "security_group",
+        "acl",
+        "placement",
+        "tuning",
+        "ib_write_lat",
+        "nccl_busbw",
+        "cpfs",
+        "cloud_audit",
+        "erdma_identity",
+        "erdma_driver",
+        "erdma_port",
+        "erdma_gdr",
+        "erdma_eri_bw",
+        "erdma_instance_bw",
+        "nccl_transport",
+        "rdma_counters",
+        "gpu_inventory",
+        "gpu_health",
+        "gpu_xid",
+        "gpu_clocks",
+        "pcie_links",
+        "memlock",
+        "gpu_topology",
+        "versions",
+        "instance_type",
+        "erdma_nic_index",
+        "erdma_gdr_bw",
+    } == not_run
 
 
 def test_custom_requirement_list_and_equality_thresholds():
-    record = CheckRecord(check_id="erdma", requirement="eRDMA devices", subject="gpu-a",
-                         measured=measured("state", "DOWN", "ACTIVE", "=="), verdict="fail")
-    rows = requirement_rows([record], RUN_DATE,
-                            [RequirementSpec(check_id="erdma", requirement="eRDMA"),
-                             RequirementSpec(check_id="cpfs", requirement="CPFS")])
+    record = CheckRecord(
+        check_id="erdma",
+        requirement="eRDMA devices",
+        subject="gpu-a",
+        measured=measured("state", "DOWN", "ACTIVE", "=="),
+        verdict="fail",
+    )
+    rows = requirement_rows(
+        [record],
+        RUN_DATE,
+        [
+            RequirementSpec(check_id="erdma", requirement="eRDMA"),
+            RequirementSpec(check_id="cpfs", requirement="CPFS"),
+        ],
+    )
     assert [(r.check_id, r.verdict) for r in rows] == [("erdma", "fail"), ("cpfs", "not_run")]
     assert rows[0].worst_value == "DOWN" and rows[0].threshold == "== ACTIVE"
     assert rows[0].margin is None
@@ -166,9 +228,20 @@ def test_certificate_shows_verdict_and_run_facts(rendered):
     _, html = rendered
     assert 'class="big">REJECTED<' in html
     assert "verdict-REJECTED" in html
-    for text in ("prod-gpu-01", "cn-wulanchabu", "vpc-0abc", "vsw-0def", "cn-wulanchabu-c",
-                 "4 × <span", "ecs.ebmgn8is.32xlarge", "20261130-052750-ab12",
-                 "Carol Operator", "1" * 64, "2" * 64, "2026-11-30 05:27:50"):
+    for text in (
+        "prod-gpu-01",
+        "cn-wulanchabu",
+        "vpc-0abc",
+        "vsw-0def",
+        "cn-wulanchabu-c",
+        "4 × <span",
+        "ecs.ebmgn8is.32xlarge",
+        "20261130-052750-ab12",
+        "Carol Operator",
+        "1" * 64,
+        "2" * 64,
+        "2026-11-30 05:27:50",
+    ):
         assert text in html, text
 
 

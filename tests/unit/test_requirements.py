@@ -70,7 +70,7 @@ def test_terminal_summary_names_failing_requirements_by_registry_title(
 ):
     pytester.makefile(
         ".yaml",
-        inv='cluster: {name: unit, region: cn-test}\nnodes:\n  - {name: n1, host: 198.18.0.201}\n',
+        inv="cluster: {name: unit, region: cn-test}\nnodes:\n  - {name: n1, host: 198.18.0.201}\n",
     )
     pytester.makepyfile(
         test_suite="""\

@@ -22,13 +22,30 @@ RUN_START = datetime(2026, 11, 30, 5, 27, 50, tzinfo=timezone.utc)
 
 def _record(subject: str, value: float, digest: str) -> CheckRecord:
     return CheckRecord(
-        check_id="ib_write_bw", requirement="RDMA write bandwidth", kind="pair",
+        check_id="ib_write_bw",
+        requirement="RDMA write bandwidth",
+        kind="pair",
         subject=subject,
-        measured=[Measurement(name="bw_avg_gbps", value=value, unit="Gb/s", threshold=180.0,
-                              comparison=">=", threshold_source="profile ebmgn8is")],
+        measured=[
+            Measurement(
+                name="bw_avg_gbps",
+                value=value,
+                unit="Gb/s",
+                threshold=180.0,
+                comparison=">=",
+                threshold_source="profile ebmgn8is",
+            )
+        ],
         verdict="pass" if value >= 180 else "fail",
-        commands=[CommandRecord(node=subject.split("->")[0], command="ib_write_bw -d erdma_0",
-                                exit_status=0, duration_s=6.0, output_digest=digest)],
+        commands=[
+            CommandRecord(
+                node=subject.split("->")[0],
+                command="ib_write_bw -d erdma_0",
+                exit_status=0,
+                duration_s=6.0,
+                output_digest=digest,
+            )
+        ],
         started_at=RUN_START,
     )
 
@@ -41,8 +58,7 @@ def bundle_dir(tmp_path):
     bundle.append(_record("gpu-a->gpu-b", 196.4, digest))
     bundle.append(_record("gpu-b->gpu-a", 150.0, digest))
     bundle.close({"cluster": "prod-gpu-01", "started_at": RUN_START})
-    render_certificate(bundle.run_dir, {"cluster": "prod-gpu-01",
-                                        "contacts": [{"name": "Alice"}]})
+    render_certificate(bundle.run_dir, {"cluster": "prod-gpu-01", "contacts": [{"name": "Alice"}]})
     return bundle.run_dir
 
 

@@ -16,9 +16,7 @@ def test_sigint_reaches_the_child_even_when_ignored_here():
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         plain = subprocess.run([sys.executable, "-c", SHOW], capture_output=True, text=True)
-        child = popen_interruptible(
-            [sys.executable, "-c", SHOW], stdout=subprocess.PIPE, text=True
-        )
+        child = popen_interruptible([sys.executable, "-c", SHOW], stdout=subprocess.PIPE, text=True)
         out, _ = child.communicate(timeout=30)
     finally:
         signal.signal(signal.SIGINT, previous)

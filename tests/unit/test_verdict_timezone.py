@@ -43,9 +43,7 @@ def inventory(expires: str) -> str:
 def junit_verdict(path: Path) -> str:
     (case,) = ET.parse(path).getroot().iter("testcase")
     kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
-    return {"": "pass", "skipped": "waived", "failure": "fail", "error": "error"}[
-        "".join(kinds)
-    ]
+    return {"": "pass", "skipped": "waived", "failure": "fail", "error": "error"}["".join(kinds)]
 
 
 def run_once(pytester: pytest.Pytester, zone: str, attempt: int) -> tuple[str, dict, str]:
