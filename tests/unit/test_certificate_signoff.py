@@ -209,6 +209,19 @@ def test_baseline_column_only_when_a_baseline_was_given(tmp_path):
     assert "<th>Baseline</th>" not in plain
 
 
+def test_requirements_table_has_fixed_columns_that_fill_the_page(tmp_path):
+    """Long thresholds and values wrap inside their column instead of widening the table
+    past an A4 page (each column's width set, summing to the page's width)."""
+    slower = bandwidth("gpu-a", "gpu-c", 150.0)
+    slower.measured[0].baseline, slower.measured[0].delta = 200.0, -0.25
+    for page in (render(tmp_path / "plain")[1], render(tmp_path, records=[slower])[1]):
+        table = section(page, "requirements")
+        heads = re.findall(r"<th>", table.split("</thead>", 1)[0])
+        widths = [int(w) for w in re.findall(r'<col style="width:(\d+)%">', table)]
+        assert '<table class="requirements">' in table
+        assert len(widths) == len(heads) and sum(widths) == 100
+
+
 # --- versions and node facts ----------------------------------------------------------------
 
 
