@@ -162,13 +162,18 @@ def eri_bound(expect: Expectations) -> float | None:
 
 
 def judge_eri_bw(
-    node_pair: str, device: str, gbps: float | None, error: str | None, expect: Expectations
+    node_pair: str,
+    device: str,
+    gbps: float | None,
+    error: str | None,
+    expect: Expectations,
+    tool: str = "ib_write_bw",
 ) -> Verdict:
-    """One ERI pair's ib_write_bw at least `per_eri_gbps` x `bw_fraction`."""
+    """One ERI pair's `tool` run (ib_write_bw) at least `per_eri_gbps` x `bw_fraction`."""
     bound = eri_bound(expect)
     where = f"{node_pair} {device}"
     if error is not None:
-        return Verdict(False, None, bound, None, f"{where}: ib_write_bw failed: {error}")
+        return Verdict(False, None, bound, None, f"{where}: {tool} failed: {error}")
     text = f"{where}: no bandwidth measured"
     if gbps is not None and bound is not None:
         text = (
@@ -188,11 +193,9 @@ def judge_gdr_bw(
 ) -> Verdict:
     """One ERI pair's ib_write_bw from GPU memory (`--use_cuda`, GPUs `gpus` of the client
     and the server) at least `per_eri_gbps` x `bw_fraction`, as from host memory."""
-    got = judge_eri_bw(node_pair, device, gbps, error, expect)
     shown = "/".join("?" if g is None else f"GPU{g}" for g in gpus)
-    reason = got.reason.replace(f"{node_pair} {device}:", f"{node_pair} {device} ({shown}):", 1)
-    reason = reason.replace("ib_write_bw failed", "ib_write_bw --use_cuda failed", 1)
-    return Verdict(got.passed, got.measured, got.bound, got.margin, reason)
+    label = f"{device} ({shown})"
+    return judge_eri_bw(node_pair, label, gbps, error, expect, "ib_write_bw --use_cuda")
 
 
 def judge_instance_bw(

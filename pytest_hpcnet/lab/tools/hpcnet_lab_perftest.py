@@ -11,8 +11,8 @@ device (`erdma_1`, or `erdma_1@200mbit`), `latency` delays each message this nod
 (user-space; the lab kernel has no netem). The bytes moved are added to the device's
 emulated hw counters (`hw_tx_bytes_cnt` on the client, `hw_rx_bytes_cnt` on the server).
 `--use_cuda=<gpu>` (a CUDA-built perftest's GPUDirect option) is taken for one of the
-node's eight emulated GPUs (not one the `gpu-missing` fault hides) and prints the CUDA
-device lines; the bytes still come from host memory.
+node's emulated GPUs as `nvidia-smi` lists them (`gpu-missing` leaves seven) and prints the
+CUDA device lines; the bytes still come from host memory.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 
+import hpcnet_lab_gpu as gpu
 import hpcnet_lab_node as node
 import hpcnet_lab_rdma as lab
 
@@ -130,12 +131,11 @@ def check_device(args: argparse.Namespace) -> dict:
 
 
 def check_gpu(index: int) -> None:
-    """`--use_cuda=N`: GPU N among the node's emulated GPUs, else perftest's CUDA error."""
-    missing = node.faults().get("gpu-missing")
-    hidden = int(missing) if missing and missing.isdigit() else 3 if missing is not None else None
-    present = [i for i in range(8) if i != hidden]
-    if index not in present:
-        raise ToolError(f"No CUDA device {index} (found {len(present)})\n Couldn't init CUDA\n")
+    """`--use_cuda=N`: CUDA device N among the node's emulated GPUs (renumbered as the
+    emulated nvidia-smi lists them), else perftest's CUDA error."""
+    present = len(gpu.gpus())
+    if not 0 <= index < present:
+        raise ToolError(f"No CUDA device {index} (found {present})\n Couldn't init CUDA\n")
     sys.stdout.write(
         f"initializing CUDA\nListing all CUDA devices in system:\nPicking device No. {index}\n"
     )
