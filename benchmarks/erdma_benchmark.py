@@ -13,35 +13,15 @@ summary line.
 from __future__ import annotations
 
 import argparse
-import fcntl
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
+
+from lab_runs import lab_lock, timed_pytest
 
 from pytest_hpcnet.lab import cluster as lab
 from pytest_hpcnet.lab.emulation import set_eris
 
-ROOT = Path(__file__).resolve().parents[1]
-LOCK = "/run/hpcnet-lab.lock"
 DEPTH = "not (every_eri or all_eris or gpudirect or error_counter or runs_on_erdma)"
-
-
-def run_benchmark(inventory: Path, reports: Path, *extra: str) -> tuple[float, str]:
-    """Wall seconds of one `pytest -m benchmark` run and its summary line."""
-    start = time.monotonic()
-    options = ["-m", "benchmark", "-q", "-p", "no:cacheprovider", "--inventory", str(inventory)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", *options, "--reports-dir", str(reports), *extra],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=1800,
-    )
-    wall = time.monotonic() - start
-    lines = [ln for ln in proc.stdout.splitlines() if " in " in ln and ("passed" in ln)]
-    return wall, (lines[-1].strip("= ") if lines else f"exit {proc.returncode}")
 
 
 def main() -> None:
@@ -49,18 +29,17 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=16)
     args = parser.parse_args()
     rows: list[tuple[str, float, str]] = []
-    with tempfile.TemporaryDirectory(prefix="hpcnet-erdma-bench-") as tmp, open(LOCK, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with tempfile.TemporaryDirectory(prefix="hpcnet-erdma-bench-") as tmp, lab_lock():
         root = Path(tmp)
         state, inventory = root / "state", root / "lab.yaml"
         lab.up(args.nodes, 8500, state, inventory)
         try:
-            wall, line = run_benchmark(inventory, root / "r0", "-k", DEPTH)
+            wall, line = timed_pytest("benchmark", inventory, root / "r0", "-k", DEPTH)
             rows.append(("without the eRDMA-depth checks, 1 ERI", wall, line))
-            wall, line = run_benchmark(inventory, root / "r1")
+            wall, line = timed_pytest("benchmark", inventory, root / "r1")
             rows.append(("every check, 1 ERI per node", wall, line))
             set_eris(state, 2)
-            wall, line = run_benchmark(inventory, root / "r2")
+            wall, line = timed_pytest("benchmark", inventory, root / "r2")
             rows.append(("every check, 2 ERIs per node", wall, line))
         finally:
             lab.down(state)

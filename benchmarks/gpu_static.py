@@ -14,36 +14,14 @@ the median) and pytest's summary line.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
+from lab_runs import lab_lock, timed_pytest
 
 from pytest_hpcnet.lab import cluster as lab
-
-ROOT = Path(__file__).resolve().parents[1]
-LOCK = "/run/hpcnet-lab.lock"
-
-
-def run_static(inventory: Path, reports: Path, *extra: str) -> tuple[float, str]:
-    """Wall seconds of one `pytest -m static` run and its summary line."""
-    start = time.monotonic()
-    options = ["-m", "static", "-q", "-p", "no:cacheprovider", "--inventory", str(inventory)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", *options, "--reports-dir", str(reports), *extra],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=900,
-    )
-    wall = time.monotonic() - start
-    lines = [ln for ln in proc.stdout.splitlines() if " in " in ln and ("passed" in ln)]
-    return wall, (lines[-1].strip("= ") if lines else f"exit {proc.returncode}")
 
 
 def cpu_only(inventory: Path, target: Path) -> Path:
@@ -59,8 +37,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="hpcnet-gpu-bench-") as tmp, open(LOCK, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with tempfile.TemporaryDirectory(prefix="hpcnet-gpu-bench-") as tmp, lab_lock():
         root = Path(tmp)
         lab.up(args.nodes, 8500, root / "state", root / "lab.yaml")
         try:
@@ -74,7 +51,7 @@ def main() -> None:
             summary: dict[str, str] = {}
             for i in range(args.repeat):
                 for n, (name, (inv, extra)) in enumerate(variants.items()):
-                    wall, line = run_static(inv, root / f"reports-{i}-{n}", *extra)
+                    wall, line = timed_pytest("static", inv, root / f"reports-{i}-{n}", *extra)
                     walls[name].append(wall)
                     summary[name] = line
         finally:
