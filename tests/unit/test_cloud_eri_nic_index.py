@@ -12,16 +12,13 @@ import pytest
 pytest.importorskip("alibabacloud_ecs20140526")
 pytest.importorskip("alibabacloud_vpc20160428")
 
-from alibabacloud_credentials.client import Client as CredentialClient
-from alibabacloud_credentials.models import Config as CredentialConfig
 
 from pytest_hpcnet.cloud import audit
-from pytest_hpcnet.cloud.fake import CloudWorld, FakeAliyun, instance_item, network_interface_item
-from pytest_hpcnet.inventory.bench_settings import CloudSettings
+from pytest_hpcnet.cloud.fake import CloudWorld, instance_item, network_interface_item
 from pytest_hpcnet.inventory.expectations import Expectations
-from pytest_hpcnet.redact import clear_secrets
 from pytest_hpcnet.requirements.erdma import judge_instance_bw
 from pytest_hpcnet.suites import test_cloud_audit as suite
+from tests.unit.test_cloud_scenarios import gather
 
 REGION = "cn-hangzhou"
 TYPE = "ecs.ebmgn7ex.32xlarge"
@@ -60,24 +57,11 @@ def world() -> CloudWorld:
 
 @pytest.fixture(scope="module")
 def plane() -> audit.ControlPlane:
-    with FakeAliyun(world()) as fake:
-        credential = CredentialClient(
-            CredentialConfig(type="access_key", access_key_id="ak", access_key_secret="sk-x")
-        )
-        settings = CloudSettings(
-            ecs_endpoint=fake.endpoint, vpc_endpoint=fake.endpoint, protocol="http"
-        )
-        reader = audit.open_reader(
-            REGION, settings, credential, attempts=2, wait_multiplier=0, max_wait_seconds=0
-        )
-        locators = [
-            audit.NodeLocator(name, f"i-{name}", f"10.0.1.{n}", "vpc-1")
-            for n, name in enumerate(NODES, start=1)
-        ]
-        try:
-            return audit.gather(reader, locators)
-        finally:
-            clear_secrets()
+    locators = [
+        audit.NodeLocator(name, f"i-{name}", f"10.0.1.{n}", "vpc-1")
+        for n, name in enumerate(NODES, start=1)
+    ]
+    return gather(world(), locators)
 
 
 class Recorded:

@@ -53,7 +53,8 @@ def base_world() -> CloudWorld:
     return w
 
 
-def gather(w: CloudWorld) -> audit.ControlPlane:
+def gather(w: CloudWorld, locators: list[audit.NodeLocator] | None = None) -> audit.ControlPlane:
+    """The control plane of `w` (default nodes gpu1, gpu2) read through the fake ECS/VPC API."""
     with FakeAliyun(w) as fake:
         credential = CredentialClient(
             CredentialConfig(type="access_key", access_key_id="ak", access_key_secret="sk-x")
@@ -65,7 +66,7 @@ def gather(w: CloudWorld) -> audit.ControlPlane:
             REGION, settings, credential, attempts=2, wait_multiplier=0, max_wait_seconds=0
         )
         try:
-            return audit.gather(reader, LOCATORS)
+            return audit.gather(reader, LOCATORS if locators is None else locators)
         finally:
             clear_secrets()
 
