@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.cli import main
-from pytest_hpcnet.lab import faults
+from pytest_hpcnet.lab import fault_actions, faults
 from pytest_hpcnet.lab.state import LabState
 from pytest_hpcnet.probes.links import counters_verdict, parse_ip_json
 from pytest_hpcnet.probes.ports import (
@@ -149,7 +149,7 @@ def test_metadata_faults_apply_without_restart(lab):
     inject("vswitch", "node02")
     inject("zone", "node02", "cn-lab-z")
     inject("imds-token", "node03")
-    assert curl("hx-node02", f"{META}/vswitch-id") == (200, faults.DEFAULT_VSWITCH)
+    assert curl("hx-node02", f"{META}/vswitch-id") == (200, fault_actions.DEFAULT_VSWITCH)
     assert curl("hx-node02", f"{META}/zone-id") == (200, "cn-lab-z")
     assert curl("hx-node01", f"{META}/vswitch-id") == (200, "vsw-lab0001")
     assert curl("hx-node03", f"{META}/zone-id")[0] == 403
