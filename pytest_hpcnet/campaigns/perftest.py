@@ -26,15 +26,9 @@ from pytest_hpcnet.campaigns.facts import (
     split_sections,
 )
 from pytest_hpcnet.campaigns.gpudirect import gpu_pairs, gpudirect_runs
+from pytest_hpcnet.campaigns.localization import Localization, confirm_pairs, localize
 from pytest_hpcnet.campaigns.progress import phase
-from pytest_hpcnet.campaigns.schedule import (
-    Localization,
-    Pair,
-    confirm_pairs,
-    localize,
-    pick_schedule_for_budget,
-    schedule_rounds,
-)
+from pytest_hpcnet.campaigns.schedule import Pair, pick_schedule_for_budget, schedule_rounds
 from pytest_hpcnet.inventory.bench_settings import PerftestSettings
 from pytest_hpcnet.probes.gpu_topo import parse_topo
 from pytest_hpcnet.probes.perftest import (
@@ -348,7 +342,7 @@ def _pair_run(
 
 
 def judged(runs: dict[Pair, PairRun], passes: Callable[[PairRun], bool]) -> dict[Pair, bool]:
-    """Each pair's run through the requirement's judge: what `schedule.localize` is fed."""
+    """Each pair's run through the requirement's judge: what `localization.localize` is fed."""
     return {pair: passes(run) for pair, run in runs.items()}
 
 
