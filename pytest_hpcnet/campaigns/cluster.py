@@ -13,7 +13,8 @@ from pytest_hpcnet.campaigns.bisection import Bisection
 from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, NodeFacts
 from pytest_hpcnet.campaigns.nccl import NcclCampaign
 from pytest_hpcnet.campaigns.pairs import FlowFacts, PairCampaign, PairFacts
-from pytest_hpcnet.campaigns.perftest import PairRun, PerftestCampaign, PerftestCampaigns
+from pytest_hpcnet.campaigns.perftest import PerftestCampaign, PerftestCampaigns
+from pytest_hpcnet.campaigns.perftest_rounds import PairRun
 from pytest_hpcnet.campaigns.progress import Reporter, silent
 from pytest_hpcnet.campaigns.recorder import Recorder
 from pytest_hpcnet.campaigns.storage import FioCampaign, FioRun

@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from pytest_hpcnet.campaigns.perftest_devices import device_label
+from pytest_hpcnet.campaigns.perftest_rounds import PairRun, run_round
 from pytest_hpcnet.campaigns.progress import Reporter, phase
 from pytest_hpcnet.campaigns.schedule import Pair
 from pytest_hpcnet.inventory.bench_settings import PerftestSettings
@@ -41,8 +43,6 @@ def gpudirect_runs(
     side: Callable[[str, int, int], PerftestOptions],
 ) -> dict:
     """{pair: {device label: PairRun}} of ib_write_bw with `--use_cuda` on both sides."""
-    from pytest_hpcnet.campaigns.perftest import PairRun, device_label, run_round
-
     runnable = [p for p in pairs if p.a in addresses and p.b in addresses]
     width = max([len(devices[n]) for p in runnable for n in (p.a, p.b)] or [0])
     out: dict[Pair, dict] = {p: {} for p in runnable}

@@ -1,14 +1,11 @@
-"""perftest between scheduled pairs: rounds of disjoint pairs, every pair of a round at once.
-
-Per round, three fan-outs: start each pair's server in the background on its own port
-and wait until it listens; run every client; stop every server (also on timeout or
-interrupt) and collect its output. No perftest is left running on any node.
+"""perftest campaigns between scheduled pairs: plan the rounds, measure, judge, localize.
 
 Every ERI is measured (issue 16): within a round, device i of the client against device
 i of the server, one device index after the other, each with its own IPv4 GID index from
 `ibv_devinfo -v`. A node lacking device i fails that device's run. For ib_write_bw on
 nodes with several ERIs, one more round runs every device of each first-round pair at
-once (`run_slots`), judged against the per-instance figure.
+once (`run_slots`), judged against the per-instance figure. The commands and the round
+runner are `campaigns.perftest_rounds`; the per-device pieces `campaigns.perftest_devices`.
 """
 
 from __future__ import annotations
@@ -19,64 +16,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pytest_hpcnet.campaigns.counters import CounterWatch
-from pytest_hpcnet.campaigns.facts import (
-    FactsCampaign,
-    SectionOutput,
-    sections_script,
-    split_sections,
-)
+from pytest_hpcnet.campaigns.facts import FactsCampaign
 from pytest_hpcnet.campaigns.gpudirect import gpu_pairs, gpudirect_runs
-from pytest_hpcnet.campaigns.progress import phase
-from pytest_hpcnet.campaigns.schedule import (
-    Localization,
-    Pair,
-    confirm_pairs,
-    localize,
-    pick_schedule_for_budget,
-    schedule_rounds,
+from pytest_hpcnet.campaigns.localization import Localization, confirm_pairs, localize
+from pytest_hpcnet.campaigns.perftest_devices import (
+    device_label,
+    instance_rounds,
+    localize_devices,
+    missing_device,
+    worst,
 )
+from pytest_hpcnet.campaigns.perftest_rounds import PairRun, options_for, run_round, run_slots
+from pytest_hpcnet.campaigns.progress import phase
+from pytest_hpcnet.campaigns.schedule import Pair, pick_schedule_for_budget, schedule_rounds
 from pytest_hpcnet.inventory.bench_settings import PerftestSettings
 from pytest_hpcnet.probes.gpu_topo import parse_topo
-from pytest_hpcnet.probes.perftest import (
-    BandwidthResult,
-    LatencyResult,
-    PerftestOptions,
-    client_command,
-    largest_size,
-    parse_bandwidth,
-    parse_latency,
-    server_command,
-)
+from pytest_hpcnet.probes.perftest import PerftestOptions
 from pytest_hpcnet.requirements.judges import judge_perftest
-from pytest_hpcnet.transport.fanout import CommandResult, Transport
-
-LISTEN_WAIT_TENTHS = 100
-
-
-@dataclass(frozen=True)
-class PairRun:
-    """One perftest run: client on `pair.a`, server on `pair.b`."""
-
-    pair: Pair
-    round: int
-    bandwidth: BandwidthResult | None = None
-    latency: LatencyResult | None = None
-    server_output: str = ""
-    error: str | None = None
-    commands: tuple[CommandResult, ...] = ()
-    device: str | None = None
-    """The client's RDMA device (`erdma_1`); None when the run used the default one."""
-
-    @property
-    def value(self) -> float | None:
-        """Bandwidth in Gbit/s or latency t_avg in usec; None when nothing was measured."""
-        if self.error:
-            return None
-        if self.bandwidth is not None:
-            return self.bandwidth.avg_gbps if self.bandwidth.ok else None
-        if self.latency is not None:
-            return self.latency.t_avg_us if self.latency.ok else None
-        return None
 
 
 @dataclass
@@ -105,250 +61,8 @@ class PerftestCampaign:
     """Each node's ERIs and the GPU nearest each (`nvidia-smi topo -m`), when GDR ran."""
 
 
-def options_for(
-    settings: PerftestSettings, tool: str, port: int, device: str | None, gid: int | None
-) -> PerftestOptions:
-    """The perftest options of one side of one pair."""
-    latency = tool.endswith("_lat")
-    return PerftestOptions(
-        binary=tool,
-        device=device,
-        gid_index=gid,
-        port=port,
-        size=None if settings.all_sizes else (2 if latency else settings.size),
-        all_sizes=settings.all_sizes,
-        qps=None if latency else settings.qps,
-        duration_s=None if latency or settings.all_sizes else settings.duration_s,
-        iterations=settings.latency_iterations if latency and not settings.all_sizes else None,
-        rdma_cm=settings.rdma_cm,
-        extra_args=tuple(settings.extra_args),
-        server_timeout_s=settings.timeout_s,
-    )
-
-
-def _paths(port: int) -> tuple[str, str]:
-    """Where the server on `port` keeps its output and PID (known without asking the node)."""
-    return f"/tmp/hpcnet-perftest-{int(port)}.out", f"/tmp/hpcnet-perftest-{int(port)}.pid"
-
-
-def start_server_command(server: str, port: int, wait_for_listen: bool) -> str:
-    """Start the server in the background; wait (bounded) until its TCP port listens."""
-    out, pid = _paths(port)
-    wait = (
-        f"i=0; while [ $i -lt {LISTEN_WAIT_TENTHS} ] && "
-        f"! ss -Hltn 'sport = :{int(port)}' 2>/dev/null | grep -q .; "
-        "do sleep 0.1; i=$((i+1)); done"
-        if wait_for_listen
-        else "sleep 1"
-    )
-    return f"( exec {server} ) >{out} 2>&1 </dev/null & echo $! >{pid}; {wait}"
-
-
-def stop_server_command(port: int) -> str:
-    """Stop the server on `port` (it normally ended with its client) and print its output."""
-    out, pid = _paths(port)
-    return (
-        # an interrupted round may stop a server whose start is still under way: wait for it
-        f"i=0; while [ ! -s {pid} ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "
-        f'p=$(cat {pid} 2>/dev/null); if [ -n "$p" ]; then i=0; '
-        'while [ $i -lt 20 ] && kill -0 "$p" 2>/dev/null; do sleep 0.1; i=$((i+1)); done; '
-        'kill "$p" 2>/dev/null; fi; '
-        f"cat {out} 2>/dev/null; rm -f {out} {pid}"
-    )
-
-
-def run_round(
-    transport: Transport,
-    pairs: list[Pair],
-    index: int,
-    tool: str,
-    settings: PerftestSettings,
-    addresses: dict[str, str],
-    side_options: Callable[[str, int], PerftestOptions],
-) -> dict[Pair, PairRun]:
-    """One round: every pair's server, then every client, then stop every server (always,
-    also when a client times out or the run is interrupted)."""
-    port = {p: settings.port_base + i for i, p in enumerate(pairs)}
-    server_of = {p.b: p for p in pairs}
-    client_of = {p.a: p for p in pairs}
-    timeout = settings.timeout_s + 30
-    try:
-        started = transport.run_on_all(
-            lambda node: start_server_command(
-                server_command(side_options(node.name, port[server_of[node.name]])),
-                port[server_of[node.name]],
-                not settings.rdma_cm,
-            ),
-            nodes=list(server_of),
-            together=True,
-        )
-        clients = {p.a for p in pairs if started[p.b].ok}
-        ran = transport.run_on_all(
-            lambda node: client_command(
-                side_options(node.name, port[client_of[node.name]]),
-                addresses[client_of[node.name].b],
-            ),
-            nodes=sorted(clients),
-            timeout_s=timeout,
-            together=True,  # a round's pairs share the fabric at the same time
-        )
-    finally:
-        stopped = transport.run_on_all(
-            lambda node: stop_server_command(port[server_of[node.name]]), nodes=list(server_of)
-        )
-    out: dict[Pair, PairRun] = {}
-    for pair in pairs:
-        commands = tuple(
-            r for r in (started.get(pair.b), ran.get(pair.a), stopped.get(pair.b)) if r
-        )
-        asked = largest_size(side_options(pair.a, port[pair]))
-        out[pair] = _pair_run(
-            pair,
-            index,
-            tool,
-            started.get(pair.b),
-            ran.get(pair.a),
-            stopped.get(pair.b),
-            commands,
-            asked,
-        )
-    return out
-
-
-Slot = tuple[Pair, int]
-"""A pair and a device index: the client's device i against the server's device i."""
-
-
-def _section(result: CommandResult | None, key: str) -> CommandResult | None:
-    """One section of a multi-slot node command as a CommandResult of its own."""
-    if result is None or result.unreachable or result.timed_out:
-        return result
-    out = split_sections(result.stdout).get(key, SectionOutput("", None))
-    status = out.status if out.status is not None else (result.exit_status or 1)
-    return dataclasses.replace(result, stdout=out.text, stderr="", exit_status=status)
-
-
-def run_slots(
-    transport: Transport,
-    slots: list[Slot],
-    index: int,
-    tool: str,
-    settings: PerftestSettings,
-    addresses: dict[str, str],
-    side_options: Callable[[str, int, int], PerftestOptions],
-) -> dict[Slot, PairRun]:
-    """Several perftest runs per node at once (every device of a pair): each slot's server
-    on its own port, all clients of a node started together, every server stopped."""
-    port = {s: settings.port_base + k for k, s in enumerate(slots)}
-    key = {s: f"p{port[s]}" for s in slots}
-    servers: dict[str, list[Slot]] = {}
-    clients: dict[str, list[Slot]] = {}
-    for s in slots:
-        servers.setdefault(s[0].b, []).append(s)
-        clients.setdefault(s[0].a, []).append(s)
-    timeout = settings.timeout_s + 30
-    started: dict[str, CommandResult] = {}
-    ran: dict[str, CommandResult] = {}
-    try:
-        started = transport.run_on_all(
-            lambda node: sections_script(
-                {
-                    key[s]: start_server_command(
-                        server_command(side_options(node.name, port[s], s[1])),
-                        port[s],
-                        not settings.rdma_cm,
-                    )
-                    for s in servers[node.name]
-                }
-            ),
-            nodes=list(servers),
-            together=True,
-        )
-        up = {s for s in slots if (r := _section(started.get(s[0].b), key[s])) and r.ok}
-        ran = transport.run_on_all(
-            lambda node: sections_script(
-                {
-                    key[s]: client_command(
-                        side_options(node.name, port[s], s[1]), addresses[s[0].b]
-                    )
-                    for s in clients[node.name]
-                    if s in up
-                },
-                parallel=True,
-            ),
-            nodes=sorted({s[0].a for s in up}),
-            timeout_s=timeout,
-            together=True,
-        )
-    finally:
-        stopped = transport.run_on_all(
-            lambda node: sections_script(
-                {key[s]: stop_server_command(port[s]) for s in servers[node.name]}
-            ),
-            nodes=list(servers),
-        )
-    out: dict[Slot, PairRun] = {}
-    for s in slots:
-        pair, k = s[0], key[s]
-        parts = (_section(started.get(pair.b), k), _section(ran.get(pair.a), k))
-        stop = _section(stopped.get(pair.b), k)
-        commands = tuple(
-            r for r in (started.get(pair.b), ran.get(pair.a), stopped.get(pair.b)) if r
-        )
-        options = side_options(pair.a, port[s], s[1])
-        run = _pair_run(pair, index, tool, *parts, stop, commands, largest_size(options))
-        out[s] = dataclasses.replace(run, device=options.device)
-    return out
-
-
-def _pair_run(
-    pair: Pair,
-    index: int,
-    tool: str,
-    started: CommandResult | None,
-    client: CommandResult | None,
-    stopped: CommandResult | None,
-    commands: tuple[CommandResult, ...],
-    asked: int | None = None,
-) -> PairRun:
-    server_output = stopped.stdout if stopped is not None else ""
-    if started is None or not started.ok:
-        why = started.failure if started is not None else "not started"
-        return PairRun(
-            pair,
-            index,
-            error=f"server on {pair.b} did not start: {why}",
-            server_output=server_output,
-            commands=commands,
-        )
-    if client is None:
-        return PairRun(
-            pair,
-            index,
-            error=f"client on {pair.a} did not run",
-            server_output=server_output,
-            commands=commands,
-        )
-    if client.unreachable or client.timed_out:
-        return PairRun(
-            pair, index, error=client.failure, server_output=server_output, commands=commands
-        )
-    text = client.stdout + ("\n" + client.stderr if client.stderr else "")
-    if tool.endswith("_lat"):
-        lat = parse_latency(text, expected_size=asked)
-        error = lat.error or (None if lat.ok else f"unparseable output: {'; '.join(lat.problems)}")
-        return PairRun(
-            pair, index, latency=lat, error=error, server_output=server_output, commands=commands
-        )
-    bw = parse_bandwidth(text, expected_size=asked)
-    error = bw.error or (None if bw.ok else f"unparseable output: {'; '.join(bw.problems)}")
-    return PairRun(
-        pair, index, bandwidth=bw, error=error, server_output=server_output, commands=commands
-    )
-
-
 def judged(runs: dict[Pair, PairRun], passes: Callable[[PairRun], bool]) -> dict[Pair, bool]:
-    """Each pair's run through the requirement's judge: what `schedule.localize` is fed."""
+    """Each pair's run through the requirement's judge: what `localization.localize` is fed."""
     return {pair: passes(run) for pair, run in runs.items()}
 
 
@@ -540,64 +254,3 @@ class PerftestCampaigns:
                     run = runs.get((p, i))
                     out[p][name] = run or missing_device(p, index + offset, i, devices)
         return out
-
-
-def instance_rounds(rounds: list[list[Pair]]) -> list[list[Pair]]:
-    """The all-at-once rounds: the first schedule round, then (odd node counts) one more
-    round of later pairs that cover the nodes the first round left out."""
-    if not rounds:
-        return []
-    covered = {n for p in rounds[0] for n in (p.a, p.b)}
-    extra: list[Pair] = []
-    busy: set[str] = set()
-    for pairs in rounds[1:]:
-        for p in pairs:
-            if (p.a not in covered or p.b not in covered) and not {p.a, p.b} & busy:
-                extra.append(p)
-                busy |= {p.a, p.b}
-                covered |= {p.a, p.b}
-    return [rounds[0], extra] if extra else [rounds[0]]
-
-
-def device_label(devices: dict[str, list[str]], pair: Pair, i: int) -> str:
-    """The name of device index `i` on the client side, or `ERI i` when it has none."""
-    found = devices.get(pair.a, [])
-    return found[i] if i < len(found) else f"ERI {i}"
-
-
-def missing_device(pair: Pair, index: int, i: int, devices: dict[str, list[str]]) -> PairRun:
-    """The failed run of a device index one side of the pair does not have."""
-    lacking = [n for n in (pair.a, pair.b) if i >= len(devices.get(n, []))]
-    why = "; ".join(
-        f"{n} has no ERI {i} ({', '.join(devices.get(n, [])) or 'no eRDMA device'})"
-        for n in lacking
-    )
-    return PairRun(pair, index, error=why, device=device_label(devices, pair, i))
-
-
-def worst(runs: dict[str, PairRun], passes: Callable[[PairRun], bool]) -> PairRun:
-    """The pair's run that speaks for it: its first failing device, else its first."""
-    ordered = list(runs.values())
-    return next((r for r in ordered if not passes(r)), ordered[0])
-
-
-def localize_devices(
-    device_runs: list[tuple[Pair, dict[str, PairRun]]],
-    names: list[str],
-    devices: dict[str, list[str]],
-    passes: Callable[[PairRun], bool],
-) -> list[str]:
-    """`node07 erdma_1` for each node the schedule blames on one device index (a node
-    failing on device i with every partner, while other nodes pass on it)."""
-    width = max((len(r) for _, r in device_runs), default=0)
-    out: list[str] = []
-    for i in range(width):
-        verdicts: dict[Pair, bool] = {}
-        for pair, runs in device_runs:
-            if len(runs) > i:
-                ok = passes(list(runs.values())[i])
-                verdicts[pair] = verdicts.get(pair, True) and ok if pair in verdicts else ok
-        for node in localize(verdicts, nodes=names).suspects:
-            found = devices.get(node, [])
-            out.append(f"{node} {found[i] if i < len(found) else f'ERI {i}'}")
-    return sorted(set(out))

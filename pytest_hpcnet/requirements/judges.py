@@ -56,7 +56,7 @@ def at_most(measured: float | None, bound: float, reason: str) -> Verdict:
 
 
 class PerftestRun(Protocol):
-    """One pair's perftest run as the judges read it (`campaigns.perftest.PairRun`)."""
+    """One pair's perftest run as the judges read it (`campaigns.perftest_rounds.PairRun`)."""
 
     error: str | None
     latency: LatencyResult | None
