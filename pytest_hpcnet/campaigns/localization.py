@@ -1,4 +1,4 @@
-"""Which node to blame from pair results, the confirmation pass, and a pair-result table.
+"""Which node to blame from pair results, and the confirmation pass.
 
 Rule (see `localize`): a node failing with at least two different partners is suspect
 when it is part of every smallest explanation of the failures (so a good node between
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 
 from pytest_hpcnet.campaigns.schedule import Pair, Schedule
@@ -241,42 +241,3 @@ def confirm_pairs(
             break
         rounds.append(rnd)
     return rounds
-
-
-@dataclass(frozen=True)
-class PairMatrix:
-    """A value per unordered pair (bandwidth, pass/fail), printable as a square table."""
-
-    nodes: tuple[str, ...]
-    values: dict[frozenset[str], bool | float | None] = field(default_factory=dict)
-
-    @classmethod
-    def from_results(
-        cls, results: Mapping[Pair, bool | float | None], nodes: Sequence[str] | None = None
-    ) -> PairMatrix:
-        order = list(nodes or [])
-        for pair in results:
-            order += [n for n in (pair.a, pair.b) if n not in order]
-        return cls(tuple(order), {pair.key: value for pair, value in results.items()})
-
-    def value(self, a: str, b: str) -> bool | float | None:
-        """The value of the pair (either order), None where not measured."""
-        return self.values.get(frozenset((a, b)))
-
-    def table(self, fmt: str = "{:.1f}") -> list[list[str]]:
-        """Rows of strings: a header row of node names, then one row per node."""
-        rows = [["", *self.nodes]]
-        for a in self.nodes:
-            row = [a]
-            for b in self.nodes:
-                v = None if a == b else self.value(a, b)
-                if a == b:
-                    row.append("-")
-                elif v is None:
-                    row.append("")
-                elif isinstance(v, bool):
-                    row.append("ok" if v else "FAIL")
-                else:
-                    row.append(fmt.format(v))
-            rows.append(row)
-        return rows

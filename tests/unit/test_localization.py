@@ -10,7 +10,6 @@ from pytest_hpcnet.campaigns.localization import (
     OK,
     SUSPECT,
     UNKNOWN,
-    PairMatrix,
     confirm_pairs,
     localize,
 )
@@ -149,13 +148,3 @@ def test_confirm_pairs_edge_cases():
     assert confirm_pairs(["s"], []) == []
     assert partners(confirm_pairs(["s"], ["g"], per_node=3))["s"] == {"g"}
     assert confirm_pairs(["s"], ["s"]) == []
-
-
-def test_pair_matrix():
-    results = {Pair("a", "b"): 97.5, Pair("b", "c"): False}
-    m = PairMatrix.from_results(results, nodes=["a", "b", "c"])
-    assert m.value("b", "a") == 97.5 and m.value("a", "c") is None
-    table = m.table()
-    assert table[0] == ["", "a", "b", "c"]
-    assert table[1] == ["a", "-", "97.5", ""]
-    assert table[2][3] == "FAIL"
