@@ -14,19 +14,7 @@ from pytest_hpcnet.campaigns.localization import (
     localize,
 )
 from pytest_hpcnet.campaigns.schedule import Pair, schedule_rounds
-
-
-def nodes(n: int) -> list[str]:
-    return [f"n{i:02d}" for i in range(n)]
-
-
-def partners(schedule) -> dict[str, set[str]]:
-    met: dict[str, set[str]] = {}
-    for rnd in schedule:
-        for p in rnd:
-            met.setdefault(p.a, set()).add(p.b)
-            met.setdefault(p.b, set()).add(p.a)
-    return met
+from tests.unit.test_schedule import nodes, partners
 
 
 def simulate(schedule, bad_nodes=(), bad_links=()):
