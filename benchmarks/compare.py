@@ -48,7 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_hpcnet.campaigns.facts import MARK, facts_command
-from pytest_hpcnet.inventory.models import Inventory, load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
+from pytest_hpcnet.inventory.models import Inventory
 from pytest_hpcnet.lab import cluster as lab
 
 ROOT = Path(__file__).resolve().parents[1]

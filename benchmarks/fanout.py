@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from pytest_hpcnet.campaigns.facts import facts_command
-from pytest_hpcnet.inventory.models import load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import cluster as lab
 
 ROOT = Path(__file__).resolve().parents[1]

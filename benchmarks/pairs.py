@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from pytest_hpcnet.campaigns.cluster import Cluster
-from pytest_hpcnet.inventory.models import load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import cluster as lab
 from pytest_hpcnet.transport.fanout import Transport
 

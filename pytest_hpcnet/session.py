@@ -20,7 +20,8 @@ from pytest_hpcnet.campaigns.cluster import Cluster
 from pytest_hpcnet.campaigns.progress import LOG, PREFIX, Reporter, silent
 from pytest_hpcnet.gate.history import TRENDS_FILE, has_history, history
 from pytest_hpcnet.gate.runlock import RunLocked, take_run_lock
-from pytest_hpcnet.inventory.models import Inventory, InventoryError, load_inventory
+from pytest_hpcnet.inventory.loader import InventoryError, load_inventory
+from pytest_hpcnet.inventory.models import Inventory
 from pytest_hpcnet.report.baseline import (
     AUTO,
     Baseline,

@@ -1,10 +1,12 @@
 """Alibaba Cloud control-plane audit: security groups and network ACLs (docs/cloud-audit.md).
 
-`rules` parses the API's JSON shapes into typed models, `interfaces` the ENIs and ERIs,
-`secgroup` evaluates the stateful security groups for a flow and `nacl` the stateless
-network ACLs. `readers` calls the SDK, `audit` gathers a `plane.ControlPlane` once per
-session, `verdicts` judges it per interface pair and port range, and `flows` holds the
-required and external flows of the inventory. `fake` is a local stand-in for the API.
+`rules` holds the shared terms (protocol, policy, direction, port range, CIDR) and the
+`Flow` being judged; `secgroup_model` and `nacl_model` parse the API's JSON shapes into
+typed security groups and network ACLs, `interfaces` the ENIs and ERIs. `secgroup`
+evaluates the stateful security groups for a flow and `nacl` the stateless network ACLs.
+`readers` calls the SDK, `audit` gathers a `plane.ControlPlane` once per session,
+`verdicts` judges it per interface pair and port range, and `flows` holds the required
+and external flows of the inventory. `fake` is a local stand-in for the API.
 """
 
 from __future__ import annotations

@@ -32,14 +32,11 @@ from pytest_hpcnet.cloud.credentials import (  # noqa: F401 - part of the audit'
     skip_reason,
 )
 from pytest_hpcnet.cloud.interfaces import NetworkInterface
+from pytest_hpcnet.cloud.nacl_model import NetworkAcl
 from pytest_hpcnet.cloud.plane import ControlPlane, NodeCloud
 from pytest_hpcnet.cloud.readers import AliyunReader, CloudReadError, InstanceInfo
-from pytest_hpcnet.cloud.rules import (
-    CloudModelError,
-    NetworkAcl,
-    PortRange,
-    SecurityGroup,
-)
+from pytest_hpcnet.cloud.rules import CloudModelError, PortRange
+from pytest_hpcnet.cloud.secgroup_model import SecurityGroup
 from pytest_hpcnet.cloud.verdicts import (  # noqa: F401 - part of the audit's interface
     LINUX_EPHEMERAL_PORTS,
     FlowVerdict,

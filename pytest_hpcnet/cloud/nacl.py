@@ -32,6 +32,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from pytest_hpcnet.cloud.nacl_model import NetworkAcl, NetworkAclEntry
 from pytest_hpcnet.cloud.rules import (
     MAX_PORT,
     MIN_PORT,
@@ -39,8 +40,6 @@ from pytest_hpcnet.cloud.rules import (
     Flow,
     IpAddress,
     IpNetwork,
-    NetworkAcl,
-    NetworkAclEntry,
     Policy,
     Protocol,
     network_contains,

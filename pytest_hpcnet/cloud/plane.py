@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_hpcnet.cloud.interfaces import NetworkInterface
+from pytest_hpcnet.cloud.nacl_model import NetworkAcl
 from pytest_hpcnet.cloud.readers import InstanceInfo
-from pytest_hpcnet.cloud.rules import NetworkAcl, PortRange, SecurityGroup
+from pytest_hpcnet.cloud.rules import PortRange
+from pytest_hpcnet.cloud.secgroup_model import SecurityGroup
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,9 @@ from typing import Any, TypeVar
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from pytest_hpcnet.cloud.interfaces import NetworkInterface, interface_from_api
-from pytest_hpcnet.cloud.rules import (
-    NetworkAcl,
-    PortRange,
-    SecurityGroup,
-    network_acl_from_api,
-    parse_cidr,
-    security_group_from_api,
-)
+from pytest_hpcnet.cloud.nacl_model import NetworkAcl, network_acl_from_api
+from pytest_hpcnet.cloud.rules import PortRange, parse_cidr
+from pytest_hpcnet.cloud.secgroup_model import SecurityGroup, security_group_from_api
 
 SG_PAGE_SIZE = 1000  # DescribeSecurityGroupAttribute MaxResults upper bound
 INSTANCE_PAGE_SIZE = 100  # DescribeInstances MaxResults upper bound

@@ -47,11 +47,10 @@ from pytest_hpcnet.cloud.rules import (
     Policy,
     PortRange,
     Protocol,
-    SecurityGroup,
-    SecurityGroupRule,
     network_contains,
     parse_cidr,
 )
+from pytest_hpcnet.cloud.secgroup_model import SecurityGroup, SecurityGroupRule
 
 PrefixLists = Mapping[str, Iterable[str | IpNetwork]]
 PortRangeLists = Mapping[str, Iterable[str | PortRange]]

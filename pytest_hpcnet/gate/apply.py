@@ -27,7 +27,7 @@ from typing import Any
 from pytest_hpcnet.gate import hook, slurm
 from pytest_hpcnet.gate.config import ActionSettings, SchedulerSettings
 from pytest_hpcnet.gate.judge import NodeJudgement, judge
-from pytest_hpcnet.inventory.models import InventoryError, load_inventory
+from pytest_hpcnet.inventory.loader import InventoryError, load_inventory
 from pytest_hpcnet.report.evidence import (
     EvidenceBundle,
     EvidenceError,

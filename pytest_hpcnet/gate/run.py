@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pytest_hpcnet.gate import apply as gate_apply
 from pytest_hpcnet.gate.runlock import ENV, RunLocked, take_run_lock
-from pytest_hpcnet.inventory.models import InventoryError, load_inventory
+from pytest_hpcnet.inventory.loader import InventoryError, load_inventory
 
 EXIT_LOCKED = 5
 PYTEST_USAGE = 4  # pytest.ExitCode.USAGE_ERROR

@@ -1,4 +1,4 @@
-"""The cluster inventory: models, profiles and expectations, node sources (Ansible, Terraform).
+"""The cluster inventory: models and their loader, profiles and expectations, node sources.
 
 The lowest layer: it imports nothing of the package but `pytest_hpcnet.redact`.
 """

@@ -1,17 +1,13 @@
-"""The inventory: one YAML file describing a cluster, validated before any connection.
+"""The pydantic models of the inventory file: as written (`InventoryFile`) and as loaded.
 
-`load_inventory(path)` returns an `Inventory` or raises `InventoryError` whose one-line
-message names the file, the key path and the problem (with the nearest valid key for
-a typo). `${VAR}` values come from the environment and are registered as secrets.
-Nodes may come from an Ansible inventory or `terraform output -json` instead
-(`nodes_from:`, or the path given directly; see `inventory_sources`).
+`InventoryFile` is the validated shape of the YAML (cluster, ssh, nodes or nodes_from,
+expect, benchmarks, cloud, waivers, scheduler, actions, scope); `Inventory` is the loaded
+cluster with `Node`s expanded from their `NodeSpec` ranges and expectations merged. The
+one `Waiver` model lives here. `inventory.loader.load_inventory` builds an `Inventory`.
 """
 
 from __future__ import annotations
 
-import difflib
-import hashlib
-import os
 import re
 from datetime import date
 from pathlib import Path
@@ -20,7 +16,6 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     Field,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -28,35 +23,12 @@ from pydantic import (
 
 from pytest_hpcnet.gate.config import ActionSettings, SchedulerSettings
 from pytest_hpcnet.inventory.bench_settings import BenchmarkSettings, CloudSettings
-from pytest_hpcnet.inventory.expectations import (
-    DEFAULT_SYSCTL,
-    Expectations,
-    Strict,
-    load_profile,
-    merge,
-    profile_names,
-)
-from pytest_hpcnet.inventory.sources import (
-    InventorySourceError,
-    NodesFrom,
-    SourceNodes,
-    detect_kind,
-    one_line,
-    read_nodes_from,
-)
-from pytest_hpcnet.inventory.ssh_files import file_problem, ssh_file_problems
-from pytest_hpcnet.inventory.validation_messages import first_error
-from pytest_hpcnet.inventory.yaml_mapping import YamlMappingError, load_mapping
-from pytest_hpcnet.redact import register_secret
+from pytest_hpcnet.inventory.expectations import Expectations, Strict
+from pytest_hpcnet.inventory.sources import NodesFrom
+from pytest_hpcnet.inventory.ssh_files import file_problem
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 RANGE = re.compile(r"\[(\d+)-(\d+)\]")
-ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-MAX_RANGE = 10000
-
-
-class InventoryError(Exception):
-    """A bad inventory: one line naming file, key path and problem."""
 
 
 class SshSettings(Strict):
@@ -204,11 +176,11 @@ class InventoryFile(Strict):
                 )
             raise ValueError("give nodes or nodes_from, not both")
         if nodes is not None:
-            _check_node_specs(nodes)
+            check_node_specs(nodes)
         return nodes
 
 
-def _check_node_specs(nodes: list[NodeSpec]) -> None:
+def check_node_specs(nodes: list[NodeSpec]) -> None:
     """Names, hosts and interfaces must be safe to put on an SSH or shell command line."""
     for i, spec in enumerate(nodes):
         plain = RANGE.sub("0", spec.name)
@@ -265,197 +237,3 @@ class Inventory(BaseModel):
             if node.name == name:
                 return node
         raise KeyError(name)
-
-
-def expand_range(name: str) -> list[str]:
-    """`gpu-[001-003]` -> gpu-001, gpu-002, gpu-003 (zero padding kept); one range at most."""
-    matches = list(RANGE.finditer(name))
-    if not matches:
-        return [name]
-    if len(matches) > 1:
-        raise ValueError(f"{name!r}: only one [a-b] range per name")
-    m = matches[0]
-    lo, hi = int(m.group(1)), int(m.group(2))
-    if hi < lo:
-        raise ValueError(f"{name!r}: range end {hi} is below its start {lo}")
-    if hi - lo + 1 > MAX_RANGE:
-        raise ValueError(f"{name!r}: range of {hi - lo + 1} nodes exceeds {MAX_RANGE}")
-    width = len(m.group(1)) if m.group(1).startswith("0") else 0
-    return [f"{name[: m.start()]}{i:0{width}d}{name[m.end() :]}" for i in range(lo, hi + 1)]
-
-
-def _expand_nodes(specs: list[NodeSpec]) -> list[Node]:
-    nodes: list[Node] = []
-    for i, spec in enumerate(specs):
-        try:
-            names = expand_range(spec.name)
-        except ValueError as exc:
-            raise InventoryError(f"nodes[{i}].name: {exc}") from None
-        hosts: list[str]
-        if spec.host is None:
-            hosts = names
-        elif RANGE.search(spec.host):
-            try:
-                hosts = expand_range(spec.host)
-            except ValueError as exc:
-                raise InventoryError(f"nodes[{i}].host: {exc}") from None
-            if len(hosts) != len(names):
-                raise InventoryError(
-                    f"nodes[{i}].host: range gives {len(hosts)} hosts for {len(names)} names"
-                )
-        else:
-            hosts = [spec.host.replace("{name}", n) for n in names]
-            if len(names) > 1 and "{name}" not in spec.host:
-                raise InventoryError(
-                    f"nodes[{i}].host: {len(names)} nodes share one host {spec.host!r}; "
-                    "use a range ([11-138]) or {name}"
-                )
-        for name, host in zip(names, hosts, strict=False):
-            fields = spec.model_dump(exclude={"name", "host"})
-            nodes.append(Node(name=name, host=host, **fields))
-    return nodes
-
-
-def _substitute_env(value: Any, where: str) -> Any:
-    """Replace `${VAR}` in every string; each value read is registered as a secret."""
-    if isinstance(value, dict):
-        return {
-            k: _substitute_env(v, f"{where}.{k}" if where else str(k)) for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [_substitute_env(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if not isinstance(value, str) or "${" not in value:
-        return value
-
-    def lookup(m: re.Match[str]) -> str:
-        var = m.group(1)
-        if var not in os.environ:
-            raise InventoryError(f"{where}: environment variable ${{{var}}} is not set")
-        secret = os.environ[var]
-        register_secret(secret)
-        return secret
-
-    return ENV_REF.sub(lookup, value)
-
-
-def _merged_expectations(raw: dict[str, Any]) -> tuple[Expectations, str]:
-    data: dict[str, Any] = {"sysctl": dict(DEFAULT_SYSCTL)}
-    profile = raw.get("profile")
-    if profile is not None:
-        names = profile_names()
-        if profile not in names:
-            near = difflib.get_close_matches(str(profile), names, n=1)
-            hint = f"did you mean {near[0]!r}? " if near else ""
-            raise InventoryError(
-                f"expect.profile: unknown profile {profile!r} ({hint}shipped: {', '.join(names)})"
-            )
-        data = merge(data, load_profile(profile))
-    if "ib_write_bw" in raw:  # a bound of the inventory replaces the profile's reference
-        data.pop("ib_write_bw", None)
-    data = merge(data, raw)
-    try:
-        expect = Expectations.model_validate(data)
-    except ValidationError as exc:
-        raise InventoryError(first_error(exc, Expectations, "expect.")) from None
-    digest = hashlib.sha256(expect.model_dump_json().encode()).hexdigest()
-    return expect, digest
-
-
-def load_inventory(path: str | os.PathLike[str]) -> Inventory:
-    """Read, validate and expand an inventory file; `InventoryError` names what is wrong."""
-    path = Path(path)
-    try:
-        raw_bytes = path.read_bytes()
-    except OSError as exc:
-        raise InventoryError(f"{path}: cannot read inventory: {exc.strerror or exc}") from None
-    try:
-        return _load(path, raw_bytes)
-    except InventoryError as exc:
-        message = one_line(str(exc))  # a key may hold a newline
-        if not message.startswith(str(path)):
-            message = f"{path}: {message}"
-        raise InventoryError(message) from None
-
-
-def _nodes_from(path: Path, parsed: InventoryFile, direct: bool) -> SourceNodes:
-    """Read `parsed.nodes_from` into `parsed.nodes`; the source's SSH defaults (Ansible `all`
-    vars) fill the `ssh:` keys the inventory leaves unset."""
-    assert parsed.nodes_from is not None
-    prefix = "" if direct else "nodes_from: "
-    try:
-        source = read_nodes_from(parsed.nodes_from, path.parent)
-    except InventorySourceError as exc:
-        raise InventoryError(f"{prefix}{exc}") from None
-    where = "" if direct else f"{source.path}: "
-    try:
-        specs = [NodeSpec.model_validate(node) for node in source.nodes]
-        _check_node_specs(specs)
-        ssh = {**parsed.ssh.model_dump(), **source.ssh, **parsed.ssh.model_dump(exclude_unset=True)}
-        parsed.ssh = SshSettings.model_validate(ssh)
-    except ValidationError as exc:
-        raise InventoryError(f"{prefix}{where}{first_error(exc, NodeSpec)}") from None
-    except ValueError as exc:
-        raise InventoryError(f"{prefix}{where}nodes{exc}") from None
-    parsed.nodes = specs
-    return source
-
-
-def _load(path: Path, raw_bytes: bytes) -> Inventory:
-    try:
-        text = raw_bytes.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InventoryError(f"not UTF-8 text (byte {exc.start})") from None
-    kind = detect_kind(path, text)
-    if kind != "native":  # an Ansible inventory or Terraform output given directly
-        parsed = InventoryFile(
-            cluster=ClusterInfo(name=path.stem, region="unknown"),
-            nodes_from=NodesFrom(**{kind: path.name}),
-        )
-        _nodes_from(path, parsed, direct=True)
-        return _build(path, hashlib.sha256(raw_bytes).hexdigest(), parsed)
-    try:
-        data = load_mapping(text, "a mapping with cluster, ssh, nodes, expect")
-    except YamlMappingError as exc:
-        raise InventoryError(str(exc)) from None
-    data = _substitute_env(data, "")
-    try:
-        parsed = InventoryFile.model_validate(data)
-    except ValidationError as exc:
-        raise InventoryError(first_error(exc, InventoryFile)) from None
-    digest = hashlib.sha256(raw_bytes)
-    known_hosts_named = "known_hosts" in parsed.ssh.model_fields_set
-    if parsed.nodes_from is not None:  # the digest covers the node source too
-        digest.update(_nodes_from(path, parsed, direct=False).raw)
-    return _build(path, digest.hexdigest(), parsed, known_hosts_named)
-
-
-def _build(
-    path: Path, sha256: str, parsed: InventoryFile, known_hosts_named: bool = False
-) -> Inventory:
-    assert parsed.nodes is not None
-    register_secret(parsed.ssh.passphrase)
-    expect, expect_digest = _merged_expectations(parsed.expect)
-    nodes = _expand_nodes(parsed.nodes)
-    problems = ssh_file_problems(parsed.ssh, nodes, known_hosts_named)
-    if problems:
-        raise InventoryError(problems[0])
-    try:
-        return Inventory(
-            path=path,
-            sha256=sha256,
-            cluster=parsed.cluster,
-            ssh=parsed.ssh,
-            nodes=nodes,
-            expect=expect,
-            expect_sha256=expect_digest,
-            benchmarks=parsed.benchmarks,
-            cloud=parsed.cloud,
-            waivers=parsed.waivers,
-            scheduler=parsed.scheduler,
-            actions=parsed.actions,
-            scope=parsed.scope,
-        )
-    except ValidationError as exc:
-        raise InventoryError(
-            f"nodes: {exc.errors()[0]['msg'].removeprefix('Value error, ')}"
-        ) from None

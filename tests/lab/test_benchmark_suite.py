@@ -105,7 +105,7 @@ def test_ctrl_c_during_a_round_stops_remote_tools_and_closes_the_bundle(lab4, tm
 
 
 def _healthy_nccl(lab4, **args):
-    from pytest_hpcnet.inventory.models import load_inventory
+    from pytest_hpcnet.inventory.loader import load_inventory
     from pytest_hpcnet.transport.fanout import Transport
     from tests.lab.test_lab_bench_collective import _allreduce
 

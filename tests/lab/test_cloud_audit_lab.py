@@ -24,7 +24,7 @@ from pytest_hpcnet.cloud.fake import (
     network_interface_item,
     permission,
 )
-from pytest_hpcnet.inventory.models import load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import faults
 from tests.lab.test_static_suite import failing, run_static
 

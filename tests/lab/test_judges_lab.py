@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.campaigns.cluster import Cluster
-from pytest_hpcnet.inventory.models import load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import faults
 from pytest_hpcnet.report.recording import Check
 from pytest_hpcnet.suites import test_rdma_perftest as suite

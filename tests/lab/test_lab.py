@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.cli import main
-from pytest_hpcnet.inventory.models import load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import cluster as lab
 from pytest_hpcnet.lab.state import MAX_NODES, LabState
 

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_hpcnet.campaigns.launch import launch_command
 from pytest_hpcnet.campaigns.storage import run_fio
-from pytest_hpcnet.inventory.models import load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import cgroups, faults
 from pytest_hpcnet.probes.fio import fstype_allowed, mount_check_command, parse_mount
 from pytest_hpcnet.probes.nccl import parse_nccl

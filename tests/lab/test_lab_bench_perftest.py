@@ -30,7 +30,7 @@ def lab(lab4):
 
 
 def _inventory(state):
-    from pytest_hpcnet.inventory.models import load_inventory
+    from pytest_hpcnet.inventory.loader import load_inventory
 
     return load_inventory(state.inventory)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpcnet.inventory.models import load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab.state import METADATA_ADDRESS, LabState
 from pytest_hpcnet.probes.metadata import metadata_command, parse_metadata
 from pytest_hpcnet.probes.rdma import ibv_devinfo_command, rdma_link_command

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_hpcnet.inventory.models import load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import cluster as lab
 from pytest_hpcnet.lab import links
 from pytest_hpcnet.report.evidence import read_records

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpcnet.inventory.models import load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import cpfs
 from pytest_hpcnet.lab.cluster import LAB_SCOPE_REASON
 from pytest_hpcnet.report.verdict import LAB_EVIDENCE

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from pytest_hpcnet.campaigns.launch import launch_command
-from pytest_hpcnet.inventory.models import load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import faults
 from pytest_hpcnet.lab import slurm as lab_slurm
 from pytest_hpcnet.probes.nccl import parse_nccl

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_hpcnet.inventory.models import load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab.state import LabState
 from pytest_hpcnet.transport.fanout import Transport
 

@@ -13,7 +13,8 @@ from pytest_hpcnet.cloud.nacl import (
     evaluate_flow,
     evaluate_reply,
 )
-from pytest_hpcnet.cloud.rules import Direction, Flow, Policy, network_acl_from_api
+from pytest_hpcnet.cloud.nacl_model import network_acl_from_api
+from pytest_hpcnet.cloud.rules import Direction, Flow, Policy
 
 CLIENT = "10.0.1.10"  # in vsw-a
 SERVER = "10.0.2.20"  # in vsw-b

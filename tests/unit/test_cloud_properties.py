@@ -18,14 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_hpcnet.cloud import nacl, secgroup, verdicts
+from pytest_hpcnet.cloud.nacl_model import network_acl_from_api
 from pytest_hpcnet.cloud.plane import ControlPlane
-from pytest_hpcnet.cloud.rules import (
-    Direction,
-    Flow,
-    PortRange,
-    network_acl_from_api,
-    security_group_from_api,
-)
+from pytest_hpcnet.cloud.rules import Direction, Flow, PortRange
+from pytest_hpcnet.cloud.secgroup_model import security_group_from_api
 
 ADDRESSES = [f"10.0.0.{i}" for i in range(8)] + ["192.168.0.1", "192.168.0.2"]
 ADDRESSES_V6 = ["2001:db8::1", "2001:db8::2", "2001:db8::9", "fd00::1"]

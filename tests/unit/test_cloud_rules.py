@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from pytest_hpcnet.cloud.nacl_model import network_acl_from_api
 from pytest_hpcnet.cloud.rules import (
     ALL_PORTS,
     CloudModelError,
@@ -15,9 +16,8 @@ from pytest_hpcnet.cloud.rules import (
     Policy,
     PortRange,
     Protocol,
-    network_acl_from_api,
-    security_group_from_api,
 )
+from pytest_hpcnet.cloud.secgroup_model import security_group_from_api
 
 
 @pytest.fixture

@@ -6,13 +6,14 @@ import json
 
 import pytest
 
-from pytest_hpcnet.cloud.rules import Direction, Flow, Policy, security_group_from_api
+from pytest_hpcnet.cloud.rules import Direction, Flow, Policy
 from pytest_hpcnet.cloud.secgroup import (
     SecurityGroupConfigError,
     evaluate_flow,
     evaluate_side,
     rule_matches,
 )
+from pytest_hpcnet.cloud.secgroup_model import security_group_from_api
 
 SRC = "10.0.1.10"
 DST = "10.0.2.20"

@@ -4,7 +4,7 @@ the GID index each gets, from the one facts round trip."""
 from __future__ import annotations
 
 from pytest_hpcnet.campaigns.facts import SECTIONS, FactsCampaign, NodeFacts, SectionOutput
-from pytest_hpcnet.inventory.models import load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.transport.fanout import CommandResult
 
 INVENTORY = """\

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pytest_hpcnet.campaigns.facts import GPU_SECTIONS, facts_command, split_sections
 from pytest_hpcnet.inventory.expectations import Expectations, load_profile
-from pytest_hpcnet.inventory.models import Node, load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
+from pytest_hpcnet.inventory.models import Node
 
 NODE = Node(name="n1", host="198.18.0.11")
 

@@ -202,7 +202,7 @@ def test_cli_usage_errors_exit_2_and_missing_scontrol_exits_4(tmp_path, capsys):
     ],
 )
 def test_bad_sections_are_one_line_inventory_errors(tmp_path, section, problem):
-    from pytest_hpcnet.inventory.models import InventoryError, load_inventory
+    from pytest_hpcnet.inventory.loader import InventoryError, load_inventory
 
     inventory = tmp_path / "inv.yaml"
     inventory.write_text(INVENTORY.split("scheduler:")[0] + section + "\n")
@@ -211,7 +211,7 @@ def test_bad_sections_are_one_line_inventory_errors(tmp_path, section, problem):
 
 
 def test_inventory_sections_load(tmp_path):
-    from pytest_hpcnet.inventory.models import load_inventory
+    from pytest_hpcnet.inventory.loader import load_inventory
 
     inventory = tmp_path / "inv.yaml"
     inventory.write_text(INVENTORY + "actions: {command: 'ticket {node}', timeout_s: 5}\n")

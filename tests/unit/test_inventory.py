@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_hpcnet.inventory.models import InventoryError, expand_range, load_inventory
+from pytest_hpcnet.inventory.loader import InventoryError, expand_range, load_inventory
 from pytest_hpcnet.redact import clear_secrets, redact
 
 ROOT = Path(__file__).resolve().parents[2]

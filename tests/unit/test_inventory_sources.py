@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_hpcnet.inventory.models import InventoryError, load_inventory
+from pytest_hpcnet.inventory.loader import InventoryError, load_inventory
 from pytest_hpcnet.inventory.sources import (
     InventorySourceError,
     detect_kind,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.campaigns.cluster import Cluster
-from pytest_hpcnet.inventory.models import load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.probes.nccl import NcclExpected, nccl_size, parse_nccl
 from tests.corpus import corpus_files
 

@@ -12,7 +12,7 @@ import pytest
 from pytest_hpcnet.campaigns.facts import MARK, FactsCampaign
 from pytest_hpcnet.campaigns.pair_pipeline import PairPipeline
 from pytest_hpcnet.campaigns.pairs import PairCampaign, gather_pair_facts
-from pytest_hpcnet.inventory.models import load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.transport.fanout import CommandResult
 
 INVENTORY = """\

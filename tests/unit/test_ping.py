@@ -10,7 +10,8 @@ import pytest
 
 from pytest_hpcnet.campaigns.facts import MARK
 from pytest_hpcnet.campaigns.pairs import LATENCY_COUNT, gather_pair_facts
-from pytest_hpcnet.inventory.models import Node, load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
+from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes import ping
 from pytest_hpcnet.transport.fanout import CommandResult
 from tests.corpus import corpus_files

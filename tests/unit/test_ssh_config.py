@@ -11,7 +11,7 @@ import fabric.config
 import paramiko
 import pytest
 
-from pytest_hpcnet.inventory.models import InventoryError, load_inventory
+from pytest_hpcnet.inventory.loader import InventoryError, load_inventory
 from pytest_hpcnet.transport.connect import AcceptNewPolicy, gateway_chain
 from pytest_hpcnet.transport.fanout import Transport
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import paramiko
 
-from pytest_hpcnet.inventory.models import load_inventory
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.transport.fanout import IDLE_POLL_S, Transport, quiet_idle_polls
 
 KEY = "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
