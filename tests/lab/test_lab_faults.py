@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.cli import main
-from pytest_hpcnet.lab import fault_actions, faults
+from pytest_hpcnet.lab import fault_actions, faults, links
 from pytest_hpcnet.lab.state import LabState
 from pytest_hpcnet.probes.links import counters_verdict, parse_ip_json
 from pytest_hpcnet.probes.ports import (
@@ -180,7 +180,7 @@ def test_nic_errors_are_real_counters_and_heal_recreates_the_link(lab, ssh):
     state_dir, inject = lab
     mac = eth0("hx-node04")["address"]
     inject("nic-errors", "node04")
-    assert eth0("hx-node04")["stats64"]["rx"]["dropped"] >= faults.links.DROP_FRAMES
+    assert eth0("hx-node04")["stats64"]["rx"]["dropped"] >= links.DROP_FRAMES
     iface = parse_ip_json(ssh("node04", "ip -j -s link show eth0").stdout).get("eth0")
     assert not counters_verdict(iface).ok
     assert "nic-errors" in LabState.load(state_dir).node("node04").faults
