@@ -111,9 +111,12 @@ def metadata_command(
 ) -> str:
     """POSIX sh: get a token (PUT /latest/api/token), then print `key=value` / `key!why`.
 
-    Without a token (old IMDS, request refused) the keys are read with plain GET. After
-    one key fails to connect or times out, the others are reported as skipped, so an
-    unreachable service costs about two timeouts, not one per key.
+    Two curl processes in all: one for the token, one for every key (curl fetches its URLs
+    in order on one connection; `-w` marks where each body ends, `--fail-early` stops at
+    the first request that fails). Without a token (old IMDS, request refused) the keys
+    are read with plain GET. The key whose request failed is named with curl's exit code;
+    the keys after it are reported as skipped, so an unreachable service costs about two
+    timeouts, not one per key.
     The token stays in a shell variable and is only passed as a request header.
     """
     keys = tuple(keys)
@@ -127,31 +130,47 @@ def metadata_command(
     t = str(int(timeout_s)) if float(timeout_s).is_integer() else str(float(timeout_s))
     curl = f"curl -s -m {t} --connect-timeout {t}"
     q = shlex.quote
-    key_list = " ".join(q(k) for k in keys)
+    urls = " ".join(q(base + k) for k in keys)
     return (
         "if ! command -v curl >/dev/null 2>&1; then echo 'hpcnet: curl not found'; else "
-        f"base={q(base)}; "
         f"out=$({curl} -X PUT -H {q(f'{TOKEN_TTL_HEADER}: {TOKEN_TTL_S}')} "
         f"-w '\\n%{{http_code}}' {q(token_url)} 2>/dev/null); "
         "code=$(printf '%s\\n' \"$out\" | tail -n 1); "
         "tok=$(printf '%s\\n' \"$out\" | sed '$d'); "
         'if [ "$code" = 200 ] && [ -n "$tok" ]; then echo \'@token ok\'; '
         "else tok=''; echo \"@token!http $code\"; fi; "
-        "dead=''; "
-        f"for key in {key_list}; do "
-        'if [ -n "$dead" ]; then echo "$key!skipped: metadata service unreachable"; continue; fi; '
         'if [ -n "$tok" ]; then '
-        f'out=$({curl} -H "{TOKEN_HEADER}: $tok" -w \'\\n%{{http_code}}\' "$base$key" 2>&1); '
-        f"else out=$({curl} -w '\\n%{{http_code}}' \"$base$key\" 2>&1); fi; "
+        f'out=$({curl} --fail-early -H "{TOKEN_HEADER}: $tok" -w {q(_END_OF_KEY)} {urls} 2>&1); '
+        f"else out=$({curl} --fail-early -w {q(_END_OF_KEY)} {urls} 2>&1); fi; "
         "rc=$?; "
-        "code=$(printf '%s\\n' \"$out\" | tail -n 1); "
-        "val=$(printf '%s\\n' \"$out\" | sed '$d' | tr '\\r\\n' '  ' | sed 's/ *$//'); "
-        'if [ "$rc" -ne 0 ]; then echo "$key!curl exit $rc (http $code)"; '
-        'case "$rc" in 6|7|28) dead=1;; esac; '
-        'elif [ "$code" = 200 ]; then echo "$key=$val"; '
-        'else echo "$key!http $code"; fi; '
-        "done; fi"
+        f'printf \'%s\\n\' "$out" | awk -v rc="$rc" -v keys={q(" ".join(keys))} {q(_SPLIT_AWK)}; '
+        "fi"
     )
+
+
+_END_OF_KEY = r"\n@@hpcnet-imds %{http_code}\n"
+"""curl's `-w` after each key's body: the body ends at this line, which carries its status."""
+_SPLIT_AWK = " ".join(
+    line.strip()
+    for line in r"""
+BEGIN { n = split(keys, key, " "); i = 0; val = "" }
+/^@@hpcnet-imds [0-9]+$/ { i++; code[i] = $2; sub(/ +$/, "", val); value[i] = val; val = ""; next }
+{ gsub(/\r/, " "); val = (val == "" ? $0 : val " " $0) }
+END {
+  failed = 0; if (rc != 0) failed = (i > 0 && code[i] == "000") ? i : i + 1;
+  for (j = 1; j <= n; j++) {
+    if (failed && j == failed) print key[j] "!curl exit " rc " (http 000)";
+    else if (failed && j > failed && (rc == 6 || rc == 7 || rc == 28))
+      print key[j] "!skipped: metadata service unreachable";
+    else if (failed && j > failed) print key[j] "!skipped: an earlier request failed";
+    else if (j > i) print key[j] "!no reply from curl";
+    else if (code[j] == "200") print key[j] "=" value[j];
+    else print key[j] "!http " code[j]
+  }
+}
+""".strip().splitlines()
+)
+"""Split curl's output at the markers into `key=value` / `key!why` lines, in key order."""
 
 
 # ---------------------------------------------------------------------------

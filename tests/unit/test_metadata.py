@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -120,6 +122,9 @@ VALUES = {
 }
 
 
+DROPPED: set[str] = set()
+
+
 def _server(hardened: bool) -> Iterator[str]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
@@ -144,6 +149,11 @@ def _server(hardened: bool) -> Iterator[str]:
                 self._reply(401)
                 return
             key = self.path.removeprefix("/latest/meta-data/")
+            if key in DROPPED:  # the connection closes with no reply: curl exit 52
+                self.close_connection = True
+                self.wfile.flush()
+                self.connection.shutdown(2)
+                return
             if key in VALUES:
                 self._reply(200, VALUES[key])
             else:
@@ -205,3 +215,52 @@ def test_snippet_unreachable_service_is_fast_and_explained():
     assert facts.values == ()
     assert "could not connect" in facts.why_missing("vswitch-id")
     assert facts.why_missing("private-ipv4") == "skipped: metadata service unreachable"
+
+
+def _counting_curl(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A PATH whose `curl` logs each call, then runs the real curl."""
+    real = shutil.which("curl")
+    log = tmp_path / "curl.log"
+    shim = tmp_path / "bin" / "curl"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\necho call >> {log}\nexec {real} "$@"\n')
+    shim.chmod(0o755)
+    return {**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}"}, log
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
+def test_snippet_runs_curl_twice_for_all_keys(fake_imds, tmp_path):
+    env, log = _counting_curl(tmp_path)
+    out = subprocess.run(
+        ["sh", "-c", metadata.metadata_command(base=fake_imds, timeout_s=2)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    ).stdout
+    assert metadata.parse_metadata(out).vpc_id == "vpc-test01"
+    assert len(metadata.DEFAULT_KEYS) == 7
+    assert log.read_text().count("call") == 2  # the token, then every key in one curl
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
+def test_snippet_names_the_key_whose_request_failed_and_skips_the_rest():
+    DROPPED.add("instance/instance-type")
+    try:
+        for base in _server(hardened=True):
+            out = subprocess.run(
+                ["sh", "-c", metadata.metadata_command(base=base, timeout_s=2)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            ).stdout
+    finally:
+        DROPPED.clear()
+    facts = metadata.parse_metadata(out)
+    assert facts.region_id == "cn-wulanchabu"  # the keys before it were read
+    assert facts.why_missing("instance/instance-type").startswith("curl exit 52")
+    assert facts.why_missing("instance-id") == "skipped: an earlier request failed"
+    assert facts.why_missing("private-ipv4") == "skipped: an earlier request failed"
+    assert facts.problems == ()
