@@ -59,7 +59,7 @@ def install_tools(state: LabState) -> Path:
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    shebang = f"#!{node_python()} -sE\n"
+    shebang = f"#!{node_python()} -SE\n"  # no site: standard library only, 3 ms less a call
     for command, source in TOOLS.items():
         target = folder / command
         target.write_text(shebang + (TOOLS_DIR / source).read_text())

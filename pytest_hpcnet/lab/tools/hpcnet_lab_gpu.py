@@ -12,8 +12,7 @@ kernel log file, `<state>/nodes/<node>/kernel.log`, read by the emulated `dmesg`
 
 from __future__ import annotations
 
-import hashlib
-import platform
+import os
 
 import hpcnet_lab_node as node
 import hpcnet_lab_rdma as lab
@@ -33,6 +32,8 @@ def _fault_gpu(faults: dict[str, str], kind: str) -> int | None:
 
 
 def _uuid(name: str, index: int) -> str:
+    import hashlib  # only here: `topo -m` and the kernel log do not pay for it
+
     h = hashlib.sha256(f"{name}/{index}".encode()).hexdigest()
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
@@ -89,7 +90,7 @@ def boot_log() -> list[tuple[float, str]]:
     """The kernel messages every lab node has since boot: (seconds, message)."""
     driver = node.faults().get("driver-mismatch") or DRIVER
     return [
-        (0.0, f"Linux version {platform.release()} (hpcnet lab emulation of the kernel log)"),
+        (0.0, f"Linux version {os.uname().release} (hpcnet lab emulation of the kernel log)"),
         (5.112233, "nvidia: loading out-of-tree module taints kernel."),
         (
             5.301122,

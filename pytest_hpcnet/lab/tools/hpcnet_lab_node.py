@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import time
 
 import hpcnet_lab_rdma as lab
@@ -40,6 +39,8 @@ def address() -> str:
     recorded = _node_record().get("address")
     if recorded:
         return str(recorded)
+    import socket  # only here: the import costs every other tool call 2 ms
+
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.connect((BRIDGE_ADDRESS, 9))
         return sock.getsockname()[0]

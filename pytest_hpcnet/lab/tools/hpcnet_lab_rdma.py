@@ -15,7 +15,6 @@ import contextlib
 import fcntl
 import json
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -30,7 +29,7 @@ def node_name() -> str:
     return (
         os.environ.get("SLURMD_NODENAME")
         or os.environ.get("HPCNET_LAB_NODE")
-        or socket.gethostname()
+        or os.uname().nodename
     )
 
 

@@ -7,7 +7,7 @@ without it `-- No entries --`. Other options are accepted and ignored.
 
 from __future__ import annotations
 
-import socket
+import os
 import sys
 import time
 
@@ -18,7 +18,7 @@ if __name__ == "__main__":
         sys.stdout.write("-- No entries --\n")
         sys.exit(0)
     boot = time.time() - 3600
-    host = socket.gethostname()
+    host = os.uname().nodename
     for seconds, message in gpu.kernel_log():
         stamp = time.strftime("%b %d %H:%M:%S", time.localtime(boot + seconds))
         sys.stdout.write(f"{stamp} {host} kernel: {message}\n")
