@@ -68,6 +68,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "benchmark: minutes-long measurements (perftest, NCCL, fio)")
     config.addinivalue_line("markers", "check(id, requirement): the requirement a test proves")
     config.addinivalue_line("markers", "audit: Alibaba Cloud control-plane audit (credentials)")
+    config.addinivalue_line(
+        "markers", "not_applicable_when(why): a per-node test the expectations can rule out"
+    )
     path = config.getoption("hpcnet_inventory") or config.getini("hpcnet_inventory")
     concurrency = config.getoption("hpcnet_concurrency")
     if concurrency is not None and concurrency < 1:
@@ -101,11 +104,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from pytest_hpcnet.campaigns.pairs import flow_id
     from pytest_hpcnet.campaigns.perftest import planned_rounds
     from pytest_hpcnet.campaigns.schedule import ring_pairs
+    from pytest_hpcnet.report.recording import ALL_NODES
+    from pytest_hpcnet.requirements.registry import not_applicable
 
     inventory = state.inventory
     nodes = {n.name: n for n in inventory.nodes}
     if "node" in metafunc.fixturenames:
-        metafunc.parametrize("node", inventory.nodes, ids=list(nodes))
+        ruled_out = not_applicable(metafunc.definition, inventory.expect)
+        if ruled_out:  # one skipped item for the cluster, not one per node
+            skipped = pytest.param(None, marks=pytest.mark.skip(reason=ruled_out))
+            metafunc.parametrize("node", [skipped], ids=[ALL_NODES])
+        else:
+            metafunc.parametrize("node", inventory.nodes, ids=list(nodes))
     if "acl_flow" in metafunc.fixturenames:
         flows = [("allow", f) for f in inventory.expect.flows.allow]
         flows += [("deny", f) for f in inventory.expect.flows.deny]

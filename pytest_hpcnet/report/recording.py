@@ -124,6 +124,10 @@ class Check:
         }
 
 
+ALL_NODES = "all-nodes"
+"""The subject (and test id) of a per-node test the expectations rule out everywhere."""
+
+
 def subject_of(item: pytest.Item) -> tuple[str, str]:
     """(subject, kind) of a test from its `node` / `node_pair` parameter."""
     params = getattr(getattr(item, "callspec", None), "params", {})
@@ -134,7 +138,8 @@ def subject_of(item: pytest.Item) -> tuple[str, str]:
         pair = params["perftest_pair"]
         return f"{pair.a}->{pair.b}", "pair"
     if "node" in params:
-        return params["node"].name, "node"
+        node = params["node"]
+        return (node.name, "node") if node is not None else (ALL_NODES, "cluster")
     return "cluster", "cluster"
 
 

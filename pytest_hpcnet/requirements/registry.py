@@ -7,10 +7,14 @@ certificate's requirement table (`certificate_specs`) and the terminal summary
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import pytest
+
+if TYPE_CHECKING:
+    from pytest_hpcnet.inventory.expectations import Expectations
 
 Selector = Literal["static", "benchmark"]
 
@@ -111,6 +115,30 @@ def title(check_id: str) -> str:
 def mark(check_id: str) -> pytest.MarkDecorator:
     """`pytest.mark.check(id, title)` for a registered requirement (what a suite test carries)."""
     return pytest.mark.check(check_id, requirement(check_id).title)
+
+
+NOT_APPLICABLE_MARK = "not_applicable_when"
+
+
+def not_applicable_when(
+    ruled_out: Callable[[Expectations], object], reason: str
+) -> pytest.MarkDecorator:
+    """Mark a per-node test that the inventory's expectations alone rule out (`ruled_out(expect)`
+    is true; `reason` starts `not applicable: `). A ruled-out test is collected once, as
+    `[all-nodes]`, skipped with that reason, instead of once per node."""
+    if not reason.startswith("not applicable: "):
+        raise ValueError(f"a not-applicable reason starts 'not applicable: ': {reason!r}")
+    return getattr(pytest.mark, NOT_APPLICABLE_MARK)(ruled_out, reason)
+
+
+def not_applicable(definition: pytest.Item, expect: Expectations) -> str | None:
+    """Why the expectations rule out this test everywhere (its `not_applicable_when`
+    markers, nearest first), or None."""
+    for marker in definition.iter_markers(NOT_APPLICABLE_MARK):
+        ruled_out, reason = marker.args
+        if ruled_out(expect):
+            return reason
+    return None
 
 
 def certificate_specs(*, with_reachability: bool = True) -> tuple[tuple[str, str], ...]:

@@ -21,7 +21,7 @@ from pytest_hpcnet.requirements.erdma import (
     judge_erdma_identity,
     judge_erdma_numa,
 )
-from pytest_hpcnet.requirements.registry import mark
+from pytest_hpcnet.requirements.registry import mark, not_applicable_when
 
 pytestmark = pytest.mark.static
 
@@ -89,20 +89,24 @@ def test_rdma_tools_agree(cluster, node, check):
 
 
 @mark("erdma")
+@not_applicable_when(
+    lambda expect: not expect.rdma.kernel_module,
+    "not applicable: no kernel module expected (expect.rdma.kernel_module is null)",
+)
 def test_erdma_kernel_module_loaded(cluster, node, check):
     module = cluster.expect.rdma.kernel_module
-    if not module:
-        pytest.skip("not applicable: no kernel module expected (expect.rdma.kernel_module is null)")
     state = parse_erdma_module(cluster.facts(node, check).text("erdma_module"), module)
     check.measure("module_loaded", str(state.loaded), "", "True", "==", "expect.rdma.kernel_module")
     assert state.loaded, f"{node.name}: kernel module {module} is not loaded"
 
 
 @mark("erdma")
+@not_applicable_when(
+    lambda expect: expect.rdma.compat_mode is None,
+    "not applicable: no compat_mode expected (expect.rdma.compat_mode is unset)",
+)
 def test_erdma_compat_mode(cluster, node, check):
     wanted = cluster.expect.rdma.compat_mode
-    if wanted is None:
-        pytest.skip("not applicable: no compat_mode expected (expect.rdma.compat_mode is unset)")
     mode = parse_compat_mode(cluster.facts(node, check).text("compat_mode"))
     check.measure("compat_mode", mode.raw, "", wanted, "==", "expect.rdma.compat_mode")
     assert mode.raw == wanted, f"{node.name}: compat_mode is {mode.raw!r}, expected {wanted!r}"
@@ -187,23 +191,26 @@ def test_eri_gid_index_is_the_ipv4_one(cluster, node, check):
 
 
 @mark("erdma_port")
+@not_applicable_when(
+    lambda expect: not expect.erdma.numa,
+    "not applicable: no NUMA node per ERI expected (expect.erdma.numa; L20N only)",
+)
 def test_eri_numa_node(cluster, node, check):
-    wanted = cluster.expect.erdma.numa
-    if not wanted:
-        pytest.skip("not applicable: no NUMA node per ERI expected (expect.erdma.numa; L20N only)")
     ids = eri_identities(cluster, node, check)
     verdict = judge_erdma_numa(node.name, ids, cluster.expect)
     assert verdict, verdict.reason
 
 
 @mark("erdma_gdr")
+@not_applicable_when(
+    lambda expect: expect.erdma.gdr is False,
+    "not applicable: GPUDirect RDMA not supported here (expect.erdma.gdr: false)",
+)
+@not_applicable_when(
+    lambda expect: expect.erdma.gdr is None,
+    "not applicable: GPUDirect RDMA not expected (expect.erdma.gdr unset)",
+)
 def test_gpudirect_rdma_ready(cluster, node, check):
-    gdr = cluster.expect.erdma.gdr
-    if gdr is False:
-        check.measure("gdr", "not supported here", "", None, None, "expect.erdma.gdr")
-        pytest.skip("not applicable: GPUDirect RDMA not supported here (expect.erdma.gdr: false)")
-    if gdr is None:
-        pytest.skip("not applicable: GPUDirect RDMA not expected (expect.erdma.gdr unset)")
     state = parse_gdr(cluster.facts(node, check).text("erdma_gdr"))
     check.measure("peer_memory", state.peermem or "none", "", None, None, "/proc/modules")
     check.measure("acs_on_bridges", len(state.acs_on), "", 0, "==", "S14: ACS off for P2P")

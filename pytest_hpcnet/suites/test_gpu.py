@@ -17,11 +17,13 @@ from pytest_hpcnet.probes.gpu_topo import parse_topo
 from pytest_hpcnet.probes.gpu_xid import parse_kernel_log
 from pytest_hpcnet.probes.versions import parse_versions
 from pytest_hpcnet.requirements import gpu, gpu_node
-from pytest_hpcnet.requirements.registry import mark
-
-pytestmark = pytest.mark.static
+from pytest_hpcnet.requirements.registry import mark, not_applicable_when
 
 NOT_APPLICABLE = "not applicable: the profile sets no GPUs (expect.gpu.count)"
+pytestmark = [
+    pytest.mark.static,
+    not_applicable_when(lambda expect: not expect.gpu.count, NOT_APPLICABLE),
+]
 NO_SYSFS = "not applicable: expect.gpu.rdma_sysfs is false (no sysfs for the RDMA devices)"
 
 
@@ -46,9 +48,8 @@ def gpu_versions(facts) -> dict[str, str]:
 
 
 def gpu_facts(cluster, node, check):
-    """The node's facts, its GPU versions recorded; skipped on a CPU-only profile."""
-    if not cluster.expect.gpu.count:
-        pytest.skip(NOT_APPLICABLE)
+    """The node's facts, its GPU versions recorded (a CPU-only profile never gets here: the
+    module's `not_applicable_when` collects its tests once, skipped)."""
     facts = cluster.facts(node, check)
     check.tool_versions.update(gpu_versions(facts))
     return facts
@@ -74,10 +75,12 @@ def test_gpu_count_and_model(cluster, node, check):
 
 
 @mark("gpu_inventory")
+@not_applicable_when(
+    lambda expect: not expect.gpu.modules,
+    "not applicable: no kernel module expected (expect.gpu.modules is empty)",
+)
 def test_gpu_kernel_modules(cluster, node, check):
     facts = gpu_facts(cluster, node, check)
-    if not cluster.expect.gpu.modules:
-        pytest.skip("not applicable: no kernel module expected (expect.gpu.modules is empty)")
     verdict = gpu_node.judge_modules(
         node.name, parse_modules(facts.text("gpu_modules")), cluster.expect
     )

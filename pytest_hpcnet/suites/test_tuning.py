@@ -5,18 +5,20 @@ import pytest
 from pytest_hpcnet.probes.links import counters_verdict, parse_interfaces
 from pytest_hpcnet.probes.ping import replies_ok
 from pytest_hpcnet.probes.sysctl import ExpectedSysctl, compare_sysctl, parse_sysctl
-from pytest_hpcnet.requirements.registry import mark
+from pytest_hpcnet.requirements.registry import mark, not_applicable_when
 
 pytestmark = [pytest.mark.static, mark("tuning")]
 
 
+@not_applicable_when(
+    lambda expect: not expect.sysctl,
+    "not applicable: no sysctl expectations (expect.sysctl is empty)",
+)
 def test_sysctl_tuned(cluster, node, check):
     expected = [
         ExpectedSysctl(key, str(value.value), value.mode)
         for key, value in cluster.expect.sysctl.items()
     ]
-    if not expected:
-        pytest.skip("not applicable: no sysctl expectations (expect.sysctl is empty)")
     values = parse_sysctl(cluster.facts(node, check).text("sysctl"))
     deviations = compare_sysctl(values, expected)
     for exp in expected:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -195,3 +197,68 @@ def test_loading_the_plugin_imports_no_run_machinery():
         [sys.executable, "-c", code % (heavy,)], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+SUITE_RULED_OUT = """\
+import pytest
+from pytest_hpcnet.requirements.registry import mark, not_applicable_when
+
+@pytest.mark.static
+@mark("erdma")
+@not_applicable_when(
+    lambda expect: expect.rdma.compat_mode is None, "not applicable: no compat_mode expected"
+)
+def test_compat_mode(node):
+    raise AssertionError("a ruled-out test never runs")
+
+@pytest.mark.static
+@mark("mtu")
+@not_applicable_when(lambda expect: not expect.mtu, "not applicable: no MTU expected")
+def test_mtu_expected(node):
+    assert node.name.startswith("gpu-")
+"""
+
+
+def test_a_test_the_expectations_rule_out_is_one_skipped_item_not_one_per_node(pytester):
+    pytester.makefile(".yaml", inv=INVENTORY)
+    pytester.makepyfile(test_suite=SUITE_RULED_OUT)
+    args = (".", "--inventory", "inv.yaml", "--strict-markers")
+    collected = pytester.runpytest(*args, "--collect-only", "-q")
+    collected.stdout.fnmatch_lines(
+        [
+            "test_suite.py::test_compat_mode[all-nodes]",
+            "test_suite.py::test_mtu_expected[gpu-1]",
+            "test_suite.py::test_mtu_expected[gpu-2]",
+            "test_suite.py::test_mtu_expected[gpu-3]",
+            "4 tests collected*",
+        ]
+    )
+    result = pytester.runpytest(*args, "--reports-dir", "out", "-rs")
+    result.assert_outcomes(passed=3, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED ?1? *: not applicable: no compat_mode expected"])
+    (run,) = (pytester.path / "out").iterdir()
+    records = [json.loads(line) for line in (run / "evidence.jsonl").read_text().splitlines()]
+    ruled_out = [r for r in records if r["check_id"] == "erdma"]
+    assert [(r["subject"], r["verdict"], r["message"]) for r in ruled_out] == [
+        ("all-nodes", "skipped", "not applicable: no compat_mode expected")
+    ]
+    summary = json.loads((run / "summary.json").read_text())
+    assert [(e["check_id"], e["kind"]) for e in summary["scope"]["excluded"]] == [
+        ("erdma", "not_applicable")
+    ]
+
+
+def test_a_not_applicable_reason_says_so():
+    from pytest_hpcnet.requirements.registry import not_applicable_when
+
+    with pytest.raises(ValueError, match="not applicable: "):
+        not_applicable_when(lambda expect: True, "no compat_mode expected")
+
+
+def test_what_collection_built_is_frozen_out_of_the_garbage_collectors_walks(pytester):
+    pytester.makefile(".yaml", inv=INVENTORY)
+    pytester.makepyfile(
+        test_suite="import gc\n\ndef test_frozen(node):\n    assert gc.get_freeze_count() > 1000\n"
+    )
+    result = pytester.runpytest_subprocess(".", "--inventory", "inv.yaml", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
