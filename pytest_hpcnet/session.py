@@ -8,6 +8,7 @@ installed never loads SSH, pydantic or the report stack at pytest's start-up.
 from __future__ import annotations
 
 import contextlib
+import gc
 import shutil
 from collections import Counter
 from datetime import date, datetime
@@ -158,6 +159,10 @@ class HpcnetState:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """With pair checks selected, the controller probes the pairs alongside the facts."""
         self.overlap_pairs = not self.is_worker and any(map(needs_pairs, session.items))
+        # What start-up and collection built lives to the end of the run: moved out of the
+        # collector's sight, each later collection walks only what the tests allocate (at
+        # 64 nodes, about 0.4 s of the controller's 5 s went to walking it again and again).
+        gc.freeze()
 
     # -- scope ----------------------------------------------------------------------------
 
