@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_hpcnet.probes.text import strip_ansi
+from pytest_hpcnet.probes.text import PARSE_CACHE, strip_ansi
 
 QUERY_FIELDS = (
     "index",
@@ -249,10 +249,6 @@ def _gpu_from(row: dict[str, str]) -> Gpu:
         memory_total_mib=_int(get("memory.total")),
         fields=tuple(row.items()),
     )
-
-
-PARSE_CACHE = 4096
-"""Parsed `--query-gpu` outputs kept (every GPU check of a node reads the same one)."""
 
 
 @functools.lru_cache(maxsize=PARSE_CACHE)

@@ -11,12 +11,13 @@ without its state or link layer, a state cut mid-word) is marked `truncated`, an
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
 
 from pytest_hpcnet.probes.rdma import RdmaDevice, RdmaDevices, RdmaPort, output_lines
-from pytest_hpcnet.probes.text import strip_ansi
+from pytest_hpcnet.probes.text import PARSE_CACHE, strip_ansi
 
 # ---------------------------------------------------------------------------
 # shared parsing bits
@@ -218,8 +219,10 @@ _IBV_PORT_KEYS = {
 _KV_RE = re.compile(r"^\s*([A-Za-z_][\w \[\]]*?)\s*:\s*(.*?)\s*$")
 
 
+@functools.lru_cache(maxsize=PARSE_CACHE)
 def parse_ibv_devinfo(text: str) -> RdmaDevices:
-    """Parse `ibv_devinfo` (default or `-v`) output: devices, ports, noise lines."""
+    """Parse `ibv_devinfo` (default or `-v`) output: devices, ports, noise lines (cached per
+    output text: the result is frozen, and every eRDMA check of a node reads the same one)."""
     source = "ibv_devinfo"
     if _tool_missing(text, source):
         return RdmaDevices(source, tool_missing=True, problems=("ibv_devinfo not installed",))

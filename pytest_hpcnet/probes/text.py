@@ -21,3 +21,7 @@ _ANSI_RE = re.compile(
 def strip_ansi(text: str | None) -> str:
     """`text` without terminal escape sequences ("" for None)."""
     return _ANSI_RE.sub("", text or "")
+
+
+PARSE_CACHE = 4096
+"""Parsed outputs a cached parser keeps (every check of a node reads the same facts text)."""

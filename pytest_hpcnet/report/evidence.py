@@ -133,6 +133,8 @@ class EvidenceBundle:
         self._lock = threading.Lock()
         self._handle: BinaryIO | None = None
         self._synced_at: float | None = None
+        self._stored: dict[tuple[str, int], str] = {}
+        """Digest of each text stored: every check of a node records the same facts output."""
 
     @classmethod
     def create(
@@ -158,11 +160,15 @@ class EvidenceBundle:
         """Store raw output (decoded, redacted, bounded); return the sha256 naming it."""
         if isinstance(text, bytes):
             text = text.decode("utf-8", errors="replace")
+        known = self._stored.get((text, limit))
+        if known is not None:
+            return known
         data = bound_output(redact(text), limit).encode("utf-8")
         digest = hashlib.sha256(data).hexdigest()
         path = self.output_path(digest)
         if not path.exists():
             _write_atomic(path, data)
+        self._stored[(text, limit)] = digest
         return digest
 
     def append(self, record: CheckRecord | Mapping[str, Any]) -> CheckRecord:

@@ -439,3 +439,16 @@ def test_per_metric_tolerance_and_unknown_subjects(baseline_run):
     unknown = [_bw(10.0, subject="gpu-x->gpu-y")]
     assert compare_to_baseline(unknown, baseline) == []
     assert unknown[0].measured[0].baseline is None
+
+
+def test_the_same_output_stored_again_is_not_redacted_and_written_again(tmp_path, monkeypatch):
+    bundle = EvidenceBundle(tmp_path / "run")
+    calls: list[str] = []
+    real = evidence.redact
+    monkeypatch.setattr(evidence, "redact", lambda text: calls.append(text) or real(text))
+    facts = "hpcnet facts of node01\n" * 100
+    first = bundle.store_output(facts)
+    assert bundle.store_output(facts) == first  # every check of the node records it
+    assert calls == [facts]
+    assert bundle.store_output(facts, limit=64) != first  # another bound is another output
+    assert bundle.output_path(first).read_text() == facts

@@ -288,3 +288,8 @@ def test_terminal_colour_codes_are_stripped_before_parsing():
     assert coloured != text
     result = rdma_parsers.parse_ibv_devinfo(coloured)
     assert result.device("erdma_0").port(1).state == "ACTIVE" and not result.problems
+
+
+def test_ibv_devinfo_is_parsed_once_per_output_text():
+    text = "hca_id:\terdma_0\n\ttransport:\t\t\tInfiniBand (0)\n"
+    assert rdma_parsers.parse_ibv_devinfo(text) is rdma_parsers.parse_ibv_devinfo(text)
