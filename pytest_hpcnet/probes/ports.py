@@ -148,14 +148,15 @@ def listener_source() -> str:
 
 
 def _python(source: str, args: list[str]) -> str:
-    """Run `source` with the node's system python3 (stdlib only, isolated mode); a python3
-    found on PATH is the fallback: shims of pyenv or conda cost far more than the probe."""
+    """Run `source` with the node's system python3 (stdlib only: isolated mode, no `site`,
+    which saves a third of its start-up); a python3 found on PATH is the fallback: shims of
+    pyenv or conda cost far more than the probe."""
     quoted = " ".join(shlex.quote(a) for a in args)
     return (
         "py=; for p in /usr/bin/python3 /usr/local/bin/python3; do "
         '[ -x "$p" ] && py=$p && break; done; py=${py:-$(command -v python3)}; '
         'if [ -n "$py" ]; then '
-        f'"$py" -I -u -c {shlex.quote(source)} {quoted} 2>&1; '
+        f'"$py" -I -S -u -c {shlex.quote(source)} {quoted} 2>&1; '
         "else echo 'hpcnet: python3 not found'; fi"
     )
 
