@@ -174,16 +174,24 @@ def fake_imds(request):
     yield from _server(request.param)
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
-def test_snippet_against_fake_imds(fake_imds, request):
-    hardened = request.node.callspec.params["fake_imds"]
-    out = subprocess.run(
-        ["sh", "-c", metadata.metadata_command(base=fake_imds, timeout_s=2)],
+def run_snippet(
+    base: str, timeout_s: float = 2, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The metadata snippet run by `sh` against `base`."""
+    return subprocess.run(
+        ["sh", "-c", metadata.metadata_command(base=base, timeout_s=timeout_s)],
         capture_output=True,
         text=True,
         timeout=60,
+        env=env,
         check=False,
     )
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
+def test_snippet_against_fake_imds(fake_imds, request):
+    hardened = request.node.callspec.params["fake_imds"]
+    out = run_snippet(fake_imds)
     assert SECRET not in out.stdout and SECRET not in out.stderr
     facts = metadata.parse_metadata(out.stdout)
     assert facts.token_used is hardened
@@ -203,13 +211,7 @@ def test_snippet_unreachable_service_is_fast_and_explained():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     base = f"http://127.0.0.1:{port}/latest/meta-data/"
-    out = subprocess.run(
-        ["sh", "-c", metadata.metadata_command(base=base, timeout_s=1)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    ).stdout
+    out = run_snippet(base, timeout_s=1).stdout
     facts = metadata.parse_metadata(out)
     assert facts.token_used is False
     assert facts.values == ()
@@ -231,14 +233,7 @@ def _counting_curl(tmp_path: Path) -> tuple[dict[str, str], Path]:
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
 def test_snippet_runs_curl_twice_for_all_keys(fake_imds, tmp_path):
     env, log = _counting_curl(tmp_path)
-    out = subprocess.run(
-        ["sh", "-c", metadata.metadata_command(base=fake_imds, timeout_s=2)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        check=False,
-    ).stdout
+    out = run_snippet(fake_imds, env=env).stdout
     assert metadata.parse_metadata(out).vpc_id == "vpc-test01"
     assert len(metadata.DEFAULT_KEYS) == 7
     assert log.read_text().count("call") == 2  # the token, then every key in one curl
@@ -249,13 +244,7 @@ def test_snippet_names_the_key_whose_request_failed_and_skips_the_rest():
     DROPPED.add("instance/instance-type")
     try:
         for base in _server(hardened=True):
-            out = subprocess.run(
-                ["sh", "-c", metadata.metadata_command(base=base, timeout_s=2)],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            ).stdout
+            out = run_snippet(base).stdout
     finally:
         DROPPED.clear()
     facts = metadata.parse_metadata(out)
