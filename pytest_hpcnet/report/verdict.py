@@ -105,7 +105,8 @@ def scope_of(
         grouped.setdefault((record.check_id, kind, reason, key), []).append(record.subject)
     excluded = [e for e in base.excluded if e.kind == "inventory"]
     incomplete: list[ScopeEntry] = []
-    for (check_id, kind, reason, key), subjects in grouped.items():
+    for (check_id, kind, reason, key), named_subjects in grouped.items():
+        subjects = list(dict.fromkeys(named_subjects))  # merged partitions: all-nodes once
         named = ", ".join(subjects[:MAX_SUBJECTS])
         if len(subjects) > MAX_SUBJECTS:
             named += f" and {len(subjects) - MAX_SUBJECTS} more"

@@ -122,3 +122,12 @@ def test_the_suites_unset_bound_skips_name_their_keys():
     for message, key in cases.items():
         [entry] = scope_of([rec("x", "cluster", "skipped", message)], None, DAY).incomplete
         assert (entry.kind, entry.key) == ("unbound", key)
+
+
+def test_a_subject_named_by_several_records_is_listed_once():
+    reason = "not applicable: no compat_mode expected (expect.rdma.compat_mode is unset)"
+    records = [rec("mtu", "n1", "pass")] + [  # the [all-nodes] item of two merged partitions
+        rec("erdma", "all-nodes", "skipped", reason) for _ in range(2)
+    ]
+    [entry] = scope_of(records, None, DAY).excluded
+    assert (entry.subject, entry.reason) == ("all-nodes", reason)
