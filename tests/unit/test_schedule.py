@@ -6,8 +6,10 @@ import itertools
 
 import pytest
 
+from pytest_hpcnet.campaigns import schedule
 from pytest_hpcnet.campaigns.schedule import (
     Pair,
+    _round_robin,
     pick_schedule_for_budget,
     ring_pairs,
     schedule_rounds,
@@ -155,3 +157,24 @@ def test_every_unordered_pair_appears_in_full_mesh_exactly_once_for_names():
     sched = schedule_rounds(names, "full-mesh")
     keys = {p.key for rnd in sched for p in rnd}
     assert keys == {frozenset(c) for c in itertools.combinations(names, 2)}
+
+
+def test_matchings_build_only_their_rounds_not_the_full_mesh(monkeypatch):
+    built: list[object] = []
+
+    class CountedPair(schedule.Pair):
+        def __init__(self, *args: object) -> None:
+            built.append(args)
+
+    monkeypatch.setattr(schedule, "Pair", CountedPair)
+    names = [f"node{i:04d}" for i in range(1000)]
+    rounds = schedule.schedule_rounds(names, "matchings", rounds=2)
+    assert [len(r) for r in rounds] == [500, 500]
+    assert len(built) == 1000  # two rounds of pairs; the full mesh would be 499,500
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 10])
+def test_the_first_rounds_of_the_circle_are_the_same_however_many_are_built(n):
+    names = [f"n{i}" for i in range(n)]
+    for k in range(1, n + 1):
+        assert _round_robin(names, k) == _round_robin(names)[:k]
