@@ -69,7 +69,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "check(id, requirement): the requirement a test proves")
     config.addinivalue_line("markers", "audit: Alibaba Cloud control-plane audit (credentials)")
     config.addinivalue_line(
-        "markers", "not_applicable_when(why): a per-node test the expectations can rule out"
+        "markers",
+        "not_applicable_when(ruled_out, reason): a per-node test the expectations can rule out"
+        " (ruled_out(expect) is true: one skipped [all-nodes] item with the reason)",
     )
     path = config.getoption("hpcnet_inventory") or config.getini("hpcnet_inventory")
     concurrency = config.getoption("hpcnet_concurrency")
