@@ -19,7 +19,12 @@ Per size, holding the host-wide lab lock only for that size (other lab users tak
   and, at the first size, one untimed static run (writes the bytecode); medians;
 - with `--fault KIND`: at the largest size, one more static run with that lab fault on one
   node, and which subjects failed (a fault is localized when every failure names that node);
-- with `--profile FILE`: at the smallest size, one more static run under cProfile.
+- with `--profile FILE`: at the smallest size, one more static run under cProfile;
+- with `--controller-floor`: what the controller's CPU cannot go below at this granularity,
+  per size: `pytest only` (a generated project with as many empty tests as the static run
+  has items, with the same pytest-html and JUnit reports: pytest's own per-item protocol)
+  and `one item per node` (the static run narrowed to `test_node_answers_over_ssh`: the
+  plugin's start-up, one SSH session and the facts per node, the certificate).
 Needs root (the lab). Prints Markdown tables.
 """
 
@@ -165,7 +170,9 @@ def measure_floor(inventory: str, same_work: bool = False) -> dict:
     return run
 
 
-def measure_static(inventory: str, reports: Path, profile: Path | None = None) -> dict:
+def measure_static(
+    inventory: str, reports: Path, profile: Path | None = None, extra: tuple[str, ...] = ()
+) -> dict:
     """`pytest --inventory ... -m static` as a user runs it, in a fresh process."""
     profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
     run = timed(
@@ -184,6 +191,7 @@ def measure_static(inventory: str, reports: Path, profile: Path | None = None) -
             inventory,
             "--reports-dir",
             str(reports),
+            *extra,
         ],
         cwd=ROOT,
         env=installed_env(),
@@ -195,6 +203,48 @@ def measure_static(inventory: str, reports: Path, profile: Path | None = None) -
         raise SystemExit(f"static run did not complete (exit {run['rc']}): {lines[-5:]}")
     run["checks"] = checks[-1]
     run["run_dir"] = runs[-1]
+    return run
+
+
+PYTEST_ONLY_CONFTEST = """
+import pytest
+
+ITEMS = {items}
+NODES = {nodes}
+
+
+def pytest_generate_tests(metafunc):
+    if "node" in metafunc.fixturenames:
+        metafunc.parametrize("node", [f"node{{i:03d}}" for i in range(NODES)])
+
+
+@pytest.fixture
+def check(request):
+    return request.node.name
+"""
+
+
+def item_count(checks: str) -> int:
+    """How many items a static run ran, from its `checks: ...` line."""
+    return sum(int(word) for word in checks.replace(",", " ").split() if word.isdigit())
+
+
+def measure_pytest_only(items: int, nodes: int) -> dict:
+    """pytest alone: `items` empty tests (per node, with a function-scoped fixture like the
+    plugin's `check`), pytest-html and JUnit on as in a run with an inventory."""
+    per_node = max(1, round(items / nodes))
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "conftest.py").write_text(PYTEST_ONLY_CONFTEST.format(items=items, nodes=nodes))
+        tests = "".join(f"def test_{i}(node, check):\n    pass\n\n\n" for i in range(per_node))
+        (folder / "test_items.py").write_text(tests)
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *DEV_ONLY]
+        argv += ["--html", str(folder / "report.html"), "--self-contained-html"]
+        argv += ["--junitxml", str(folder / "junit.xml"), "-p", "no:pytest_hpcnet"]
+        run = timed(argv, cwd=folder, env=installed_env())
+    if run["rc"] != 0:
+        raise SystemExit(f"pytest-only run failed (exit {run['rc']}): {run['output'][-300:]}")
+    run["items"] = per_node * nodes
     return run
 
 
@@ -249,6 +299,11 @@ def one_size(size: int, args: argparse.Namespace) -> dict:
                 row["same_work"].append(measure_floor(inventory, same_work=True))
                 row["static"].append(measure_static(inventory, reports))
             row["failed"] = failed_subjects(row["static"][-1]["run_dir"])
+            if args.controller_floor:
+                items = item_count(row["static"][-1]["checks"])
+                row["pytest_only"] = measure_pytest_only(items, size)
+                narrow = ("-k", "test_node_answers_over_ssh")
+                row["one_item"] = measure_static(inventory, reports, extra=narrow)
             if args.profile and size == min(args.sizes):
                 measure_static(inventory, reports, args.profile)
             if args.fault and size == max(args.sizes):
@@ -288,6 +343,11 @@ def main() -> None:
     parser.add_argument("--fault", help="a lab fault on one node for a last run (largest size)")
     parser.add_argument("--profile", type=Path, help="cProfile one more run (smallest size)")
     parser.add_argument("--json", type=Path, help="also write every measurement here")
+    parser.add_argument(
+        "--controller-floor",
+        action="store_true",
+        help="also measure pytest alone and one item per node (the controller's CPU floor)",
+    )
     args = parser.parse_args()
     rows = []
     for size in args.sizes:
@@ -303,6 +363,20 @@ def main() -> None:
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for row in rows:
         print(summarize(row))
+    if args.controller_floor:
+        print(
+            "\n| nodes | items | pytest only: CPU ms/node | one item per node: CPU ms/node "
+            "| static: CPU ms/node |"
+        )
+        print("|---:|---:|---:|---:|---:|")
+        for row in rows:
+            static = statistics.median(r["cpu_s"] for r in row["static"])
+            print(
+                f"| {row['nodes']} | {row['pytest_only']['items']} "
+                f"| {row['pytest_only']['cpu_s'] * 1000 / row['nodes']:.1f} "
+                f"| {row['one_item']['cpu_s'] * 1000 / row['nodes']:.1f} "
+                f"| {static * 1000 / row['nodes']:.1f} |"
+            )
     for row in rows:
         if row["failed"]:
             print(f"\n{row['nodes']} nodes, healthy run failures: {row['failed']}")
@@ -311,7 +385,8 @@ def main() -> None:
             print(f"\n{row['nodes']} nodes, fault `{kind}` on {victim}: {checks}; failed {failed}")
     if args.json:
         for row in rows:
-            for run in row["static"] + row["floor"] + row["same_work"]:
+            extras = [row[k] for k in ("pytest_only", "one_item") if k in row]
+            for run in row["static"] + row["floor"] + row["same_work"] + extras:
                 run.pop("output", None)
                 run["run_dir"] = str(run.get("run_dir", ""))
         args.json.write_text(json.dumps(rows, indent=1, default=str))
