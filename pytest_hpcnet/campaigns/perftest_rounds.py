@@ -17,14 +17,16 @@ from pytest_hpcnet.campaigns.facts import SectionOutput, sections_script, split_
 from pytest_hpcnet.campaigns.schedule import Pair
 from pytest_hpcnet.inventory.bench_settings import PerftestSettings
 from pytest_hpcnet.probes.perftest import (
-    BandwidthResult,
-    LatencyResult,
     PerftestOptions,
     client_command,
     largest_size,
+    server_command,
+)
+from pytest_hpcnet.probes.perftest_parsers import (
+    BandwidthResult,
+    LatencyResult,
     parse_bandwidth,
     parse_latency,
-    server_command,
 )
 from pytest_hpcnet.transport.fanout import CommandResult, Transport
 

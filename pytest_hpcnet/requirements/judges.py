@@ -12,7 +12,7 @@ from typing import Protocol
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.nccl import NcclResult
-from pytest_hpcnet.probes.perftest import LatencyResult
+from pytest_hpcnet.probes.perftest_parsers import LatencyResult
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.probes.perftest import MB_PER_SEC_TO_GBPS, parse_bandwidth, parse_latency
+from pytest_hpcnet.probes.perftest_parsers import MB_PER_SEC_TO_GBPS, parse_bandwidth, parse_latency
 from tests.corpus import corpus_files
 
 MB = MB_PER_SEC_TO_GBPS

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_hpcnet.lab import faults
-from pytest_hpcnet.probes.perftest import parse_bandwidth, parse_latency
+from pytest_hpcnet.probes.perftest_parsers import parse_bandwidth, parse_latency
 from pytest_hpcnet.transport.fanout import Transport
 from tests.lab.test_lab_bench_support import heal_all, leftovers, perftest_pair
 

@@ -23,12 +23,8 @@ from pytest_hpcnet.probes.counters import counter_delta, parse_rdma_counters, rd
 from pytest_hpcnet.probes.erdma import parse_gid_tables
 from pytest_hpcnet.probes.nccl import NcclExpected, parse_nccl
 from pytest_hpcnet.probes.nccl_debug import parse_nccl_debug, split_nccl_log
-from pytest_hpcnet.probes.perftest import (
-    PerftestOptions,
-    client_command,
-    parse_bandwidth,
-    server_command,
-)
+from pytest_hpcnet.probes.perftest import PerftestOptions, client_command, server_command
+from pytest_hpcnet.probes.perftest_parsers import parse_bandwidth
 from pytest_hpcnet.probes.rdma import ibv_devinfo_command
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo
 from pytest_hpcnet.requirements.erdma_judges import (

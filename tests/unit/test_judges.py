@@ -11,7 +11,7 @@ from pytest_hpcnet.campaigns.perftest_rounds import PairRun
 from pytest_hpcnet.campaigns.schedule import Pair
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.nccl import NcclResult, parse_nccl
-from pytest_hpcnet.probes.perftest import BandwidthResult, LatencyResult
+from pytest_hpcnet.probes.perftest_parsers import BandwidthResult, LatencyResult
 from pytest_hpcnet.requirements import judges
 from tests.conftest import FIXTURES
 

@@ -10,14 +10,12 @@ from pytest_hpcnet.campaigns.perftest_rounds import options_for, run_round
 from pytest_hpcnet.campaigns.schedule import Pair
 from pytest_hpcnet.inventory.bench_settings import PerftestSettings
 from pytest_hpcnet.probes.perftest import (
-    MB_PER_SEC_TO_GBPS,
     PerftestOptions,
     client_command,
     largest_size,
-    parse_bandwidth,
-    parse_latency,
     server_command,
 )
+from pytest_hpcnet.probes.perftest_parsers import MB_PER_SEC_TO_GBPS, parse_bandwidth, parse_latency
 from pytest_hpcnet.transport.fanout import CommandResult
 from tests.corpus import corpus_files
 
