@@ -19,7 +19,7 @@ import pytest
 
 from pytest_hpcnet.campaigns.cluster import Cluster
 from pytest_hpcnet.campaigns.progress import LOG, PREFIX, Reporter, silent
-from pytest_hpcnet.gate.history import TRENDS_FILE, has_history, history
+from pytest_hpcnet.gate.history import TRENDS_FILE, has_history, history, write_run_digest
 from pytest_hpcnet.gate.runlock import RunLocked, take_run_lock
 from pytest_hpcnet.inventory.loader import InventoryError, load_inventory
 from pytest_hpcnet.inventory.models import Inventory
@@ -264,6 +264,7 @@ class HpcnetState:
         )
         self.summary = summary
         self.verdict = summary.verdict
+        _write_digest(self)
         _write_trends(self)
 
     @pytest.hookimpl(trylast=True)
@@ -296,6 +297,16 @@ def _plan_trends(state: HpcnetState) -> None:
         state.run_dir.parent, state.inventory.cluster.name, state.run_dir.name
     ):
         state.extra_summary["trends"] = TRENDS_FILE
+
+
+def _write_digest(state: HpcnetState) -> None:
+    """Leave this run's figures for the histories of later runs (`trends-digest.json`); a
+    run without one is read from its evidence instead, so a failure only costs time."""
+    assert state.bundle is not None and state.summary is not None
+    try:
+        write_run_digest(state.run_dir, state.summary, state.bundle.closed_records or [])
+    except Exception as exc:
+        LOG.warning("trends-digest.json not written: %s", exc)
 
 
 def _write_trends(state: HpcnetState) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pytest_hpcnet.gate.judge import judge
 from pytest_hpcnet.report.evidence import CheckRecord, RunSummary, read_summary
-from pytest_hpcnet.report.trends import MAX_RUNS, History, build_history
+from pytest_hpcnet.report.trends import MAX_RUNS, History, build_history, digest_run, write_digest
 from pytest_hpcnet.report.trends_page import write_trends
 
 TRENDS_FILE = "trends.html"
@@ -30,6 +30,11 @@ def history(
 ) -> History:
     """The cluster's history in a reports folder, nodes judged as the gate judges them."""
     return build_history(reports_dir, cluster, tolerance, per_metric, node_statuses, max_runs)
+
+
+def write_run_digest(run_dir: Path, summary: RunSummary, records: list[CheckRecord]) -> None:
+    """Leave the closed run's figures and node judgements in its folder for later histories."""
+    write_digest(run_dir, digest_run(records, summary, node_statuses))
 
 
 def has_history(reports_dir: Path, cluster: str, exclude: str) -> bool:

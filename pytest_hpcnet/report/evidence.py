@@ -135,6 +135,8 @@ class EvidenceBundle:
         self._synced_at: float | None = None
         self._stored: dict[tuple[str, int], str] = {}
         """Digest of each text stored: every check of a node records the same facts output."""
+        self.closed_records: list[CheckRecord] | None = None
+        """The records `close` read back and judged the run on."""
 
     @classmethod
     def create(
@@ -212,7 +214,7 @@ class EvidenceBundle:
         given.setdefault("ended_at", utc_now())
         result = RunSummary.model_validate(given)
         self.sync()
-        records = self.records()
+        records = self.closed_records = self.records()
         on = run_date_of(result, records)
         result.counts = count_verdicts(records, on)
         result.scope = scope_of(records, result.scope, on)

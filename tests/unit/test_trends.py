@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet import cli
-from pytest_hpcnet.gate.history import history
-from pytest_hpcnet.report.trends import flapped
+from pytest_hpcnet.gate.history import history, write_run_digest
+from pytest_hpcnet.report import trends
+from pytest_hpcnet.report.evidence import read_records, read_summary
+from pytest_hpcnet.report.trends import DIGEST_FILE, flapped
 from pytest_hpcnet.report.trends_page import render_trends
 from tests.lab.test_certificate_browser import chromium
 from tests.week import ERRORS, FIRST_NIGHT, FLAPPING, REBOOTED, REGRESSING, write_week
@@ -107,6 +109,63 @@ def test_week_in_a_browser(week, tmp_path):
     assert shot.stat().st_size > 10_000
 
 
+def shape(found):
+    """Everything a history page shows, as plain data."""
+    series = [
+        (s.figure, s.subject, s.unit, s.comparison, [(p.value, p.shown, p.mark) for p in s.points])
+        for s in found.series
+    ]
+    return found.runs, series, found.node_status, found.flapped, found.skipped
+
+
+@pytest.fixture
+def digested_week(tmp_path) -> Path:
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    write_week(reports)
+    return reports
+
+
+def digest_every_run(reports: Path) -> None:
+    for run_dir in sorted(p for p in reports.iterdir() if p.is_dir()):
+        write_run_digest(run_dir, read_summary(run_dir), read_records(run_dir))
+
+
+def test_history_from_digests_is_the_history_from_evidence(digested_week, monkeypatch):
+    from_evidence = shape(history(digested_week, "prod"))
+    digest_every_run(digested_week)
+
+    def no_evidence(run_dir):
+        raise AssertionError(f"evidence read although {run_dir} has a digest")
+
+    monkeypatch.setattr(trends, "read_records", no_evidence)
+    assert shape(history(digested_week, "prod")) == from_evidence
+    assert len(from_evidence[0]) == 7 and from_evidence[3] == [FLAPPING]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data.update(version=0),  # another version
+        lambda data: data["figures"].pop(),  # written for another figure list
+        lambda data: data.update(node_status=None),  # without the gate's node judgements
+        lambda data: data["points"][0].pop(),  # a malformed point
+        lambda data: data["points"][0].__setitem__(0, "nope"),  # a figure it does not know
+    ],
+)
+def test_a_digest_that_does_not_fit_is_replaced_by_the_evidence(digested_week, damage):
+    import json
+
+    from_evidence = shape(history(digested_week, "prod"))
+    digest_every_run(digested_week)
+    for path in digested_week.glob(f"*/{DIGEST_FILE}"):
+        data = json.loads(path.read_text())
+        data["points"] = data["points"] or [["x", "y", "z", 1.0, "", None]]
+        damage(data)
+        path.write_text(json.dumps(data))
+    assert shape(history(digested_week, "prod")) == from_evidence
+
+
 INVENTORY = """\
 cluster: {name: prod, region: cn-test}
 ssh: {connect_timeout_s: 1, connect_retries: 1}
@@ -137,5 +196,6 @@ def test_a_run_with_history_writes_its_trends_page(pytester: pytest.Pytester):
     from pytest_hpcnet.report.verify import verify
 
     assert verify(latest).ok  # written before the digest: the bundle still verifies
+    assert (latest / DIGEST_FILE).exists() and (first / DIGEST_FILE).exists()
     certificate = (latest / "certificate.html").read_text()
     assert '<a href="trends.html">night-by-night trends</a>' in certificate
