@@ -20,6 +20,9 @@ Per size, holding the host-wide lab lock only for that size (other lab users tak
 - with `--fault KIND`: at the largest size, one more static run with that lab fault on one
   node, and which subjects failed (a fault is localized when every failure names that node);
 - with `--profile FILE`: at the smallest size, one more static run under cProfile;
+- with `--history N`: the static runs of each size find N earlier runs of the cluster in
+  their reports folder, as a nightly gate does (its trends page reads up to 14): copies of one
+  untimed run, a night apart;
 - with `--controller-floor`: what the controller's CPU cannot go below at this granularity,
   per size: `pytest only` (a generated project with as many empty tests as the static run
   has items, with the same pytest-html and JUnit reports: pytest's own per-item protocol)
@@ -35,11 +38,13 @@ import fcntl
 import json
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from pytest_hpcnet.campaigns.facts import facts_command
@@ -248,6 +253,21 @@ def measure_pytest_only(items: int, nodes: int) -> dict:
     return run
 
 
+def seed_history(reports: Path, nights: int) -> None:
+    """Copy the latest run in `reports` as `nights` earlier nights of the same cluster."""
+    latest = sorted(p for p in reports.iterdir() if p.is_dir())[-1]
+    summary = json.loads((latest / "summary.json").read_text())
+    for night in range(1, nights + 1):
+        run_id = f"20000101-{night:06d}-hist"
+        copy = reports / run_id
+        shutil.copytree(latest, copy)
+        started = datetime.fromisoformat(summary["started_at"]) - timedelta(days=night)
+        ended = datetime.fromisoformat(summary["ended_at"]) - timedelta(days=night)
+        data = {**summary, "run_id": run_id}
+        data["started_at"], data["ended_at"] = started.isoformat(), ended.isoformat()
+        (copy / "summary.json").write_text(json.dumps(data, indent=2))
+
+
 def failed_subjects(run_dir: Path) -> dict[str, list[str]]:
     """check id -> subjects whose record is fail or error, from the run's evidence.jsonl."""
     failed: dict[str, list[str]] = {}
@@ -292,8 +312,12 @@ def one_size(size: int, args: argparse.Namespace) -> dict:
             row["lab_mb"] = lab_memory_mb(state_dir)
             row["floor_command"] = floor_shell("KEY", "KH", "HOSTS")
             measure_floor(inventory)  # warm caches once, not counted
-            if size == args.sizes[0]:
+            if args.history:  # this size's runs only
+                shutil.rmtree(reports, ignore_errors=True)
+            if size == args.sizes[0] or args.history:
                 measure_static(inventory, reports)  # writes the bytecode; not counted
+            if args.history:
+                seed_history(reports, args.history)
             for _ in range(args.repeat):
                 row["floor"].append(measure_floor(inventory))
                 row["same_work"].append(measure_floor(inventory, same_work=True))
@@ -343,6 +367,9 @@ def main() -> None:
     parser.add_argument("--fault", help="a lab fault on one node for a last run (largest size)")
     parser.add_argument("--profile", type=Path, help="cProfile one more run (smallest size)")
     parser.add_argument("--json", type=Path, help="also write every measurement here")
+    parser.add_argument(
+        "--history", type=int, default=0, help="earlier runs in the reports folder (nightly: 14)"
+    )
     parser.add_argument(
         "--controller-floor",
         action="store_true",
