@@ -129,6 +129,8 @@ class _DeviceDraft:
         self.name = name
         self.fields: dict[str, str] = {}
         self.ports: dict[int, dict[str, str]] = {}
+        self.verbose = False
+        """The block shows `ibv_devinfo -v`'s device attributes."""
 
     def build(
         self, problems: list[str], source: str, required: tuple[str, ...] = ("state",)
@@ -216,6 +218,8 @@ _IBV_PORT_KEYS = {
     "port_lid": "lid",
     "link_layer": "link_layer",
 }
+_IBV_VERBOSE_KEYS = {"max_mr_size", "page_size_cap", "max_qp"}
+"""Device attributes only `-v` prints, first after `phys_port_cnt` (rdma-core devinfo.c)."""
 _KV_RE = re.compile(r"^\s*([A-Za-z_][\w \[\]]*?)\s*:\s*(.*?)\s*$")
 
 
@@ -252,13 +256,20 @@ def parse_ibv_devinfo(text: str) -> RdmaDevices:
             current.ports.setdefault(port, {})
             continue
         m = _KV_RE.match(line)
-        if current is not None and m and not _TOOL_NOISE_RE.match(line):
+        noise = _TOOL_NOISE_RE.match(line) is not None
+        if current is not None and m and not noise:
             key, value = m.group(1), m.group(2)
             if key in _IBV_DEVICE_KEYS:
                 current.fields[key] = value
+            elif key in _IBV_VERBOSE_KEYS and port is None:
+                current.verbose = True
             elif key in _IBV_PORT_KEYS and port is not None:
                 current.ports[port][_IBV_PORT_KEYS[key]] = value
             # other keys (GID, active_speed, "Device ports:" ...) are not needed
+            continue
+        if current is not None and current.verbose and port is None and not noise:
+            # `-v` device attributes: flag lists (`BAD_PKEY_CNTR`, `NO SUPPORT`), `tag
+            # matching not supported`, MOFED's `ooo_rc_caps  = 0x0`; not the tool's notices
             continue
         notices.append(line)
     devices = tuple(d.build(problems, source, _IBV_REQUIRED) for d in drafts)

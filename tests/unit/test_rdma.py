@@ -50,6 +50,19 @@ def test_mac_named_erdma_verbose(fixture_text):
     assert not any("GID" in n for n in result.notices)
 
 
+def test_verbose_attribute_lines_are_not_notices_but_tool_errors_are(fixture_text):
+    # a real `-v` device block up to its port, then devinfo.c's error when the port query fails
+    lines = fixture_text("rdma", "published-irdma1-e810-v.txt").splitlines(keepends=True)
+    attributes = "".join(lines[:68])
+    assert "tag matching not supported" in attributes and lines[68].split() == ["port:", "1"]
+    result = rdma_parsers.parse_ibv_devinfo(attributes + "Failed to query port 1 props\n")
+    assert result.notices == ("Failed to query port 1 props",)
+    assert result.incomplete == "irdma1: no port block (output cut short?)"
+    # without `-v` attributes a line the parser does not know stays a notice
+    plain = rdma_parsers.parse_ibv_devinfo("hca_id:\tx\n\tphys_port_cnt:\t1\nstray line\n")
+    assert plain.notices == ("stray line",)
+
+
 def test_not_installed(fixture_text):
     result = rdma_parsers.parse_ibv_devinfo(
         fixture_text("rdma", "ibv_devinfo-command-not-found.txt")
