@@ -83,7 +83,8 @@ def _compat_command(expect: Expectations) -> str:
 SECTIONS: list[FactSection] = [
     FactSection("hostname", lambda node, expect: "hostname"),
     FactSection("kernel", lambda node, expect: "uname -r"),
-    FactSection("ibv_devinfo", lambda node, expect: ibv_devinfo_command()),
+    # `-v` only: the devices and ports a plain call shows plus the GID table, in one call
+    FactSection("ibv_devinfo_v", lambda node, expect: ibv_devinfo_command(verbose=True)),
     FactSection("rdma_link", lambda node, expect: rdma_link_command()),
     FactSection("erdma_module", lambda node, expect: _module_command(expect)),
     FactSection("compat_mode", lambda node, expect: _compat_command(expect)),
@@ -100,7 +101,6 @@ SECTIONS: list[FactSection] = [
 # -- eRDMA in depth (issue 16): identity by driver/PCI id, GID tables, driver state --------
 SECTIONS += [
     FactSection("erdma_identity", lambda node, expect: erdma_identity_command(None)),
-    FactSection("ibv_devinfo_v", lambda node, expect: ibv_devinfo_command(verbose=True)),
     FactSection("erdma_driver", lambda node, expect: erdma_driver_command(None, None)),
     FactSection(
         "erdma_gdr",
@@ -325,7 +325,7 @@ class FactsCampaign:
     def rdma_device(self, name: str) -> str | None:
         """The node's first RDMA device matching its glob (perftest uses `eri_devices`)."""
         node = self.inventory.node(name)
-        out = self.gather()[name].sections.get("ibv_devinfo")
+        out = self.gather()[name].sections.get("ibv_devinfo_v")
         if out is None:
             return None
         glob = node.rdma.device_glob or self.inventory.expect.rdma.device_glob
@@ -342,14 +342,14 @@ class FactsCampaign:
     def eri_devices(self, name: str) -> list[str]:
         """The node's ERIs in name order: bound to erdma or PCI 1ded:107f in sysfs (the
         node's glob narrows them when the inventory sets one); where sysfs shows none (no
-        sysfs, or another vendor's RDMA devices), the devices `ibv_devinfo` shows matching
-        the glob."""
+        sysfs, or another vendor's RDMA devices), the devices `ibv_devinfo -v` shows
+        matching the glob."""
         node = self.inventory.node(name)
         ids = self.identities(name)
         eris = ids.eris(node.rdma.device_glob) if ids is not None else ()
         if eris:
             return sorted(d.name for d in eris)
-        out = self.gather()[name].sections.get("ibv_devinfo")
+        out = self.gather()[name].sections.get("ibv_devinfo_v")
         if out is None:
             return []
         glob = node.rdma.device_glob or self.inventory.expect.rdma.device_glob

@@ -5,8 +5,9 @@ versions, `-v`, JSON from `rdma -j`), with warning lines skipped and a missing t
 error output reported as such rather than as "no devices".
 
 Fail closed: a device block cut short (no port, fewer ports than `phys_port_cnt`, a port
-without its state or link layer, a state cut mid-word) is marked `truncated`, and
-`RdmaDevices.incomplete` names every such device in one line.
+without its state or link layer, a state cut mid-word; with `-v`, a port cut before the
+verbose fields that end it) is marked `truncated`, and `RdmaDevices.incomplete` names every
+such device in one line.
 """
 
 from __future__ import annotations
@@ -116,9 +117,17 @@ def _dedupe(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-_FIELD_NAMES = {"phys_state": "physical state", "link_layer": "link layer"}
+_FIELD_NAMES = {
+    "phys_state": "physical state",
+    "link_layer": "link layer",
+    "active_speed": "active speed",
+}
 _IBV_REQUIRED = ("state", "active_mtu", "link_layer")
 """Fields `ibv_devinfo` prints for every port (phys_state only in newer rdma-core)."""
+_IBV_VERBOSE_REQUIRED = ("active_speed",)
+"""The last port field `ibv_devinfo -v` prints after `link_layer` whatever the transport
+(devinfo.c); `phys_state` follows, which some versions print for transport 0
+(IBV_TRANSPORT_IB: InfiniBand, eRDMA) only, then the GID table."""
 _IBSTAT_REQUIRED = ("state", "phys_state", "link_layer")
 
 
@@ -129,6 +138,8 @@ class _DeviceDraft:
         self.name = name
         self.fields: dict[str, str] = {}
         self.ports: dict[int, dict[str, str]] = {}
+        self.verbose = False
+        """The block shows `ibv_devinfo -v`'s device attributes."""
 
     def build(
         self, problems: list[str], source: str, required: tuple[str, ...] = ("state",)
@@ -215,8 +226,22 @@ _IBV_PORT_KEYS = {
     "sm_lid": "sm_lid",
     "port_lid": "lid",
     "link_layer": "link_layer",
+    "active_speed": "active_speed",
 }
+_IBV_VERBOSE_KEYS = {"max_mr_size", "page_size_cap", "max_qp"}
+"""Device attributes only `-v` prints, first after `phys_port_cnt` (rdma-core devinfo.c)."""
 _KV_RE = re.compile(r"^\s*([A-Za-z_][\w \[\]]*?)\s*:\s*(.*?)\s*$")
+
+
+def _ibv_required(draft: _DeviceDraft) -> tuple[str, ...]:
+    """The port fields a whole block of this device shows: with `-v` attributes, its ports
+    go on past `link_layer` (devinfo.c), so a port cut there is cut, not whole."""
+    if not draft.verbose:
+        return _IBV_REQUIRED
+    required = _IBV_REQUIRED + _IBV_VERBOSE_REQUIRED
+    if re.search(r"\(0\)$", draft.fields.get("transport", "")):
+        required += ("phys_state",)
+    return required
 
 
 @functools.lru_cache(maxsize=PARSE_CACHE)
@@ -252,16 +277,23 @@ def parse_ibv_devinfo(text: str) -> RdmaDevices:
             current.ports.setdefault(port, {})
             continue
         m = _KV_RE.match(line)
-        if current is not None and m and not _TOOL_NOISE_RE.match(line):
+        noise = _TOOL_NOISE_RE.match(line) is not None
+        if current is not None and m and not noise:
             key, value = m.group(1), m.group(2)
             if key in _IBV_DEVICE_KEYS:
                 current.fields[key] = value
+            elif key in _IBV_VERBOSE_KEYS and port is None:
+                current.verbose = True
             elif key in _IBV_PORT_KEYS and port is not None:
                 current.ports[port][_IBV_PORT_KEYS[key]] = value
             # other keys (GID, active_speed, "Device ports:" ...) are not needed
             continue
+        if current is not None and current.verbose and port is None and not noise:
+            # `-v` device attributes: flag lists (`BAD_PKEY_CNTR`, `NO SUPPORT`), `tag
+            # matching not supported`, MOFED's `ooo_rc_caps  = 0x0`; not the tool's notices
+            continue
         notices.append(line)
-    devices = tuple(d.build(problems, source, _IBV_REQUIRED) for d in drafts)
+    devices = tuple(d.build(problems, source, _ibv_required(d)) for d in drafts)
     if not devices and not no_devices:
         problems.append("ibv_devinfo: no device block found in output")
     for d in devices:

@@ -36,7 +36,7 @@ def expected_devices(cluster, node):
 
 
 def devinfo(cluster, node, check):
-    found = parse_ibv_devinfo(cluster.facts(node, check).text("ibv_devinfo"))
+    found = parse_ibv_devinfo(cluster.facts(node, check).text("ibv_devinfo_v"))
     assert not found.tool_missing, f"{node.name}: ibv_devinfo is not installed (rdma-core)"
     assert not found.incomplete, f"{node.name}: ibv_devinfo output: {found.incomplete}"
     return found
@@ -80,7 +80,7 @@ def test_rdma_ports_active(cluster, node, check):
 @mark("erdma")
 def test_rdma_tools_agree(cluster, node, check):
     facts = cluster.facts(node, check)
-    verbs = parse_ibv_devinfo(facts.text("ibv_devinfo"))
+    verbs = parse_ibv_devinfo(facts.text("ibv_devinfo_v"))
     links = parse_rdma_link(facts.text("rdma_link"))
     if verbs.tool_missing or links.tool_missing:
         pytest.skip(f"{node.name}: ibv_devinfo or rdma (iproute2) not installed")
@@ -162,7 +162,7 @@ def _eris(cluster, node):
 @mark("erdma_port")
 def test_eri_active_mtu_follows_the_interface(cluster, node, check):
     facts = cluster.facts(node, check)
-    devinfo = parse_ibv_devinfo(facts.text("ibv_devinfo"))
+    devinfo = parse_ibv_devinfo(facts.text("ibv_devinfo_v"))
     mtus = {i.name: i.mtu for i in parse_interfaces(facts.text("links")).interfaces if i.mtu}
     netdev_of = {d.name: d.netdevs[0] for d in eri_identities(cluster, node, check).devices
                  if d.netdevs}  # fmt: skip

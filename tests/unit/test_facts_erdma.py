@@ -3,8 +3,20 @@ the GID index each gets, from the one facts round trip."""
 
 from __future__ import annotations
 
-from pytest_hpcnet.campaigns.facts import SECTIONS, FactsCampaign, NodeFacts, SectionOutput
+import re
+
+import pytest
+
+from pytest_hpcnet.campaigns.facts import (
+    SECTIONS,
+    FactsCampaign,
+    NodeFacts,
+    SectionOutput,
+    facts_command,
+)
+from pytest_hpcnet.inventory.expectations import Expectations, load_profile
 from pytest_hpcnet.inventory.loader import load_inventory
+from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.transport.fanout import CommandResult
 
 INVENTORY = """\
@@ -41,7 +53,19 @@ def devinfo_v(device: str, address: str) -> str:
 def test_the_sections_join_the_one_round_trip():
     names = [s.name for s in SECTIONS]
     assert {"erdma_identity", "ibv_devinfo_v", "erdma_driver"} <= set(names)
+    assert "ibv_devinfo" not in names  # the plain call's devices come from `-v` too
     assert len(names) == len(set(names))
+
+
+INVOKED = re.compile(r"(?:^|[;&|(]|\b(?:then|else|do)\b)\s*(ibv_devinfo\b[^;|)]*)", re.M)
+"""`ibv_devinfo` where the shell runs it (not `command -v ibv_devinfo` nor an echoed name)."""
+
+
+@pytest.mark.parametrize("profile", [None, "ebmgn8is"])
+def test_the_facts_script_runs_ibv_devinfo_once(profile):
+    expect = Expectations.model_validate(load_profile(profile)) if profile else Expectations()
+    script = facts_command(Node(name="n1", host="198.18.0.11"), expect)
+    assert [call.strip() for call in INVOKED.findall(script)] == ["ibv_devinfo -v 2>&1"]
 
 
 def test_devices_by_driver_and_gid_per_device(tmp_path):
@@ -60,7 +84,7 @@ def test_devices_by_driver_and_gid_per_device(tmp_path):
                 "ibv_devinfo_v": devinfo_v("erdma_1", "198.18.0.11"),
             },
             "n2": {"erdma_identity": ident},
-            "n3": {"erdma_identity": mlx, "ibv_devinfo": "hca_id:\tmlx5_0\n\t\tport:\t1\n"},
+            "n3": {"erdma_identity": mlx, "ibv_devinfo_v": "hca_id:\tmlx5_0\n\t\tport:\t1\n"},
         },
     )
     assert c.eri_devices("n1") == ["erdma_1", "rocep26s0"]  # by driver, not by name

@@ -17,6 +17,7 @@ from pytest_hpcnet.lab.system import LabError
 from pytest_hpcnet.probes.counters import parse_rdma_counters
 from pytest_hpcnet.probes.erdma import parse_gid_tables
 from pytest_hpcnet.probes.nccl_debug import parse_nccl_debug
+from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo
 
 
 def _node(**faults_: str) -> LabNode:
@@ -46,12 +47,14 @@ def lab_dir(tmp_path) -> Path:
     return tmp_path
 
 
-def _tool(lab_dir: Path, *argv: str, **env: str) -> str:
+def _tool(lab_dir: Path, *argv: str, merge: bool = False, **env: str) -> str:
+    """The tool's stdout (with its stderr after `merge`, as `2>&1`)."""
     full = {**os.environ, "HPCNET_LAB_NODE": "node01", "HPCNET_LAB_STATE": str(lab_dir), **env}
     bin_dir = lab_dir / "bin"
     return subprocess.run(
         [sys.executable, str(bin_dir / argv[0]), *argv[1:]],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge else subprocess.PIPE,
         text=True,
         env=full,
         cwd=bin_dir,
@@ -68,6 +71,22 @@ def test_fault_arguments_are_checked_and_healed(lab_dir):
     assert (tables.choose("erdma_0").index, tables.choose("erdma_1").index) == (1, 2)
     faults.heal("all", lab_dir)
     assert parse_gid_tables(_tool(lab_dir, "ibv_devinfo", "-v")).choose("erdma_1").index == 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "arg"), [(None, None), ("eri-down", "erdma_1"), ("no-rdma", None)]
+)
+def test_ibv_devinfo_v_reads_as_the_plain_call(lab_dir, kind, arg):
+    """The facts script runs the lab's `ibv_devinfo -v` only: the devices, ports and "No IB
+    devices found" it prints read as the plain call's (stderr merged, as the facts do)."""
+    set_eris(lab_dir, 2)
+    if kind:
+        faults.inject(kind, "node01", arg, lab_dir)
+    plain = parse_ibv_devinfo(_tool(lab_dir, "ibv_devinfo", merge=True))
+    verbose = parse_ibv_devinfo(_tool(lab_dir, "ibv_devinfo", "-v", merge=True))
+    assert verbose == plain and not plain.problems
+    assert len(plain.devices) == (0 if kind == "no-rdma" else 2)
+    assert plain.no_devices is (kind == "no-rdma")
 
 
 def test_nccl_info_lines_and_socket_fault(lab_dir):

@@ -50,6 +50,19 @@ def test_mac_named_erdma_verbose(fixture_text):
     assert not any("GID" in n for n in result.notices)
 
 
+def test_verbose_attribute_lines_are_not_notices_but_tool_errors_are(fixture_text):
+    # a real `-v` device block up to its port, then devinfo.c's error when the port query fails
+    lines = fixture_text("rdma", "published-irdma1-e810-v.txt").splitlines(keepends=True)
+    attributes = "".join(lines[:68])
+    assert "tag matching not supported" in attributes and lines[68].split() == ["port:", "1"]
+    result = rdma_parsers.parse_ibv_devinfo(attributes + "Failed to query port 1 props\n")
+    assert result.notices == ("Failed to query port 1 props",)
+    assert result.incomplete == "irdma1: no port block (output cut short?)"
+    # without `-v` attributes a line the parser does not know stays a notice
+    plain = rdma_parsers.parse_ibv_devinfo("hca_id:\tx\n\tphys_port_cnt:\t1\nstray line\n")
+    assert plain.notices == ("stray line",)
+
+
 def test_not_installed(fixture_text):
     result = rdma_parsers.parse_ibv_devinfo(
         fixture_text("rdma", "ibv_devinfo-command-not-found.txt")
@@ -256,6 +269,13 @@ def test_commands_run_in_sh_without_the_tools():
         ("parse_ibv_devinfo", "real-heioy-mlx4-cut-after-port-1.txt", "mlx4_1", "2 ports"),
         ("parse_ibv_devinfo", "real-erdma-h20-cut-before-port.txt", "erdma_0", "no port"),
         ("parse_ibv_devinfo", "real-erdma-h20-cut-in-state.txt", "erdma_0", "PORT_AC"),
+        # the same damage in `ibv_devinfo -v` output (the one the facts script runs)
+        ("parse_ibv_devinfo", "published-heioy-mlx4_1-i2-v.txt", "mlx4_1", "2 ports"),
+        ("parse_ibv_devinfo", "real-irdma1-v-cut-in-device-attributes.txt", "irdma1", "no port"),
+        ("parse_ibv_devinfo", "real-irdma1-v-cut-in-state.txt", "irdma1", "PORT_AC"),
+        # whole as plain output would be: -v prints more after link_layer (devinfo.c)
+        ("parse_ibv_devinfo", "real-cx6dx-v-cut-after-link-layer.txt", "rocep61s0f1", "speed"),
+        ("parse_ibv_devinfo", "real-cx6dx-v-cut-before-phys-state.txt", "rocep61s0f1", "phys"),
         ("parse_rdma_link", "real-gx10-rdma-link-cut-in-last-line.txt", "roceP2p1s0f1", "state"),
         ("parse_ibstat", "real-kaust-ibstat-cut-after-physical-state.txt", "mlx5_0", "link"),
     ],
@@ -267,10 +287,29 @@ def test_truncated_device_block_is_incomplete(fixture_text, parse, name, device,
     assert result.device(device).truncated is not None
 
 
+def test_verbose_port_needs_phys_state_on_transport_0_only():
+    # old devinfo.c prints `-v`'s phys_state only for transport 0 (IBV_TRANSPORT_IB)
+    def verbose(transport: str) -> str:
+        return (
+            f"hca_id:\tdev\n\ttransport:\t\t\t{transport}\n\tphys_port_cnt:\t\t\t1\n"
+            "\tmax_mr_size:\t\t\t0xffffffffffffffff\n\t\tport:\t1\n"
+            "\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\t\t\tactive_mtu:\t\t1024 (3)\n"
+            "\t\t\tlink_layer:\t\tEthernet\n\t\t\tactive_speed:\t\t25.0 Gbps (32)\n"
+        )
+
+    assert rdma_parsers.parse_ibv_devinfo(verbose("iWARP (1)")).incomplete is None
+    cut = rdma_parsers.parse_ibv_devinfo(verbose("eRDMA (0)")).incomplete
+    assert cut == "dev: port 1 has no physical state (output cut short?)"
+
+
 def test_whole_samples_are_not_incomplete(fixture_text):
     for name, parse in (
         ("erdma-two-devices.txt", rdma_parsers.parse_ibv_devinfo),
         ("erdma-mac-named-verbose.txt", rdma_parsers.parse_ibv_devinfo),
+        ("published-irdma1-e810-v.txt", rdma_parsers.parse_ibv_devinfo),
+        ("published-cx6dx-rocep61s0f1-v.txt", rdma_parsers.parse_ibv_devinfo),
+        ("published-mofed-cx4lx-mlx5_3-v.txt", rdma_parsers.parse_ibv_devinfo),
+        ("published-rxe0-v.txt", rdma_parsers.parse_ibv_devinfo),
         ("ibstat-two-ports.txt", rdma_parsers.parse_ibstat),
         ("rdma-link-erdma.txt", rdma_parsers.parse_rdma_link),
         ("rdma-link-erdma.json", rdma_parsers.parse_rdma_link),
