@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_hpcnet.probes.text import strip_ansi
 
@@ -249,6 +251,91 @@ def _snippet(text: str) -> str:
     return flat[:120] + ("..." if len(flat) > 120 else "") if flat else "empty output"
 
 
+@dataclass
+class _Table:
+    """What a scan of perftest output found: its result rows and everything else."""
+
+    rows: list = field(default_factory=list)
+    columns: list[str] | None = None  # of the last `#bytes` header line
+    header_line: str = ""
+    closed: bool = False  # a closing rule after the last row
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _scan_table(
+    lines: list[str],
+    column_re: re.Pattern[str],
+    make_row: Callable[[_Table, dict[str, str], dict[str, Any]], Any],
+    duplicate: str,
+) -> _Table:
+    """Scan the lines of a table layout: each data line with as many tokens as the header
+    has columns becomes a row (`make_row(table, tokens by column, numbers by column)`); an
+    unreadable, repeated (`duplicate`, formatted with `size`) or misshapen one is a problem;
+    any other line is a tool warning, error or nothing (`_classify_other`)."""
+    table = _Table()
+    for line in lines:
+        if "#bytes" in line:
+            table.columns = column_re.findall(line)
+            table.header_line = line
+            continue
+        tokens = line.split()
+        if table.rows and _CLOSING_RE.match(line):
+            table.closed = True
+        data = bool(table.columns and tokens and tokens[0].isdigit())
+        if data:
+            table.closed = False
+        if data and len(tokens) == len(table.columns or ()):
+            values = dict(zip(table.columns or (), tokens, strict=True))
+            numbers = {k: _float(v) for k, v in values.items()}
+            if any(v is None for v in numbers.values()):
+                table.problems.append(f"unreadable row: {line.strip()}")
+                continue
+            row = make_row(table, values, numbers)
+            if row in table.rows:
+                table.problems.append(duplicate.format(size=row.msg_size))
+                continue
+            table.rows.append(row)
+            continue
+        if data:
+            table.problems.append(f"row with unexpected columns: {line.strip()}")
+            continue
+        _classify_other(line, table.warnings, table.errors)
+    return table
+
+
+_BW_DUPLICATE = "duplicate row for {size} bytes dropped (server and client outputs interleaved)"
+_LAT_DUPLICATE = "duplicate row for {size} bytes dropped"
+
+
+def _bandwidth_unit(table: _Table) -> str:
+    return UNIT_GB if "Gb/sec" in table.header_line else UNIT_MB
+
+
+def _bandwidth_row(
+    table: _Table, values: dict[str, str], numbers: dict[str, float]
+) -> BandwidthRow:
+    factor = 1.0 if _bandwidth_unit(table) == UNIT_GB else MB_PER_SEC_TO_GBPS
+    return BandwidthRow(
+        msg_size=int(values["#bytes"]),
+        iterations=int(float(values.get("#iterations", "0"))),
+        peak_gbps=(numbers.get("BW peak") or 0.0) * factor,
+        avg_gbps=(numbers["BW average"] or 0.0) * factor if "BW average" in numbers else math.nan,
+        msg_rate_mpps=numbers.get("MsgRate"),
+        min_gbps=numbers["BW min"] * factor if numbers.get("BW min") is not None else None,
+    )
+
+
+def _latency_row(table: _Table, values: dict[str, str], numbers: dict[str, float]) -> LatencyRow:
+    fields = {_LAT_FIELDS[k]: v for k, v in numbers.items() if k in _LAT_FIELDS}
+    return LatencyRow(
+        msg_size=int(values["#bytes"]),
+        iterations=int(float(values.get("#iterations", "0"))),
+        **fields,
+    )
+
+
 def parse_bandwidth(
     text: str, bare_unit: str = UNIT_MB, expected_size: int | None = None
 ) -> BandwidthResult:
@@ -261,10 +348,6 @@ def parse_bandwidth(
     """
     lines = _clean_lines(text)
     header = _parse_header(lines)
-    warnings: list[str] = []
-    errors: list[str] = []
-    problems: list[str] = []
-
     bare = _bare_number(lines)
     if bare is not None:
         factor = 1.0 if bare_unit == UNIT_GB else MB_PER_SEC_TO_GBPS
@@ -272,50 +355,10 @@ def parse_bandwidth(
             return BandwidthResult(error=f"unparseable output: bandwidth {bare!r}")
         return BandwidthResult(avg_gbps=bare * factor, unit_printed=bare_unit, header=header)
 
-    rows: list[BandwidthRow] = []
-    columns: list[str] | None = None
-    unit: str | None = None
-    closed = False
-    for line in lines:
-        if "#bytes" in line:
-            columns = _BW_COL_RE.findall(line)
-            unit = UNIT_GB if "Gb/sec" in line else UNIT_MB
-            continue
-        tokens = line.split()
-        if rows and _CLOSING_RE.match(line):
-            closed = True
-        if columns and tokens and tokens[0].isdigit():
-            closed = False
-        if columns and tokens and tokens[0].isdigit() and len(tokens) == len(columns):
-            values = dict(zip(columns, tokens, strict=True))
-            numbers = {k: _float(v) for k, v in values.items()}
-            if any(v is None for v in numbers.values()):
-                problems.append(f"unreadable row: {line.strip()}")
-                continue
-            factor = 1.0 if unit == UNIT_GB else MB_PER_SEC_TO_GBPS
-            row = BandwidthRow(
-                msg_size=int(values["#bytes"]),
-                iterations=int(float(values.get("#iterations", "0"))),
-                peak_gbps=(numbers.get("BW peak") or 0.0) * factor,
-                avg_gbps=(numbers["BW average"] or 0.0) * factor
-                if "BW average" in numbers
-                else math.nan,
-                msg_rate_mpps=numbers.get("MsgRate"),
-                min_gbps=numbers["BW min"] * factor if numbers.get("BW min") is not None else None,
-            )
-            if row in rows:
-                problems.append(
-                    f"duplicate row for {row.msg_size} bytes dropped "
-                    "(server and client outputs interleaved)"
-                )
-                continue
-            rows.append(row)
-            continue
-        if tokens and tokens[0].isdigit() and columns:
-            problems.append(f"row with unexpected columns: {line.strip()}")
-            continue
-        _classify_other(line, warnings, errors)
-
+    table = _scan_table(lines, _BW_COL_RE, _bandwidth_row, _BW_DUPLICATE)
+    rows, closed = table.rows, table.closed
+    warnings, errors, problems = table.warnings, table.errors, table.problems
+    columns, unit = table.columns, _bandwidth_unit(table) if table.columns is not None else None
     warn = _summarize_warnings(warnings)
     if not rows:
         return _without_rows(BandwidthResult, header, warn, errors, problems, bool(columns), text)
@@ -382,50 +425,15 @@ def parse_latency(text: str, expected_size: int | None = None) -> LatencyResult:
     """
     lines = _clean_lines(text)
     header = _parse_header(lines)
-    warnings: list[str] = []
-    errors: list[str] = []
-    problems: list[str] = []
-
     bare = _bare_number(lines)
     if bare is not None:
         if _unusable(bare) or bare == 0:
             return LatencyResult(error=f"unparseable output: latency {bare!r}")
         return LatencyResult(t_avg_us=bare, header=header)
 
-    rows: list[LatencyRow] = []
-    columns: list[str] | None = None
-    closed = False
-    for line in lines:
-        if "#bytes" in line:
-            columns = _LAT_COL_RE.findall(line)
-            continue
-        tokens = line.split()
-        if rows and _CLOSING_RE.match(line):
-            closed = True
-        if columns and tokens and tokens[0].isdigit():
-            closed = False
-        if columns and tokens and tokens[0].isdigit() and len(tokens) == len(columns):
-            values = dict(zip(columns, tokens, strict=True))
-            numbers = {k: _float(v) for k, v in values.items()}
-            if any(v is None for v in numbers.values()):
-                problems.append(f"unreadable row: {line.strip()}")
-                continue
-            fields = {_LAT_FIELDS[k]: v for k, v in numbers.items() if k in _LAT_FIELDS}
-            row = LatencyRow(
-                msg_size=int(values["#bytes"]),
-                iterations=int(float(values.get("#iterations", "0"))),
-                **fields,
-            )
-            if row in rows:
-                problems.append(f"duplicate row for {row.msg_size} bytes dropped")
-                continue
-            rows.append(row)
-            continue
-        if tokens and tokens[0].isdigit() and columns:
-            problems.append(f"row with unexpected columns: {line.strip()}")
-            continue
-        _classify_other(line, warnings, errors)
-
+    table = _scan_table(lines, _LAT_COL_RE, _latency_row, _LAT_DUPLICATE)
+    rows, closed, columns = table.rows, table.closed, table.columns
+    warnings, errors, problems = table.warnings, table.errors, table.problems
     warn = _summarize_warnings(warnings)
     if not rows:
         return _without_rows(LatencyResult, header, warn, errors, problems, bool(columns), text)
