@@ -54,3 +54,29 @@ def test_skips_are_grouped_by_reason_and_logs_read_as_reasons(pytester: pytest.P
     skipped = [log for log in logs if "skipped" in log.lower()]
     assert skipped and all("Skipped: " not in log and "test_some.py'" not in log for log in skipped)
     assert any(log.startswith("skipped: no Alibaba Cloud credentials") for log in skipped)
+
+
+INVENTORY = """\
+cluster: {name: unit, region: cn-test}
+ssh: {connect_timeout_s: 1, connect_retries: 1}
+nodes:
+  - {name: "node[01-02]", host: "198.18.0.[201-202]"}
+"""
+
+
+@pytest.mark.parametrize("opt_out", [False, True])
+def test_a_run_writes_report_html_and_junit_unless_pytest_is_told_not_to(
+    pytester: pytest.Pytester, opt_out: bool
+):
+    """docs/gate.md: `-p no:html -p no:junitxml` leaves both out; the certificate stays."""
+    pytester.makefile(".yaml", inv=INVENTORY)
+    pytester.makepyfile(test_one="def test_x():\n    pass\n")
+    switches = ("-p", "no:html", "-p", "no:junitxml") if opt_out else ()
+    reports = pytester.path / "r"
+    args = (".", "-p", "no:cacheprovider", "--inventory", "inv.yaml", "--reports-dir", str(reports))
+    assert pytester.runpytest(*args, *switches).ret == 0
+    (run,) = [p for p in reports.iterdir() if p.is_dir()]
+    written = {p.name for p in run.iterdir()}
+    assert {"certificate.html", "summary.json"} <= written
+    pytest_reports = {"report.html", "junit.xml"}
+    assert pytest_reports & written == (set() if opt_out else pytest_reports)
