@@ -286,7 +286,7 @@ def parse_ibv_devinfo(text: str) -> RdmaDevices:
                 current.verbose = True
             elif key in _IBV_PORT_KEYS and port is not None:
                 current.ports[port][_IBV_PORT_KEYS[key]] = value
-            # other keys (GID, active_speed, "Device ports:" ...) are not needed
+            # other keys (GID, "Device ports:" ...) are not needed
             continue
         if current is not None and current.verbose and port is None and not noise:
             # `-v` device attributes: flag lists (`BAD_PKEY_CNTR`, `NO SUPPORT`), `tag
