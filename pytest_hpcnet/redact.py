@@ -33,6 +33,11 @@ def redact(text: str) -> str:
     return text
 
 
+def has_secrets() -> bool:
+    """True once any secret is registered (until then `redact()` changes nothing)."""
+    return bool(_secrets)
+
+
 def clear_secrets() -> None:
     """Forget all secrets (tests only)."""
     with _lock:

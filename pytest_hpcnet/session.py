@@ -227,12 +227,12 @@ class HpcnetState:
         carried = detach(report)
         if carried is None or self.bundle is None or self.is_worker:
             return  # only the controller writes the evidence
-        record, unreachable = carried
+        line, record, unreachable = carried
         if record["verdict"] in ("fail", "error"):
             self.failing[record["check_id"]] += 1
         self.contacted = self.contacted or bool(record["commands"])
         self.unreachable.update(unreachable)
-        self.bundle.append(record)
+        self.bundle.append_line(line)
 
     # -- end of session -------------------------------------------------------------------
 

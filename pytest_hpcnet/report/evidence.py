@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from pytest_hpcnet.inventory.models import Waiver  # noqa: F401 - re-exported
-from pytest_hpcnet.redact import redact
+from pytest_hpcnet.redact import has_secrets, redact
 from pytest_hpcnet.report.records import (  # noqa: F401 - re-exported
     VERDICTS,
     CheckRecord,
@@ -117,8 +117,14 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _json_line(record: CheckRecord) -> str:
-    data = redact_data(record.model_dump(mode="json"))
+def evidence_line(record: CheckRecord | Mapping[str, Any]) -> str:
+    """The record's line of `evidence.jsonl`: validated, every string redacted, compact JSON
+    (made once per check, where its report is made, and appended as is)."""
+    if not isinstance(record, CheckRecord):
+        record = CheckRecord.model_validate(record)
+    data = record.model_dump(mode="json")
+    if has_secrets():
+        data = redact_data(data)
     return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
 
 
@@ -178,17 +184,21 @@ class EvidenceBundle:
         (fsynced when the last sync is `SYNC_INTERVAL_S` old; `close` syncs the rest)."""
         if not isinstance(record, CheckRecord):
             record = CheckRecord.model_validate(record)
-        line = _json_line(record).encode("utf-8")
+        self.append_line(evidence_line(record))
+        return record
+
+    def append_line(self, line: str) -> None:
+        """Append one line made by `evidence_line` (written through and synced like `append`)."""
+        data = line.encode("utf-8")
         with self._lock:
             if self._handle is None:
                 self._handle = open(self.evidence_path, "ab")  # noqa: SIM115 (kept open)
-            self._handle.write(line)
+            self._handle.write(data)
             self._handle.flush()
             now = time.monotonic()
             if self._synced_at is None or now - self._synced_at >= SYNC_INTERVAL_S:
                 os.fsync(self._handle.fileno())
                 self._synced_at = now
-        return record
 
     def sync(self) -> None:
         """fsync evidence.jsonl and close the appending handle (a later append reopens it)."""

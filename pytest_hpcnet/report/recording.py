@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from pytest_hpcnet.inventory.models import Waiver
-from pytest_hpcnet.report.evidence import EvidenceBundle
+from pytest_hpcnet.report.evidence import EvidenceBundle, evidence_line
 from pytest_hpcnet.report.verdict import check_verdict
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable
 
 RECORD_ATTR = "hpcnet_record"
+UNREACHABLE_ATTR = "hpcnet_unreachable"
 COMMAND_INLINE_MAX = 1024
 """Longer commands (the facts script, shared by every check of a node) are stored once in
 `outputs/` and named by digest in each record instead of being copied into it."""
@@ -204,15 +205,16 @@ def show_verdict(
 
 
 def attach(report: pytest.TestReport, record: dict[str, Any], unreachable: dict[str, str]) -> None:
-    """Put the record on the report as JSON text (pytest-xdist serializes report attributes)."""
-    carried = {"record": record, "unreachable": unreachable}
-    setattr(report, RECORD_ATTR, json.dumps(carried, default=str))
+    """Put the record's evidence line on the report, and the nodes it found unreachable, as
+    text (pytest-xdist serializes report attributes); the controller appends the line as is."""
+    setattr(report, RECORD_ATTR, evidence_line(record))
+    if unreachable:
+        setattr(report, UNREACHABLE_ATTR, json.dumps(unreachable))
 
 
-def detach(report: pytest.TestReport) -> tuple[dict[str, Any], dict[str, str]] | None:
-    """(record, unreachable nodes) carried by a report, if any."""
-    text = getattr(report, RECORD_ATTR, None)
-    if not text:
+def detach(report: pytest.TestReport) -> tuple[str, dict[str, Any], dict[str, str]] | None:
+    """(evidence line, the record it holds, unreachable nodes) carried by a report, if any."""
+    line = getattr(report, RECORD_ATTR, None)
+    if not line:
         return None
-    data = json.loads(text)
-    return data["record"], data["unreachable"]
+    return line, json.loads(line), json.loads(getattr(report, UNREACHABLE_ATTR, None) or "{}")
