@@ -214,7 +214,6 @@ def measure_static(
 PYTEST_ONLY_CONFTEST = """
 import pytest
 
-ITEMS = {items}
 NODES = {nodes}
 
 
@@ -240,7 +239,7 @@ def measure_pytest_only(items: int, nodes: int) -> dict:
     per_node = max(1, round(items / nodes))
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        (folder / "conftest.py").write_text(PYTEST_ONLY_CONFTEST.format(items=items, nodes=nodes))
+        (folder / "conftest.py").write_text(PYTEST_ONLY_CONFTEST.format(nodes=nodes))
         tests = "".join(f"def test_{i}(node, check):\n    pass\n\n\n" for i in range(per_node))
         (folder / "test_items.py").write_text(tests)
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *DEV_ONLY]

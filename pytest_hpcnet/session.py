@@ -303,8 +303,9 @@ def _write_digest(state: HpcnetState) -> None:
     """Leave this run's figures for the histories of later runs (`trends-digest.json`); a
     run without one is read from its evidence instead, so a failure only costs time."""
     assert state.bundle is not None and state.summary is not None
+    assert state.bundle.closed_records is not None  # set by the bundle's close
     try:
-        write_run_digest(state.run_dir, state.summary, state.bundle.closed_records or [])
+        write_run_digest(state.run_dir, state.summary, state.bundle.closed_records)
     except Exception as exc:
         LOG.warning("trends-digest.json not written: %s", exc)
 

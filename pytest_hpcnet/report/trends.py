@@ -17,8 +17,6 @@ is read from its digest when there is one for the current figures, else from its
 from __future__ import annotations
 
 import json
-import os
-import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -30,6 +28,7 @@ from pytest_hpcnet.report.evidence import (
     CheckRecord,
     EvidenceError,
     RunSummary,
+    _write_atomic,
     read_records,
     read_summary,
 )
@@ -164,17 +163,15 @@ def digest_run(
 
 
 def write_digest(run_dir: Path, digest: RunDigest) -> None:
-    """Write the run's `trends-digest.json` (through a temporary file and a rename)."""
+    """Write the run's `trends-digest.json` (atomically, like every file of a run folder)."""
     data = {
         "version": DIGEST_VERSION,
         "figures": _figure_keys(),
         "points": digest.points,
         "node_status": digest.node_status,
     }
-    path = run_dir / DIGEST_FILE
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")), encoding="utf-8")
-    os.replace(tmp, path)
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    _write_atomic(run_dir / DIGEST_FILE, text.encode("utf-8"))
 
 
 def read_digest(run_dir: Path, with_status: bool) -> RunDigest | None:
