@@ -228,7 +228,7 @@ class HpcnetState:
         if carried is None or self.bundle is None or self.is_worker:
             return  # only the controller writes the evidence
         line, record, unreachable = carried
-        if record["verdict"] in ("fail", "error"):
+        if record["verdict"] in ("fail", "not_measured", "error"):
             self.failing[record["check_id"]] += 1
         self.contacted = self.contacted or bool(record["commands"])
         self.unreachable.update(unreachable)

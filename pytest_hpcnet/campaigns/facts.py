@@ -44,6 +44,7 @@ from pytest_hpcnet.probes.rdma import (
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo
 from pytest_hpcnet.probes.sysctl import sysctl_command
 from pytest_hpcnet.probes.versions import versions_command
+from pytest_hpcnet.requirements.verdict import NotMeasured
 from pytest_hpcnet.transport.fanout import CommandResult, Transport
 
 MARK = "@@hpcnet"
@@ -203,9 +204,9 @@ def _not_gathered(name: str, reason: str) -> CommandResult:
     return CommandResult(name, "facts", None, "", "", 0.0, time.time(), unreachable=reason)
 
 
-class MissingMeasurement(AssertionError):
-    """A check's data is missing (a facts section, a pair not measured): the check fails with
-    this one line. An `AssertionError`, so a suite test fails rather than errors."""
+class MissingMeasurement(NotMeasured):
+    """A check's data is missing (a facts section, a pair not measured): the check is not
+    measured, with this one line (never a failure a waiver could cover)."""
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ def baseline_from_records(records: Iterable[CheckRecord], source: str = "") -> B
     """A baseline holding every numeric measurement of these records (last one wins)."""
     baseline = Baseline(source=source)
     for record in records:
-        if record.verdict in ("error", "skipped"):
+        if record.verdict in ("error", "skipped", "not_measured"):
             continue
         for measurement in record.measured:
             value = _number(measurement.value)

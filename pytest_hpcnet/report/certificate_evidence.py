@@ -25,7 +25,7 @@ MAX_PASSING_RECORDS = 3  # records shown per passing requirement
 MAX_COMMANDS = 3
 MAX_EXCERPT_LINES = 30
 MAX_EXCERPT_CHARS = 3000
-BAD = ("fail", "error", "waived")
+BAD = ("fail", "not_measured", "error", "waived")
 
 
 def excerpt(run_dir: Path, digest: str | None) -> str:

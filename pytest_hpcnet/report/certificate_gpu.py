@@ -46,6 +46,7 @@ def _node(name: str) -> dict[str, Any]:
         "cuda": None,
         "issues": [],
         "not_measured": [],
+        "unmeasured": False,
         "nic_map": {},
     }
 
@@ -58,6 +59,7 @@ def gpu_section(records: Sequence[CheckRecord]) -> dict[str, Any] | None:
     nodes: dict[str, dict[str, Any]] = {}
     for record in sorted(mine, key=lambda r: (r.subject, GPU_CHECKS.index(r.check_id))):
         node = nodes.setdefault(record.subject, _node(record.subject))
+        gaps = node["not_measured"]
         measured = _measured(record)
         if record.check_id == "gpu_inventory" and "gpus" in measured:
             count = measured["gpus"]
@@ -69,12 +71,14 @@ def gpu_section(records: Sequence[CheckRecord]) -> dict[str, Any] | None:
         node["cuda"] = node["cuda"] or record.tool_versions.get("cuda")
         if record.verdict in BAD:
             node["issues"].append(f"{title(record.check_id)}: {record.message}")
-        elif record.verdict == "skipped" and record.message not in node["not_measured"]:
-            node["not_measured"].append(record.message)  # the skip's reason
+        elif record.verdict == "not_measured":
+            node["unmeasured"] = True
+        if record.verdict in ("skipped", "not_measured") and record.message not in gaps:
+            gaps.append(record.message)  # why it was not measured
     columns = sorted(
         {gpu for node in nodes.values() for gpu in node["nic_map"]},
         key=lambda g: (len(g), g),
     )
     for node in nodes.values():
-        node["healthy"] = not node["issues"] and node["gpus"] is not None
+        node["healthy"] = not node["issues"] and not node["unmeasured"] and node["gpus"] is not None
     return {"nodes": list(nodes.values()), "columns": columns}

@@ -52,6 +52,8 @@ def verdict_reasons(
         reasons.append("the run did not finish")
     if unreachable:
         reasons.append("unreachable: " + ", ".join(unreachable))
+    if counts.get("not_measured"):
+        reasons.append(f"{counts['not_measured']} check(s) not measured")
     if counts.get("error"):
         reasons.append(f"{counts['error']} check(s) could not be completed")
     if counts.get("fail"):

@@ -18,7 +18,15 @@ from pytest_hpcnet.requirements.registry import BY_ID, certificate_specs
 #: it); those without records show "not run".
 DEFAULT_REQUIREMENTS: tuple[tuple[str, str], ...] = certificate_specs(with_reachability=False)
 
-_VERDICT_ORDER = {"fail": 0, "error": 1, "waived": 2, "pass": 3, "skipped": 4, "not_run": 5}
+_VERDICT_ORDER = {
+    "fail": 0,
+    "not_measured": 1,
+    "error": 2,
+    "waived": 3,
+    "pass": 4,
+    "skipped": 5,
+    "not_run": 6,
+}
 
 
 class NodeInfo(BaseModel):
@@ -83,6 +91,10 @@ class WaiverRow(BaseModel):
     applied: bool = True
 
 
+UNGOOD = ("fail", "not_measured", "error")
+"""Verdicts a row names as its message: failed, not measured, errored."""
+
+
 def anchor_for(check_id: str) -> str:
     """The HTML id of a requirement's evidence section: `ev-<check_id>`."""
     return "ev-" + re.sub(r"[^A-Za-z0-9_-]", "-", check_id)
@@ -90,7 +102,7 @@ def anchor_for(check_id: str) -> str:
 
 def _row_verdict(verdicts: Iterable[str]) -> str:
     seen = set(verdicts)
-    for verdict in ("fail", "error", "waived", "pass"):
+    for verdict in ("fail", "not_measured", "error", "waived", "pass"):
         if verdict in seen:
             return verdict
     return "skipped"
@@ -144,7 +156,7 @@ def requirement_rows(
     for check_id, group in by_check.items():
         verdicts = [effective_verdict(r, run_date) for r in group]
         verdict = _row_verdict(verdicts)
-        failing = [r for r, v in zip(group, verdicts, strict=True) if v in ("fail", "error")]
+        failing = [r for r, v in zip(group, verdicts, strict=True) if v in UNGOOD]
         judged = [r for r, v in zip(group, verdicts, strict=True) if v != "skipped"]
         worst = _worst(judged or group, run_date)
         name = group[0].requirement or next(
@@ -155,7 +167,7 @@ def requirement_rows(
             requirement=name,
             verdict=verdict,
             subjects=len(group),
-            subjects_failed=sum(v in ("fail", "error") for v in verdicts),
+            subjects_failed=sum(v in UNGOOD for v in verdicts),
             message=(failing[0].message if failing else ""),
             anchor=anchor_for(check_id),
         )
@@ -244,7 +256,7 @@ def node_rows(
                 row.passed += 1
             elif verdict == "fail":
                 row.failed += 1
-            elif verdict == "error":
+            elif verdict in ("error", "not_measured"):
                 row.errors += 1
     for row in rows.values():
         row.reached = row.name not in unreachable_set

@@ -19,6 +19,7 @@ COLOURS: dict[str, tuple[str, str]] = {
     "near": ("#a8dbb5", "pass, within 5 % of the threshold"),
     "fail": ("#d0303f", "fail"),
     "error": ("#e39a2d", "not judged (error)"),
+    "not_measured": ("#e39a2d", "not measured"),
     "waived": ("#8a7fe0", "failed, waived"),
     "none": ("#e5e5e5", "not measured"),
 }
@@ -27,7 +28,7 @@ COLOURS: dict[str, tuple[str, str]] = {
 def cell_state(measurement: Measurement, verdict: str) -> str:
     """The colour key of a cell: the verdict decides pass/fail; headroom only tells a pass
     that barely clears a `>=`/`<=` bound. An exact match (MTU 8500 == 8500) is a pass."""
-    if verdict in ("fail", "error", "waived"):
+    if verdict in ("fail", "error", "waived", "not_measured"):
         return verdict
     if verdict != "pass":
         return "none"

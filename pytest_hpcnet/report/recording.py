@@ -17,7 +17,16 @@ import pytest
 
 from pytest_hpcnet.inventory.models import Waiver
 from pytest_hpcnet.report.evidence import EvidenceBundle, evidence_line
-from pytest_hpcnet.report.verdict import check_verdict
+from pytest_hpcnet.report.verdict import NOT_APPLICABLE, check_verdict
+from pytest_hpcnet.requirements.verdict import (
+    FAIL,
+    NOT_MEASURED,
+    NotMeasured,
+    Verdict,
+)
+from pytest_hpcnet.requirements.verdict import (
+    NOT_APPLICABLE as NOT_APPLICABLE_OUTCOME,
+)
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable
 
 RECORD_ATTR = "hpcnet_record"
@@ -51,6 +60,7 @@ class Check:
         self.suspects: list[str] = []
         self.tool_versions: dict[str, str] = {}
         self.unreachable: dict[str, str] = {}
+        self.sections: list[str] = []
         self.started_at = datetime.now(timezone.utc)
 
     def measure(
@@ -61,18 +71,42 @@ class Check:
         threshold: float | str | list | None = None,
         comparison: str | None = None,
         source: str = "",
+        subject: str = "",
     ) -> None:
         """Record a measured value and the threshold (and its source) it is judged against."""
-        self.measured.append(
-            {
-                "name": name,
-                "value": value,
-                "unit": unit,
-                "threshold": threshold,
-                "comparison": comparison,
-                "threshold_source": source,
-            }
-        )
+        entry = {
+            "name": name,
+            "value": value,
+            "unit": unit,
+            "threshold": threshold,
+            "comparison": comparison,
+            "threshold_source": source,
+        }
+        if subject:
+            entry["subject"] = subject
+        self.measured.append(entry)
+
+    def judge(self, verdict: Verdict, context: str = "") -> Verdict:
+        """Take a judge's verdict: record its measurements and sections, then end the test
+        with its outcome (a pass returns it; a failure fails the test; not measured and not
+        applicable end it as such). `context` prefixes the reason (`node07: ...`)."""
+        for m in verdict.measurements:
+            self.measure(m.name, m.value, m.unit, m.bound, m.comparison, m.source, m.subject)
+        self.sections.extend(s for s in verdict.sections if s not in self.sections)
+        reason = f"{context}: {verdict.reason}" if context and verdict.reason else verdict.reason
+        if verdict.fix and verdict.outcome in (FAIL, NOT_MEASURED):
+            reason = f"{reason} (fix: {verdict.fix})" if reason else verdict.fix
+        if verdict.outcome == FAIL:
+            raise CheckFailed(reason or "failed")
+        if verdict.outcome == NOT_MEASURED:
+            raise NotMeasured(reason or "not measured")
+        if verdict.outcome == NOT_APPLICABLE_OUTCOME:
+            pytest.skip(NOT_APPLICABLE + (reason or "the inventory expects nothing here"))
+        return verdict
+
+    def read(self, *sections: str) -> None:
+        """Name facts sections this check's judge read (the certificate shows them)."""
+        self.sections.extend(s for s in sections if s not in self.sections)
 
     def command(self, result: CommandResult) -> None:
         """Record a command run for this check; its output is stored by digest."""
@@ -122,7 +156,12 @@ class Check:
             "tool_versions": self.tool_versions,
             "suspect_nodes": self.suspects,
             "waiver": waiver.model_dump(mode="json") if waiver else None,
+            "sections": self.sections,
         }
+
+
+class CheckFailed(AssertionError):
+    """A judge's failure, raised by `Check.judge` (its message is the verdict's reason)."""
 
 
 ALL_NODES = "all-nodes"
@@ -163,8 +202,8 @@ def classify(report: pytest.TestReport, excinfo: pytest.ExceptionInfo | None) ->
         return "error", "failed without an exception"
     exc = excinfo.value
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if isinstance(exc, NodeUnreachable):
-        return "error", str(exc)
+    if isinstance(exc, (NodeUnreachable, NotMeasured)):
+        return "not_measured", first
     if isinstance(exc, (AssertionError, pytest.fail.Exception)) and report.when == "call":
         return "fail", first
     return "error", f"{type(exc).__name__}: {first}"

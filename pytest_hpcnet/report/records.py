@@ -13,13 +13,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_hpcnet.inventory.models import Waiver
 
-Verdict = Literal["pass", "fail", "error", "waived", "skipped"]
+# not_measured: what the check needed was not measured (a cut or missing output, a node that
+# did not answer, no bound): never a pass, never waived, always INCOMPLETE.
+Verdict = Literal["pass", "fail", "not_measured", "error", "waived", "skipped"]
 # PASSED: a partial run (a marker or -k selection, or a scope narrower than the handover)
 # in which everything it covered passed; it is never a handover certificate.
 OverallVerdict = Literal["ACCEPTED", "PASSED", "REJECTED", "INCOMPLETE"]
 GOOD_VERDICTS: tuple[str, ...] = ("ACCEPTED", "PASSED")
 Comparison = Literal[">=", "<=", "==", "in"]
-VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "waived", "skipped")
+VERDICTS: tuple[str, ...] = ("pass", "fail", "not_measured", "error", "waived", "skipped")
 
 
 class Measurement(BaseModel):
@@ -31,6 +33,7 @@ class Measurement(BaseModel):
     threshold: float | str | list[float | str] | None = None
     comparison: Comparison | None = None
     threshold_source: str = ""
+    subject: str = ""  # the device or GPU within the record's subject, if narrower
     baseline: float | None = None
     delta: float | None = Field(
         default=None, description="(value - baseline) / baseline, as a fraction"
@@ -69,6 +72,8 @@ class CheckRecord(BaseModel):
     tool_versions: dict[str, str] = Field(default_factory=dict)
     suspect_nodes: list[str] = Field(default_factory=list)
     waiver: Waiver | None = None
+    sections: list[str] = Field(default_factory=list)
+    """The facts sections the judge read (the certificate's excerpt shows these)."""
 
 
 class ScopeEntry(BaseModel):
@@ -80,8 +85,11 @@ class ScopeEntry(BaseModel):
     key: str = ""  # the inventory key that would bring it in (an unset bound), if any
     # inventory: `scope.exclude`; not_applicable: the inventory expects nothing there;
     # skipped: in scope and not measured; unbound: in scope, its threshold unset (see `key`);
-    # not_run: in scope and no record at all
-    kind: Literal["inventory", "not_applicable", "skipped", "unbound", "not_run"] = "inventory"
+    # not_run: in scope and no record at all (or no record for a subject the plan expects);
+    # not_measured: in scope, its judge measured nothing it could judge
+    kind: Literal[
+        "inventory", "not_applicable", "skipped", "unbound", "not_run", "not_measured"
+    ] = "inventory"
 
 
 class RunScope(BaseModel):

@@ -150,7 +150,7 @@ def digest_run(
     wanted = {(f.check_id, f.name) for f in FIGURES}
     points: list[PointRow] = []
     for record in records:
-        if record.verdict in ("error", "skipped"):
+        if record.verdict in ("error", "skipped", "not_measured"):
             continue
         for m in record.measured:
             value = _number(m.value)

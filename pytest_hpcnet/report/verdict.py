@@ -4,9 +4,10 @@ A check's verdict is `check_verdict(raw, waiver, run_date)`: a failure under a w
 on the run's date is waived. The run's date is the UTC date of its start (`run_date`), never
 the controller's local date, so the terminal, JUnit, the evidence, the certificate and
 `hpcnet merge` agree whatever the time zone. The run's verdict is `overall_verdict`, over
-the run's scope (`scope_of`): a skipped check in scope was not measured (INCOMPLETE) unless
-its skip says the inventory expects nothing there (`NOT_APPLICABLE`); a partial run that
-passed is PASSED, never ACCEPTED.
+the run's scope (`scope_of`): a `not_measured` check, and a skipped check in scope, were
+not measured (INCOMPLETE) unless the skip says the inventory expects nothing there
+(`NOT_APPLICABLE`); no waiver covers what was not measured; a partial run that passed is
+PASSED, never ACCEPTED.
 """
 
 from __future__ import annotations
@@ -99,7 +100,13 @@ def scope_of(
     kept = in_scope(records, base)
     grouped: dict[tuple[str, str, str, str], list[str]] = {}
     for record in kept:
-        if effective_verdict(record, run_date) != "skipped":
+        verdict = effective_verdict(record, run_date)
+        if verdict == "not_measured":
+            reason = " ".join(record.message.split()) or "not measured"
+            key = (record.check_id, "not_measured", f"not measured: {reason}", "")
+            grouped.setdefault(key, []).append(record.subject)
+            continue
+        if verdict != "skipped":
             continue
         kind, reason, key = _skip_entry(record)
         grouped.setdefault((record.check_id, kind, reason, key), []).append(record.subject)
@@ -137,7 +144,14 @@ def overall_verdict(
     counts = count_verdicts(in_scope(records, scope), run_date)
     judged = counts["pass"] + counts["fail"] + counts["waived"]
     unmeasured = scope.incomplete
-    if interrupted or list(unreachable_nodes) or counts["error"] or unmeasured or not judged:
+    if (
+        interrupted
+        or list(unreachable_nodes)
+        or counts["error"]
+        or counts["not_measured"]
+        or unmeasured
+        or not judged
+    ):
         return "INCOMPLETE"
     if counts["fail"]:
         return "REJECTED"

@@ -2,51 +2,42 @@
 
 The suites assert the judge's verdict; pair localization, NCCL bisection and the progress
 lines call the same judge, so they cannot drift apart. A judge never raises and fails
-closed: a missing measurement is a failure with its reason.
+closed: a missing measurement or bound is `not_measured`, never a pass.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.probes.perftest_parsers import LatencyResult
+from pytest_hpcnet.requirements.verdict import Verdict, not_measured
+
+__all__ = ["Verdict", "at_least", "at_most"]
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """A judge's decision: pass or fail, the measured value, the bound, the margin (headroom
-    as a fraction of the bound; negative misses it) and a one-line reason."""
-
-    passed: bool
-    measured: float | None = None
-    bound: float | None = None
-    margin: float | None = None
-    reason: str = ""
-    fix: str = ""
-    """What to do about a failure, when the judge knows (the GPU judges say)."""
-
-    def __bool__(self) -> bool:
-        return self.passed
-
-
-def at_least(measured: float | None, bound: float | None, reason: str) -> Verdict:
-    """`measured >= bound` (no bound: any measurement passes); `reason` says the failure."""
-    if measured is None:
-        return Verdict(False, None, bound, None, reason)
+def at_least(measured: float | None, bound: float | None, reason: str, key: str = "") -> Verdict:
+    """`measured >= bound`; `reason` says the failure. Nothing measured, or no bound to
+    judge against (`key` names the expectation to set), is not measured: never a pass."""
+    if measured is None or measured != measured:  # None or NaN
+        return not_measured(reason or "nothing measured", bound=bound)
     if bound is None:
-        return Verdict(True, measured, None, None, "no bound set")
+        where = f" ({key})" if key else ""
+        return not_measured(f"no bound set{where}; measured {measured:g}", measured=measured)
     margin = (measured - bound) / bound if bound else None
     ok = measured >= bound
     return Verdict(ok, measured, bound, margin, "" if ok else reason)
 
 
-def at_most(measured: float | None, bound: float, reason: str) -> Verdict:
-    """`measured <= bound`; `reason` says the failure."""
-    if measured is None:
-        return Verdict(False, None, bound, None, reason)
+def at_most(measured: float | None, bound: float | None, reason: str, key: str = "") -> Verdict:
+    """`measured <= bound`; `reason` says the failure; nothing measured or no bound is not
+    measured."""
+    if measured is None or measured != measured:
+        return not_measured(reason or "nothing measured", bound=bound)
+    if bound is None:
+        where = f" ({key})" if key else ""
+        return not_measured(f"no bound set{where}; measured {measured:g}", measured=measured)
     margin = (bound - measured) / bound if bound else None
     ok = measured <= bound
     return Verdict(ok, measured, bound, margin, "" if ok else reason)
@@ -121,7 +112,12 @@ def judge_nccl_avg_busbw(result: NcclResult, expect: Expectations) -> Verdict:
     if not ran:
         return ran
     avg, bound = result.avg_busbw_gbs, expect.nccl.min_avg_busbw_gbs
-    return at_least(avg, bound, f"average bus bandwidth {avg} GB/s < {bound} GB/s")
+    return at_least(
+        avg,
+        bound,
+        f"average bus bandwidth {avg} GB/s < {bound} GB/s",
+        "expect.nccl.min_avg_busbw_gbs",
+    )
 
 
 def judge_nccl_largest_busbw(result: NcclResult, expect: Expectations) -> Verdict:
@@ -134,13 +130,22 @@ def judge_nccl_largest_busbw(result: NcclResult, expect: Expectations) -> Verdic
         value,
         bound,
         f"bus bandwidth at {result.max_size_bytes} bytes is {value} GB/s < {bound} GB/s",
+        "expect.nccl.min_busbw_largest_gbs",
     )
 
 
 def judge_nccl(result: NcclResult, expect: Expectations) -> Verdict:
     """A complete, correct all_reduce_perf run meeting every NCCL bandwidth bound (what
-    bisection asks): cut short, wrong values or other ranks than launched fail it."""
+    bisection asks): cut short, wrong values or other ranks than launched fail it; a bound
+    the inventory leaves unset is not compared (the suite's own test is not measured then)."""
     if not result.ok:
         return Verdict(False, reason=f"all_reduce_perf not ok: {result.reason}")
-    average = judge_nccl_avg_busbw(result, expect)
-    return average if not average else judge_nccl_largest_busbw(result, expect)
+    bounds = expect.nccl
+    for bound, judge in (
+        (bounds.min_avg_busbw_gbs, judge_nccl_avg_busbw),
+        (bounds.min_busbw_largest_gbs, judge_nccl_largest_busbw),
+    ):
+        verdict = judge(result, expect) if bound is not None else Verdict(True)
+        if not verdict:
+            return verdict
+    return Verdict(True)

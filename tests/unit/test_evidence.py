@@ -270,7 +270,14 @@ def test_close_writes_summary(tmp_path):
     assert on_disk["cluster"] == "prod-gpu"
     assert on_disk["inventory_sha256"] == "a" * 64
     assert on_disk["expectations_sha256"] == "b" * 64
-    assert on_disk["counts"] == {"pass": 1, "fail": 2, "error": 0, "waived": 1, "skipped": 0}
+    assert on_disk["counts"] == {
+        "pass": 1,
+        "fail": 2,
+        "not_measured": 0,
+        "error": 0,
+        "waived": 1,
+        "skipped": 0,
+    }
     assert on_disk["verdict"] == "REJECTED"
     assert on_disk["started_at"].startswith("2026-11-30T05:27:50")
     assert on_disk["ended_at"]

@@ -91,7 +91,10 @@ def test_nccl_judges():
     reason = judges.judge_nccl(wrong, EXPECT).reason
     assert reason == "all_reduce_perf not ok: 3 wrong values (#wrong)"
     unbounded = Expectations.model_validate({})
-    assert judges.judge_nccl_avg_busbw(nccl(1.0, 1.0), unbounded).reason == "no bound set"
+    unjudged = judges.judge_nccl_avg_busbw(nccl(1.0, 1.0), unbounded)
+    assert unjudged.outcome == "not_measured" and not unjudged
+    assert unjudged.reason == "no bound set (expect.nccl.min_avg_busbw_gbs); measured 1"
+    assert judges.judge_nccl(nccl(1.0, 1.0), unbounded)  # bisection: correctness alone
 
 
 class _Inventory:

@@ -1,0 +1,156 @@
+"""The one verdict type every judge returns, and the one way "not measured" is raised.
+
+A judge turns typed results and the expectations into a `Verdict`: an outcome (`pass`,
+`fail`, `not_measured`, `not_applicable`), the measurements it judged as data (subject with
+device or GPU, value, unit, bound, comparison, the bound's source), the evidence sections it
+read, and a one-line reason with the fix. The suite hands the verdict to its check
+(`Check.judge`), which records the measurements and ends the test with the outcome; pair
+localization, NCCL bisection and the gate read the same verdicts.
+
+"Not measured" is never a pass and no waiver covers it: a cut, unparseable or missing output,
+a node that did not answer, a bound that is not set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+Outcome = Literal["pass", "fail", "not_measured", "not_applicable"]
+PASS: Outcome = "pass"
+FAIL: Outcome = "fail"
+NOT_MEASURED: Outcome = "not_measured"
+NOT_APPLICABLE: Outcome = "not_applicable"
+OUTCOMES: tuple[Outcome, ...] = (PASS, FAIL, NOT_MEASURED, NOT_APPLICABLE)
+
+
+class NotMeasured(Exception):
+    """What a check needed was not measured (a facts section missing or cut, a pair not
+    probed, an output that could not be read): the check's outcome is `not_measured`,
+    which counts INCOMPLETE and which no waiver covers. Not an `AssertionError`, so nothing
+    that classifies failures can mistake it for one."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured quantity as a judge read it, with the bound it was judged against."""
+
+    name: str
+    value: float | int | str | None
+    unit: str = ""
+    bound: float | int | str | list | None = None
+    comparison: str | None = None
+    """`>=`, `<=`, `==` or `in`; None when the value is reported, not judged."""
+    source: str = ""
+    """Where the bound comes from: an expectation key, a profile figure's source."""
+    subject: str = ""
+    """The device or GPU within the check's subject (`erdma_1`, `GPU 3`), if narrower."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A judge's decision on one subject: outcome, measurements, sections read, reason, fix.
+
+    `Verdict(passed, measured, bound, margin, reason)` is the short form of a single
+    comparison (`margin`: headroom as a fraction of the bound; negative misses it); the
+    outcome follows `passed` unless given. Truthy only when the outcome is `pass`."""
+
+    passed: bool = False
+    measured: float | None = None
+    bound: float | None = None
+    margin: float | None = None
+    reason: str = ""
+    fix: str = ""
+    """What to do about it, when the judge knows."""
+    outcome: Outcome | None = None
+    measurements: tuple[Measurement, ...] = ()
+    sections: tuple[str, ...] = ()
+    """The evidence sections the judge read (facts section names)."""
+    subject: str = ""
+    """The node (and device) the verdict speaks for, when a judge names one: `node07
+    erdma_1`."""
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+    """Judge-specific detail a caller may read (never judged again)."""
+
+    def __post_init__(self) -> None:
+        if self.outcome is None:
+            object.__setattr__(self, "outcome", PASS if self.passed else FAIL)
+        elif self.outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {self.outcome!r}")
+        object.__setattr__(self, "passed", self.outcome == PASS)
+
+    def __bool__(self) -> bool:
+        return self.outcome == PASS
+
+    @property
+    def ok(self) -> bool:
+        """True when the outcome is `pass`."""
+        return self.outcome == PASS
+
+    @property
+    def measured_nothing(self) -> bool:
+        """True when the outcome is `not_measured`."""
+        return self.outcome == NOT_MEASURED
+
+    def with_measurements(self, *found: Measurement) -> Verdict:
+        """This verdict with more measurements."""
+        return replace(self, measurements=self.measurements + tuple(found))
+
+    def with_sections(self, *names: str) -> Verdict:
+        """This verdict, naming the evidence sections it read."""
+        return replace(self, sections=tuple(dict.fromkeys(self.sections + names)))
+
+    def with_reason(self, reason: str) -> Verdict:
+        """This verdict with another one-line reason."""
+        return replace(self, reason=reason)
+
+
+def passing(reason: str = "", **kw) -> Verdict:
+    """A pass."""
+    return Verdict(outcome=PASS, reason=reason, **kw)
+
+
+def failing(reason: str, fix: str = "", **kw) -> Verdict:
+    """A failure, with its reason and (where known) the fix."""
+    return Verdict(outcome=FAIL, reason=reason, fix=fix, **kw)
+
+
+def not_measured(reason: str, fix: str = "", **kw) -> Verdict:
+    """Nothing (or not enough) was measured to judge: never a pass, never waived."""
+    return Verdict(outcome=NOT_MEASURED, reason=reason, fix=fix, **kw)
+
+
+def not_applicable(reason: str, **kw) -> Verdict:
+    """The inventory expects nothing here (decided from the expectations, never from what
+    was or was not measured)."""
+    return Verdict(outcome=NOT_APPLICABLE, reason=reason, **kw)
+
+
+def combine(verdicts: Iterable[Verdict], passed_reason: str = "") -> Verdict:
+    """Several verdicts on one subject as one: a failure if any failed (its reasons joined),
+    else not measured if any was not measured, else a pass; every measurement and section
+    kept. An empty list was measured nothing."""
+    found = list(verdicts)
+    if not found:
+        return not_measured(passed_reason or "nothing was judged")
+    measurements = tuple(m for v in found for m in v.measurements)
+    sections = tuple(dict.fromkeys(s for v in found for s in v.sections))
+    for outcome in (FAIL, NOT_MEASURED):
+        bad = [v for v in found if v.outcome == outcome]
+        if bad:
+            reason = "; ".join(dict.fromkeys(v.reason for v in bad if v.reason))
+            fix = "; ".join(dict.fromkeys(v.fix for v in bad if v.fix))
+            return Verdict(
+                outcome=outcome,
+                reason=reason,
+                fix=fix,
+                measurements=measurements,
+                sections=sections,
+                measured=bad[0].measured,
+                bound=bad[0].bound,
+                margin=bad[0].margin,
+            )
+    if all(v.outcome == NOT_APPLICABLE for v in found):
+        return replace(found[0], measurements=measurements, sections=sections)
+    return passing(passed_reason, measurements=measurements, sections=sections)

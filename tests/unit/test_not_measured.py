@@ -1,0 +1,147 @@
+""""Not measured" is its own outcome from the judge to the verdict: never a pass, never waived."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+import pytest
+
+from pytest_hpcnet.report.records import CheckRecord
+from pytest_hpcnet.report.recording import Check, CheckFailed, classify
+from pytest_hpcnet.report.verdict import check_verdict, overall_verdict, scope_of
+from pytest_hpcnet.requirements.judges import at_least, at_most
+from pytest_hpcnet.requirements.verdict import (
+    Measurement,
+    NotMeasured,
+    Verdict,
+    combine,
+    failing,
+    not_applicable,
+    not_measured,
+    passing,
+)
+
+pytest_plugins = ["pytester"]
+
+TODAY = date(2026, 12, 1)
+
+
+def test_the_outcome_follows_passed_or_is_given():
+    assert Verdict(True).outcome == "pass" and Verdict(False).outcome == "fail"
+    unmeasured = not_measured("nvidia-smi hung")
+    assert unmeasured.outcome == "not_measured" and not unmeasured and not unmeasured.passed
+    assert not not_applicable("no GPUs expected") and passing()
+    with pytest.raises(ValueError):
+        Verdict(outcome="maybe")  # type: ignore[arg-type]
+
+
+def test_nothing_measured_or_no_bound_is_not_measured_never_a_pass():
+    assert at_least(None, 10.0, "no bandwidth").outcome == "not_measured"
+    assert at_least(float("nan"), 10.0, "nan").outcome == "not_measured"
+    unbound = at_least(5.0, None, "", "expect.x")
+    assert unbound.outcome == "not_measured" and "no bound set (expect.x)" in unbound.reason
+    assert at_most(None, 1.0, "no t_avg").outcome == "not_measured"
+    assert at_most(2.0, 1.0, "slow").outcome == "fail" and at_most(0.5, 1.0, "slow")
+
+
+def test_combine_fails_first_then_not_measured_and_keeps_every_measurement():
+    a = passing(measurements=(Measurement("mtu", 8500, "bytes", 8500, "=="),))
+    b = not_measured("eth1: no address", sections=("addr",))
+    c = failing("eth0: MTU 1500", fix="set MTU 8500")
+    assert combine([a, b]).outcome == "not_measured"
+    both = combine([a, b, c])
+    assert both.outcome == "fail" and both.reason == "eth0: MTU 1500"
+    assert both.fix == "set MTU 8500" and len(both.measurements) == 1
+    assert both.sections == ("addr",)
+    assert combine([]).outcome == "not_measured"
+    assert combine([a, a])
+
+
+def a_check() -> Check:
+    return Check("gpu_ecc", "GPU ECC", "gpu-007", "node", "t::x[gpu-007]", None)
+
+
+def test_check_judge_records_the_measurements_and_ends_with_the_outcome():
+    check = a_check()
+    measured = Measurement("ecc_corrected", 2, "errors", 0, "==", "expect.gpu.ecc", "GPU 3")
+    with pytest.raises(CheckFailed, match="gpu-007: 2 corrected ECC errors"):
+        check.judge(failing("2 corrected ECC errors", measurements=(measured,)), "gpu-007")
+    assert check.measured[0]["value"] == 2 and check.measured[0]["subject"] == "GPU 3"
+    with pytest.raises(NotMeasured, match="nvidia-smi hung"):
+        a_check().judge(not_measured("nvidia-smi hung", sections=("nvidia_smi",)))
+    with pytest.raises(pytest.skip.Exception, match="not applicable: no GPUs"):
+        a_check().judge(not_applicable("no GPUs"))
+    check = a_check()
+    assert check.judge(passing(sections=("query_gpu",))) and check.sections == ["query_gpu"]
+
+
+class _Report:
+    passed = skipped = False
+    when = "call"
+
+
+class _Exc:
+    def __init__(self, exc: BaseException):
+        self.value = exc
+
+
+def test_not_measured_and_missing_facts_are_classified_not_measured_not_fail():
+    from pytest_hpcnet.campaigns.facts import MissingMeasurement
+
+    for exc in (NotMeasured("cut"), MissingMeasurement("node01: facts lack section 'links'")):
+        verdict, _ = classify(_Report(), _Exc(exc))  # type: ignore[arg-type]
+        assert verdict == "not_measured"
+    assert classify(_Report(), _Exc(CheckFailed("slow")))[0] == "fail"  # type: ignore[arg-type]
+
+
+def test_no_waiver_covers_what_was_not_measured():
+    from pytest_hpcnet.inventory.models import Waiver
+
+    waiver = Waiver(check="gpu_ecc", reason="RMA open", by="QA", expires=TODAY)
+    assert check_verdict("fail", waiver, TODAY) == "waived"
+    assert check_verdict("not_measured", waiver, TODAY) == "not_measured"
+    record = CheckRecord(
+        check_id="gpu_ecc",
+        requirement="GPU ECC",
+        subject="gpu-007",
+        verdict="not_measured",
+        message="gpu-007: nvidia-smi hung",
+        waiver=waiver,
+    )
+    passed = CheckRecord(check_id="mtu", requirement="MTU", subject="gpu-007", verdict="pass")
+    assert overall_verdict([record, passed], run_date=TODAY) == "INCOMPLETE"
+    (entry,) = scope_of([record, passed], run_date=TODAY).incomplete
+    assert (entry.check_id, entry.kind, entry.subject) == ("gpu_ecc", "not_measured", "gpu-007")
+    assert entry.reason == "not measured: gpu-007: nvidia-smi hung"
+
+
+SUITE = """\
+import pytest
+from pytest_hpcnet.campaigns.facts import MissingMeasurement
+
+@pytest.mark.check("waived_check", "Waived")
+def test_missing_facts(check):
+    raise MissingMeasurement("n1: facts lack section 'kernel_log' (output cut short)")
+"""
+
+
+def test_a_waiver_does_not_turn_a_missing_measurement_into_acceptance(pytester):
+    pytester.makefile(
+        ".yaml",
+        inv=(
+            "cluster: {name: unit, region: cn-test}\n"
+            "ssh: {connect_timeout_s: 1, connect_retries: 1}\n"
+            'nodes:\n  - {name: "n1", host: "198.18.0.201"}\n'
+            "waivers:\n"
+            "  - {check: waived_check, reason: vendor ticket 42, by: QA, "
+            f"expires: {date.today().isoformat()}}}\n"
+        ),
+    )
+    pytester.makepyfile(test_suite=SUITE)
+    reports = pytester.path / "out"
+    pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", str(reports))
+    (run,) = [p for p in reports.iterdir() if p.is_dir()]
+    (line,) = (run / "evidence.jsonl").read_text().splitlines()
+    assert json.loads(line)["verdict"] == "not_measured"
+    assert json.loads((run / "summary.json").read_text())["verdict"] == "INCOMPLETE"
