@@ -1,4 +1,4 @@
-""""Not measured" is its own outcome from the judge to the verdict: never a pass, never waived."""
+""" "Not measured" is its own outcome from the judge to the verdict: never a pass, never waived."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import date
 
 import pytest
 
-from pytest_hpcnet.report.records import CheckRecord
 from pytest_hpcnet.report.recording import Check, CheckFailed, classify
+from pytest_hpcnet.report.records import CheckRecord
 from pytest_hpcnet.report.verdict import check_verdict, overall_verdict, scope_of
 from pytest_hpcnet.requirements.judges import at_least, at_most
 from pytest_hpcnet.requirements.verdict import (
