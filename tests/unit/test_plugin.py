@@ -262,3 +262,42 @@ def test_what_collection_built_is_frozen_out_of_the_garbage_collectors_walks(pyt
     )
     result = pytester.runpytest_subprocess(".", "--inventory", "inv.yaml", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
+
+
+PAIRS_AND_FLOWS = """\
+import pytest
+
+@pytest.mark.check("path_mtu", "Path MTU")
+def test_pair(node_pair, check):
+    assert node_pair
+
+@pytest.mark.check("acl", "ACL")
+def test_flow(acl_flow, check):
+    assert acl_flow
+"""
+
+
+def test_one_node_and_no_flows_are_not_applicable_not_a_crash(pytester: pytest.Pytester):
+    pytester.makefile(
+        ".yaml",
+        inv=INVENTORY.replace(
+            '"gpu-[1-3]", host: "198.18.0.[201-203]"', "gpu-1, host: 198.18.0.201"
+        ),
+    )
+    pytester.makepyfile(test_suite=PAIRS_AND_FLOWS)
+    result = pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", "out", "-rs")
+    result.assert_outcomes(skipped=2)
+    assert (
+        "TypeError" not in result.stdout.str() and "empty parameter set" not in result.stdout.str()
+    )
+    (run,) = (pytester.path / "out").iterdir()
+    records = [json.loads(x) for x in (run / "evidence.jsonl").read_text().splitlines()]
+    assert sorted((r["check_id"], r["verdict"]) for r in records) == [
+        ("acl", "skipped"),
+        ("path_mtu", "skipped"),
+    ]
+    assert all(r["message"].startswith("not applicable: ") for r in records)
+    scope = json.loads((run / "summary.json").read_text())["scope"]
+    assert scope["incomplete"] == [] and {e["kind"] for e in scope["excluded"]} == {
+        "not_applicable"
+    }
