@@ -71,6 +71,8 @@ def selection(config: pytest.Config) -> tuple[bool, str, str]:
         words.append(f"--deselect {arg}")
     if config.getoption("lf", False):
         words.append("--lf")
+    if config.getoption("stepwise", False) or config.getoption("stepwise_skip", False):
+        words.append("--stepwise")  # runs from the last failure on: a part of the suite
     kinds = {arg: _suite_arg(config, arg) for arg in config.args}
     if "all" not in kinds.values():
         words.extend(kinds)
@@ -82,16 +84,26 @@ def selection(config: pytest.Config) -> tuple[bool, str, str]:
     return False, label, " ".join(words)
 
 
-def run_scope(config: pytest.Config, inventory: Inventory) -> RunScope:
-    """The run's scope before its evidence is read: selection, exclusions, what is required."""
+def run_scope(
+    config: pytest.Config, inventory: Inventory, planned: Mapping[str, list[str]] | None = None
+) -> RunScope:
+    """The run's scope before its evidence is read: selection, exclusions, what is required
+    (every requirement, and in a handover run every subject `planned` for it)."""
     handover, label, text = selection(config)
     excluded = []
     if inventory.scope is not None:
         reason = " ".join(inventory.scope.reason.split())
         excluded = [ScopeEntry(check_id=i, reason=reason) for i in excluded_ids(inventory)]
     required = required_ids(excluded_ids(inventory)) if handover else []
+    out = set(excluded_ids(inventory))
+    expected = {k: v for k, v in (planned or {}).items() if k not in out} if handover else {}
     return RunScope(
-        handover=handover, label=label, selection=text, required=required, excluded=excluded
+        handover=handover,
+        label=label,
+        selection=text,
+        required=required,
+        excluded=excluded,
+        expected=expected,
     )
 
 

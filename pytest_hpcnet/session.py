@@ -136,6 +136,7 @@ class HpcnetState:
         self.failing: Counter[str] = Counter()
         self.overlap_pairs = False
         self.extra_summary: dict[str, str] = {}  # gate keys: baseline choice, trends page
+        self.planned: dict[str, list[str]] = {}  # the collected subjects per requirement
         self.header: list[str] = []  # lines for pytest's header
 
     def pytest_report_header(self) -> list[str]:
@@ -159,6 +160,7 @@ class HpcnetState:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """With pair checks selected, the controller probes the pairs alongside the facts."""
         self.overlap_pairs = not self.is_worker and any(map(needs_pairs, session.items))
+        self.planned = planned_subjects(session.items)
         # What start-up and collection built lives to the end of the run: moved out of the
         # collector's sight, each later collection walks only what the tests allocate (at
         # 64 nodes, about 0.4 s of the controller's 5 s went to walking it again and again).
@@ -256,7 +258,7 @@ class HpcnetState:
                 "unreachable_nodes": sorted(self.unreachable),
                 "interrupted": self.interrupted or session.shouldstop is not False,
                 "connection_retries": self.cluster.transport.retries() if self.cluster else {},
-                "scope": run_scope(self.config, inv).model_dump(),
+                "scope": run_scope(self.config, inv, self.planned).model_dump(),
                 "lab": is_lab(inv, self.cluster.placement() if self.cluster else {}),
                 **profile_facts(inv),
                 **self.extra_summary,
@@ -281,6 +283,17 @@ class HpcnetState:
             metrics=self.config.getoption("hpcnet_metrics"),
             sign_key=self.config.getoption("hpcnet_sign_key"),
         )
+
+
+def planned_subjects(items: list[pytest.Item]) -> dict[str, list[str]]:
+    """The subjects each requirement's collected tests name (`[node07]`, `[a->b]`): every one
+    must have a record for a handover run to be complete."""
+    planned: dict[str, dict[str, None]] = {}
+    for item in items:
+        marker = item.get_closest_marker("check")
+        if marker is not None:
+            planned.setdefault(marker.args[0], {})[subject_of(item)[0]] = None
+    return {check_id: list(subjects) for check_id, subjects in planned.items()}
 
 
 def needs_pairs(item: pytest.Item) -> bool:

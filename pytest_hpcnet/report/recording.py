@@ -171,7 +171,7 @@ ALL_NODES = "all-nodes"
 def subject_of(item: pytest.Item) -> tuple[str, str]:
     """(subject, kind) of a test from its `node` / `node_pair` parameter."""
     params = getattr(getattr(item, "callspec", None), "params", {})
-    params = {k: v for k, v in params.items() if v is not None}  # `none`: nothing to take
+    params = {k: v for k, v in params.items() if v is not None or k == "node"}  # `none` ids
     if "node_pair" in params:
         a, b = params["node_pair"]
         return f"{a.name}->{b.name}", "pair"

@@ -101,6 +101,9 @@ class RunScope(BaseModel):
     # the requirement ids a handover run must hold records of (set by the session; a
     # required id with no record is `incomplete`, kind not_run)
     required: list[str] = Field(default_factory=list)
+    # the subjects the run's plan holds per requirement (each node, pair, flow collected in a
+    # handover run); a planned subject with no record is `incomplete`, kind not_run
+    expected: dict[str, list[str]] = Field(default_factory=dict)
     excluded: list[ScopeEntry] = Field(default_factory=list)  # inventory `scope.exclude`
     incomplete: list[ScopeEntry] = Field(default_factory=list)  # in scope, not measured
 

@@ -125,6 +125,21 @@ def scope_of(
         if check_id not in seen and check_id not in out:
             reason = "not run: no record in the evidence"
             incomplete.append(ScopeEntry(check_id=check_id, reason=reason, kind="not_run"))
+    recorded: dict[str, set[str]] = {}
+    for record in kept:
+        recorded.setdefault(record.check_id, set()).add(record.subject)
+    for check_id, subjects in base.expected.items():
+        if check_id in out or check_id not in seen:
+            continue  # excluded, or already listed as not run at all
+        missing = [s for s in dict.fromkeys(subjects) if s not in recorded[check_id]]
+        if missing:
+            named = ", ".join(missing[:MAX_SUBJECTS])
+            if len(missing) > MAX_SUBJECTS:
+                named += f" and {len(missing) - MAX_SUBJECTS} more"
+            reason = f"not run: {len(missing)} planned subject(s) have no record"
+            incomplete.append(
+                ScopeEntry(check_id=check_id, subject=named, reason=reason, kind="not_run")
+            )
     return base.model_copy(update={"excluded": excluded, "incomplete": incomplete})
 
 

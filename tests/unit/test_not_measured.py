@@ -145,3 +145,32 @@ def test_a_waiver_does_not_turn_a_missing_measurement_into_acceptance(pytester):
     (line,) = (run / "evidence.jsonl").read_text().splitlines()
     assert json.loads(line)["verdict"] == "not_measured"
     assert json.loads((run / "summary.json").read_text())["verdict"] == "INCOMPLETE"
+
+
+def test_a_planned_subject_without_a_record_is_incomplete():
+    from pytest_hpcnet.report.records import RunScope
+
+    planned = RunScope(required=["mtu"], expected={"mtu": ["n1", "n2", "n3", "n4"]})
+    one = [CheckRecord(check_id="mtu", requirement="MTU", subject="n1", verdict="pass")]
+    assert overall_verdict(one, run_date=TODAY, scope=planned) == "INCOMPLETE"
+    (entry,) = scope_of(one, planned, TODAY).incomplete
+    assert (entry.kind, entry.subject) == ("not_run", "n2, n3, n4")
+    every = [r.model_copy(update={"subject": s}) for r in one for s in ("n1", "n2", "n3", "n4")]
+    assert overall_verdict(every, run_date=TODAY, scope=planned) == "ACCEPTED"
+
+
+def test_stepwise_is_a_partial_run(pytester):
+    pytester.makefile(".yaml", inv=INVENTORY_ONE)
+    pytester.makepyfile(test_suite="def test_x(node):\n    pass\n")
+    result = pytester.runpytest(".", "--inventory", "inv.yaml", "--sw", "--reports-dir", "out")
+    (run,) = (pytester.path / "out").iterdir()
+    scope = json.loads((run / "summary.json").read_text())["scope"]
+    assert not scope["handover"] and "--stepwise" in scope["selection"]
+    assert "not a handover certificate" in result.stdout.str()
+
+
+INVENTORY_ONE = (
+    "cluster: {name: unit, region: cn-test}\n"
+    "ssh: {connect_timeout_s: 1, connect_retries: 1}\n"
+    'nodes:\n  - {name: "n1", host: "198.18.0.201"}\n'
+)
