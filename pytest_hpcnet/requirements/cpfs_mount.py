@@ -6,7 +6,7 @@ import re
 
 from pytest_hpcnet.inventory.expectations import CpfsExpect
 from pytest_hpcnet.probes.fio import MountInfo, fstype_allowed, normalize_fstype
-from pytest_hpcnet.requirements.judges import Verdict
+from pytest_hpcnet.requirements.verdict import Measurement, Verdict
 
 PROXY = re.compile(r"127\.0\.\d{1,3}\.\d{1,3}")
 """The local proxy `mount.cpfs-nfs` puts between NFS and CPFS (default 127.0.1.255)."""
@@ -26,7 +26,15 @@ def proxy_address(mount: MountInfo) -> str | None:
 
 def judge_cpfs_mount(node: str, mount: MountInfo, cpfs: CpfsExpect) -> Verdict:
     """Pass when `cpfs.mount` is itself a mount point of an allowed fstype (and of the
-    client `cpfs.client` names); fails closed with one line naming the node and the cause."""
+    client `cpfs.client` names); fails closed with one line naming the node and the cause.
+    Carries the fstype seen as its measurement and reads the `cpfs_mount` section."""
+    fstype = Measurement(
+        "fstype", mount.fstype, "", list(cpfs.fstypes), "in", "expect.cpfs.fstypes"
+    )
+    return _judge_mount(node, mount, cpfs).with_measurements(fstype).with_sections("cpfs_mount")
+
+
+def _judge_mount(node: str, mount: MountInfo, cpfs: CpfsExpect) -> Verdict:
     where = mount.error or f"inside {mount.target}"
     if mount.error is not None or mount.target != cpfs.mount:
         return Verdict(False, reason=f"{node}: {cpfs.mount} is not a mount point ({where})")
