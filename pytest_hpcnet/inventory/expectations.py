@@ -30,7 +30,8 @@ class Reference(Strict):
     """A reference value with relative tolerances, as in ReFrame: bound = value * (1 + lower)."""
 
     value: PositiveFloat
-    lower: Annotated[float, Field(ge=-1, le=0)] | None = None
+    lower: Annotated[float, Field(gt=-1, le=0)] | None = None
+    """A tolerance of -1 (-100 %) would give a bound of 0, which any measurement passes."""
     upper: Annotated[float, Field(ge=0)] | None = None
 
     @property
@@ -166,7 +167,7 @@ class CpfsExpect(Strict):
     min_write_mbs_per_node: PositiveFloat | None = None
     min_fairness: Annotated[float, Field(gt=0, le=1)] = 0.5
     capacity_tib: PositiveFloat | None = None
-    aggregate_lower: Annotated[float, Field(ge=-1, le=0)] = -0.5
+    aggregate_lower: Annotated[float, Field(gt=-1, le=0)] = -0.5
 
 
 class GpuExpect(Strict):
@@ -181,7 +182,7 @@ class GpuExpect(Strict):
     allowed_xids: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
     modules: list[str] = Field(default_factory=lambda: ["nvidia"])
     """Kernel modules that must be loaded (add `nvidia_peermem` for GDR before NCCL 2.27)."""
-    memlock_min_kib: Annotated[int, Field(ge=0)] | None = None
+    memlock_min_kib: Annotated[int, Field(ge=1)] | None = None
     """null: `ulimit -l` must be unlimited for the NCCL user."""
     nccl_user: str | None = None
     """The user NCCL runs as (its `ulimit -l` is read through `su`); null: the SSH user."""
