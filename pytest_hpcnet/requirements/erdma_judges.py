@@ -160,7 +160,8 @@ def judge_counters(
     """Per device/interface: bad counters (drops, errors, connect failures) within bounds.
 
     A reset counter is not ok when its value since the reset is above the bound, or when
-    the bound is 0 (the delta over the run is then unknown).
+    the bound is 0 (the delta over the run is then unknown). A device or counter read before
+    and not after the run (device gone, counter file empty) is not ok: its delta is unknown.
     """
     bounds = bounds or {}
     out: list[Finding] = []
@@ -179,6 +180,16 @@ def judge_counters(
             out.append(_f(False, node, device, "; ".join(over + reset)))
         else:
             out.append(_f(True, node, device, "no error, drop or rate-limit counter moved"))
+    for gone in delta.missing:
+        if " read before only" in gone:  # a device or counter that vanished during the run
+            key = gone.split(" ", 1)[0]
+            what = gone.replace(" read before only", "")
+            out.append(
+                _f(False, node, key.split("/")[0], f"{what} not readable after the benchmark")
+            )
+    for problem in delta.problems:
+        if "unreadable value" in problem:
+            out.append(_f(False, node, problem.split("/")[0], f"{problem} (counter not read)"))
     if not delta.deltas:
         why = delta.problems[0] if delta.problems else "no counter read before and after"
         out.append(_f(False, node, None, why))
