@@ -162,6 +162,13 @@ def cluster(request: pytest.FixtureRequest) -> Cluster:
     return state.open_cluster()
 
 
+@pytest.fixture(scope="session")
+def cloud_plane(request: pytest.FixtureRequest, cluster: Cluster):
+    """The cloud control plane read once per session (`session.CloudRead`: the snapshot, or
+    why there is none), the same for every test whatever ran before."""
+    return request.config.stash[STATE].cloud_plane()
+
+
 @pytest.fixture
 def check(request: pytest.FixtureRequest, cluster: Cluster) -> Check:
     """The evidence of the current test (its `check` marker names the requirement); pass it

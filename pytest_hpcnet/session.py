@@ -11,9 +11,11 @@ import contextlib
 import gc
 import shutil
 from collections import Counter
+from dataclasses import dataclass
 from datetime import date, datetime
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,6 +117,16 @@ def _load_baseline(config: pytest.Config, state: HpcnetState, reports: Path) -> 
             raise pytest.UsageError(f"--hpcnet-baseline {baseline}: {exc}") from None
 
 
+@dataclass(frozen=True)
+class CloudRead:
+    """The session's one read of the cloud control plane: the snapshot, or why there is
+    none (`skipped`: the audit cannot run here, e.g. no credentials; else a read error)."""
+
+    plane: Any
+    reason: str
+    skipped: bool = False
+
+
 class HpcnetState:
     """What the plugin keeps for one pytest session (registered as a plugin object)."""
 
@@ -137,6 +149,7 @@ class HpcnetState:
         self.overlap_pairs = False
         self.extra_summary: dict[str, str] = {}  # gate keys: baseline choice, trends page
         self.planned: dict[str, list[str]] = {}  # the collected subjects per requirement
+        self._cloud: CloudRead | None = None
         self.header: list[str] = []  # lines for pytest's header
 
     def pytest_report_header(self) -> list[str]:
@@ -146,6 +159,23 @@ class HpcnetState:
     def run_date(self) -> date:
         """The date the run is judged on: the UTC date of the controller's start."""
         return run_date(self.bundle.started_at if self.bundle else utc_now())
+
+    def cloud_plane(self) -> CloudRead:
+        """The cloud control plane, read once per session whatever asks first."""
+        if self._cloud is None:
+            from pytest_hpcnet.cloud import audit
+            from pytest_hpcnet.cloud.readers import CloudReadError
+
+            cluster = self.open_cluster()
+            reason = audit.skip_reason(cluster.inventory.cloud)
+            if reason:
+                self._cloud = CloudRead(None, reason, skipped=True)
+            else:
+                try:
+                    self._cloud = CloudRead(audit.snapshot(cluster), "")
+                except CloudReadError as error:
+                    self._cloud = CloudRead(None, audit.scrub(str(error)))
+        return self._cloud
 
     def open_cluster(self) -> Cluster:
         if self.cluster is None:

@@ -48,9 +48,6 @@ class Cluster:
         self.perftests = PerftestCampaigns(self.facts_campaign)
         self.collective = NcclCampaign(self.facts_campaign)
         self.storage = FioCampaign(self.facts_campaign)
-        self.eri_nic_indexes: dict[str, tuple[int, ...]] = {}
-        """Each node's ERI NIC indexes (NetworkCardIndex) as the cloud audit read them; empty
-        until the audit ran in this session (the all-ERIs-at-once check reads it)."""
 
     @property
     def nodes(self) -> list[Node]:

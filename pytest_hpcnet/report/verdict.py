@@ -103,7 +103,12 @@ def scope_of(
         verdict = effective_verdict(record, run_date)
         if verdict == "not_measured":
             reason = " ".join(record.message.split()) or "not measured"
-            key = (record.check_id, "not_measured", f"not measured: {reason}", "")
+            unbound = UNBOUND.search(reason)
+            key = (
+                (record.check_id, "unbound", reason, unbound.group(1))
+                if unbound
+                else (record.check_id, "not_measured", f"not measured: {reason}", "")
+            )
             grouped.setdefault(key, []).append(record.subject)
             continue
         if verdict != "skipped":

@@ -31,13 +31,14 @@ from pytest_hpcnet.requirements.erdma_judges import (
     judge_rdma_traffic,
 )
 from pytest_hpcnet.requirements.judges import Verdict, at_least
+from pytest_hpcnet.requirements.verdict import not_measured
 
 
 def from_findings(findings: Sequence[Finding], measured: float | None = None) -> Verdict:
     """Pass when every finding is ok (and there is one); else the failing ones' reasons."""
     bad = [f.reason for f in findings if not f.ok]
     if not findings:
-        return Verdict(False, measured, reason="nothing judged (no device found)")
+        return not_measured("nothing judged (no device found)", measured=measured)
     if bad:
         return Verdict(False, measured, reason="; ".join(bad))
     return Verdict(True, measured, reason="; ".join(f.reason for f in findings))

@@ -65,7 +65,7 @@ def judge_ib_write_bw(run: PerftestRun, expect: Expectations) -> Verdict:
     text = "no bandwidth measured" if value is None else ""
     if value is not None and bound is not None:
         text = f"BW average {value:.2f} Gbit/s < {bound:.2f} Gbit/s"
-    return at_least(value, bound, text)
+    return at_least(value, bound, text, "expect.ib_write_bw.min_gbps")
 
 
 def judge_ib_write_lat(run: PerftestRun, expect: Expectations) -> Verdict:

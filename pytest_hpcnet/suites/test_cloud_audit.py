@@ -1,8 +1,9 @@
 """Cloud control plane: the security groups and network ACLs the cloud holds let the required
 flows through on every interface (ENIs and ERIs), agree with what the probes saw, enforce the
 listed and external flows; types have eRDMA; each instance has its ERIs, on distinct NIC
-indexes where the family's rate depends on it (ebmgn7ex). The ERIs' NIC indexes are handed to
-the all-ERIs-at-once bandwidth check (`cluster.eri_nic_indexes`).
+indexes where the family's rate depends on it (ebmgn7ex). The control plane is read once per
+session (the `cloud_plane` fixture), so the all-ERIs-at-once bandwidth check reads the same NIC
+indexes whatever ran before it.
 
 Every check asserts on "accepted" (or, for a must-deny flow, "denied everywhere"): a flow the
 audit could not judge fails with what could not be read. Needs Alibaba Cloud credentials (the
@@ -16,7 +17,6 @@ import pytest
 
 from pytest_hpcnet.campaigns.pairs import required_flows
 from pytest_hpcnet.cloud import audit
-from pytest_hpcnet.cloud.readers import CloudReadError
 from pytest_hpcnet.requirements.erdma import judge_eri_nic_indexes
 from pytest_hpcnet.requirements.registry import mark
 
@@ -28,17 +28,12 @@ pytestmark = [
 
 
 @pytest.fixture(scope="session")
-def cloud(cluster) -> audit.ControlPlane | str:
-    """The control plane read once per session, or the one-line reason it could not be."""
-    reason = audit.skip_reason(cluster.inventory.cloud)
-    if reason:
-        pytest.skip(reason)
-    try:
-        plane = audit.snapshot(cluster)
-    except CloudReadError as error:
-        return audit.scrub(str(error))
-    cluster.eri_nic_indexes.update(audit.eri_nic_indexes(plane))  # for erdma_instance_bw
-    return plane
+def cloud(cloud_plane) -> audit.ControlPlane | str:
+    """The session's control plane (read once, `cloud_plane`), or the one-line reason it
+    could not be read; the whole audit is skipped where it cannot run."""
+    if cloud_plane.skipped:
+        pytest.skip(cloud_plane.reason)
+    return cloud_plane.plane if cloud_plane.plane is not None else cloud_plane.reason
 
 
 def readable(cloud) -> audit.ControlPlane:
