@@ -35,6 +35,23 @@ def _record(recorder: Recorder | None, result: CommandResult) -> None:
         raise NodeUnreachable(result.node, result.unreachable)
 
 
+class ReadFacts:
+    """A node's facts as one check reads them: every section it reads is named in its
+    evidence, so the certificate shows the sections judged, not the whole output."""
+
+    def __init__(self, facts: NodeFacts, recorder: Recorder):
+        self._facts = facts
+        self._recorder = recorder
+        self.node = facts.node
+        self.result = facts.result
+        self.sections = facts.sections
+
+    def text(self, section: str) -> str:
+        """A section's output (read for the check); `MissingMeasurement` when not given."""
+        self._recorder.read(section)
+        return self._facts.text(section)
+
+
 class Cluster:
     """What suites talk to: the inventory, commands on nodes, and the campaigns' results."""
 
@@ -80,14 +97,17 @@ class Cluster:
         """Every node's facts (gathered in parallel, once per session)."""
         return self.facts_campaign.gather()
 
-    def facts(self, node: Node, recorder: Recorder | None = None) -> NodeFacts:
-        """One node's facts, its command and tool versions recorded; unreachable fails fast."""
+    def facts(self, node: Node, recorder: Recorder | None = None) -> NodeFacts | ReadFacts:
+        """One node's facts, its command and tool versions recorded and each section read
+        named in `recorder`; unreachable fails fast."""
         facts = self.gather_facts()[node.name]
         _record(recorder, facts.result)
+        if recorder is None:
+            return facts
         versions = facts.sections.get("versions")
-        if recorder is not None and versions is not None:
+        if versions is not None:
             recorder.tool_versions.update(parse_versions(versions.text))
-        return facts
+        return ReadFacts(facts, recorder)
 
     def data_address(self, name: str) -> str | None:
         """The node's IPv4 address on its data-plane interface (from its facts)."""

@@ -17,3 +17,6 @@ class Recorder(Protocol):
 
     def command(self, result: CommandResult) -> None:
         """Record a command run for the check."""
+
+    def read(self, *sections: str) -> None:
+        """Name facts sections the check read (the certificate shows those)."""

@@ -12,6 +12,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from pytest_hpcnet.campaigns.facts import split_sections
 from pytest_hpcnet.report.certificate_rows import RequirementRow
 from pytest_hpcnet.report.evidence import (
     OUTPUTS_DIR,
@@ -38,6 +39,29 @@ def excerpt(run_dir: Path, digest: str | None) -> str:
     if len(shown) > MAX_EXCERPT_CHARS:
         shown = "…" + shown[-MAX_EXCERPT_CHARS:]
     return shown
+
+
+def section_excerpt(run_dir: Path, digest: str | None, names: Sequence[str]) -> str:
+    """The named facts sections of a stored facts output (each bounded, cut ones marked);
+    "" where the output is absent or holds none of them."""
+    text = read_output(run_dir, digest or "")
+    if text is None or not names:
+        return ""
+    found = split_sections(text)
+    parts = []
+    for name in names:
+        section = found.get(name)
+        if section is None:
+            continue
+        lines = section.text.splitlines()
+        shown = "\n".join(lines[:MAX_EXCERPT_LINES])
+        if len(lines) > MAX_EXCERPT_LINES:
+            shown += f"\n… {len(lines) - MAX_EXCERPT_LINES} more line(s)"
+        if len(shown) > MAX_EXCERPT_CHARS:
+            shown = shown[:MAX_EXCERPT_CHARS] + "…"
+        status = "cut short" if section.status is None else f"exit {section.status}"
+        parts.append(f"[{name}] ({status})\n{shown}")
+    return "\n\n".join(parts)
 
 
 def output_link(run_dir: Path, digest: str | None) -> str:
@@ -77,7 +101,8 @@ def evidence_sections(
                 "commands": [
                     {
                         "command": c,
-                        "excerpt": excerpt(run_dir, c.output_digest),
+                        "excerpt": section_excerpt(run_dir, c.output_digest, record.sections)
+                        or excerpt(run_dir, c.output_digest),
                         "link": output_link(run_dir, c.output_digest),
                     }
                     for c in record.commands[:MAX_COMMANDS]
