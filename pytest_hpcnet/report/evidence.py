@@ -35,8 +35,8 @@ from pytest_hpcnet.report.records import (  # noqa: F401 - re-exported
     Comparison,
     Measurement,
     OverallVerdict,
+    RecordVerdict,
     RunSummary,
-    Verdict,
 )
 from pytest_hpcnet.report.verdict import (  # noqa: F401 - re-exported
     check_verdict,

@@ -15,7 +15,7 @@ from pytest_hpcnet.inventory.models import Waiver
 
 # not_measured: what the check needed was not measured (a cut or missing output, a node that
 # did not answer, no bound): never a pass, never waived, always INCOMPLETE.
-Verdict = Literal["pass", "fail", "not_measured", "error", "waived", "skipped"]
+RecordVerdict = Literal["pass", "fail", "not_measured", "error", "waived", "skipped"]
 # PASSED: a partial run (a marker or -k selection, or a scope narrower than the handover)
 # in which everything it covered passed; it is never a handover certificate.
 OverallVerdict = Literal["ACCEPTED", "PASSED", "REJECTED", "INCOMPLETE"]
@@ -64,7 +64,7 @@ class CheckRecord(BaseModel):
     subject: str
     kind: Literal["node", "pair", "cluster"] = "node"
     measured: list[Measurement] = Field(default_factory=list)
-    verdict: Verdict
+    verdict: RecordVerdict
     message: str = ""
     commands: list[CommandRecord] = Field(default_factory=list)
     started_at: datetime | None = None

@@ -1,7 +1,7 @@
 """Judges of the eRDMA-in-depth requirements (issue 16): one `Verdict` each, reading only
 `expect.rdma` and `expect.erdma`.
 
-The per-device findings of `erdma_judges` (`Finding`: node, device, one-line reason) are
+The per-device findings of `erdma_judges` (verdicts whose subject names node and device) are
 folded into one verdict whose reason names every failing "node07 erdma_1". A figure the
 profile does not set (Alibaba publishes none) is reported by the suite, never judged here.
 """
@@ -22,7 +22,7 @@ from pytest_hpcnet.probes.erdma_gdr import GdrState
 from pytest_hpcnet.probes.nccl_debug import NcclNetLog
 from pytest_hpcnet.probes.rdma import RdmaDevices
 from pytest_hpcnet.requirements.erdma_judges import (
-    Finding,
+    finding,
     instance_figure,
     judge_counters,
     judge_gid_index,
@@ -34,7 +34,7 @@ from pytest_hpcnet.requirements.judges import Verdict, at_least
 from pytest_hpcnet.requirements.verdict import not_measured
 
 
-def from_findings(findings: Sequence[Finding], measured: float | None = None) -> Verdict:
+def from_findings(findings: Sequence[Verdict], measured: float | None = None) -> Verdict:
     """Pass when every finding is ok (and there is one); else the failing ones' reasons."""
     bad = [f.reason for f in findings if not f.ok]
     if not findings:
@@ -120,15 +120,15 @@ def judge_erdma_active_mtu(
         netdev = netdev_of.get(name)
         mtu = netdev_mtu.get(netdev or "")
         if port is None or port.active_mtu is None:
-            findings.append(Finding(False, f"{node} {name}: no active_mtu reported", node, name))
+            findings.append(finding(False, f"{node} {name}: no active_mtu reported", node, name))
         elif mtu is None:
             why = f"netdev {netdev or '(none found)'} MTU not known"
-            findings.append(Finding(False, f"{node} {name}: {why}", node, name))
+            findings.append(finding(False, f"{node} {name}: {why}", node, name))
         else:
             want = expected_active_mtu(mtu)
             ok = port.active_mtu == want
             why = f"active_mtu {port.active_mtu}, {want} expected for {netdev} MTU {mtu}"
-            findings.append(Finding(ok, f"{node} {name}: {why}", node, name))
+            findings.append(finding(ok, f"{node} {name}: {why}", node, name))
     return from_findings(findings)
 
 
@@ -152,7 +152,7 @@ def judge_erdma_numa(node: str, ids: EriIdentities, expect: Expectations) -> Ver
     for dev, want in sorted(expect.erdma.numa.items()):
         seen = by_name[dev].numa_node if dev in by_name else None
         why = "not in sysfs" if dev not in by_name else f"NUMA node {seen}, {want} expected"
-        findings.append(Finding(seen == want, f"{node} {dev}: {why}", node, dev))
+        findings.append(finding(seen == want, f"{node} {dev}: {why}", node, dev))
     return from_findings(findings)
 
 
@@ -214,14 +214,12 @@ def judge_instance_bw(
     if e.per_instance_gbps is None:
         return Verdict(False, reason=f"{node}: no per-instance figure (expect.erdma)")
     figure, note = instance_figure(e.per_instance_gbps, nic_indexes, e.same_nic_index_gbps)
-    finding = judge_instance_bandwidth(node, per_device, devices, figure, e.bw_fraction, note)
-    if not finding.ok and nic_indexes is None and e.same_nic_index_gbps is not None:
+    judged = judge_instance_bandwidth(node, per_device, devices, figure, e.bw_fraction, note)
+    if not judged.ok and nic_indexes is None and e.same_nic_index_gbps is not None:
         cap = f"{e.same_nic_index_gbps:g} Gbit/s, ALIBABA-FACTS S1"
-        finding = Finding(
-            False,
-            f"{finding.reason}; the one-NIC-index cap ({cap}) may explain it: the cloud "
-            "audit was not in scope to tell (NetworkCardIndex of each ERI)",
-            finding.node,
+        judged = judged.with_reason(
+            f"{judged.reason}; the one-NIC-index cap ({cap}) may explain it: the cloud "
+            "audit was not in scope to tell (NetworkCardIndex of each ERI)"
         )
     total = (
         sum(per_device[d] or 0.0 for d in devices)
@@ -230,7 +228,7 @@ def judge_instance_bw(
     )
     bound = figure * e.bw_fraction
     margin = (total - bound) / bound if total is not None else None
-    return Verdict(finding.ok, total, bound, margin, finding.reason)
+    return Verdict(judged.ok, total, bound, margin, judged.reason)
 
 
 def judge_nccl_network(

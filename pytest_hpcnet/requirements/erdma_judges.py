@@ -1,4 +1,5 @@
-"""Pure judges of the eRDMA checks: each returns a `Finding` naming the node and device.
+"""Pure judges of the eRDMA checks: each returns a `Verdict` whose subject names the node
+and device.
 
 Figures come from the caller (the profile, with its source), never from the port `rate`
 file (nominal "100 Gb/sec (4X EDR)"). Per-ERI bandwidth is judged against the per-ERI
@@ -12,37 +13,28 @@ counters must not move.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from pytest_hpcnet.probes.counters import BAD_COUNTERS, TRAFFIC, CounterDelta
 from pytest_hpcnet.probes.erdma import GidTables
 from pytest_hpcnet.probes.nccl_debug import NcclNetLog
+from pytest_hpcnet.requirements.verdict import Verdict
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One judged fact about a node (and device): ok or not, and why in one line."""
-
-    ok: bool
-    reason: str
-    node: str
-    device: str | None = None
-
-    @property
-    def where(self) -> str:
-        """`node07 erdma_1` or `node07`."""
-        return f"{self.node} {self.device}" if self.device else self.node
+def finding(ok: bool, reason: str, node: str, device: str | None = None) -> Verdict:
+    """One judged fact about a node (and device) as a `Verdict` whose subject names them
+    (`node07 erdma_1`)."""
+    return Verdict(ok, reason=reason, subject=f"{node} {device}" if device else node)
 
 
-def _f(ok: bool, node: str, device: str | None, why: str) -> Finding:
+def _f(ok: bool, node: str, device: str | None, why: str) -> Verdict:
     where = f"{node} {device}" if device else node
-    return Finding(ok, f"{where}: {why}", node, device)
+    return finding(ok, f"{where}: {why}", node, device)
 
 
 def judge_eri_bandwidth(
     node: str, device: str, gbps: float | None, per_eri_gbps: float, fraction: float
-) -> Finding:
+) -> Verdict:
     """One ERI's measured Gbit/s at least `fraction` of the per-ERI figure."""
     floor = per_eri_gbps * fraction
     if gbps is None:
@@ -79,7 +71,7 @@ def judge_instance_bandwidth(
     figure_gbps: float,
     fraction: float,
     figure_note: str = "",
-) -> Finding:
+) -> Verdict:
     """All of a node's ERIs run at once: their sum at least `fraction` of the instance figure."""
     missing = [d for d in devices if per_device_gbps.get(d) is None]
     if missing:
@@ -103,9 +95,9 @@ def judge_nccl_transport(
     network: str = "IB",
     device_glob: str | None = None,
     expect_gdr: bool | None = None,
-) -> list[Finding]:
+) -> list[Verdict]:
     """Per node: NCCL used `network` (a Socket fallback fails), devices match, GDR as expected."""
-    out: list[Finding] = []
+    out: list[Verdict] = []
     for node in nodes:
         h = log.host(node)
         if h is None:
@@ -137,7 +129,7 @@ def judge_nccl_transport(
 
 def judge_gid_index(
     node: str, device: str, tables: GidTables, used: int | None, address: str | None = None
-) -> Finding:
+) -> Verdict:
     """The GID index NCCL/perftest use on `device` is its IPv4 one (`used` None: report it)."""
     choice = tables.choose(device, address)
     if choice.index is None:
@@ -156,7 +148,7 @@ def judge_gid_index(
 
 def judge_counters(
     node: str, delta: CounterDelta, bounds: Mapping[str, int] | None = None
-) -> list[Finding]:
+) -> list[Verdict]:
     """Per device/interface: bad counters (drops, errors, connect failures) within bounds.
 
     A reset counter is not ok when its value since the reset is above the bound, or when
@@ -164,7 +156,7 @@ def judge_counters(
     and not after the run (device gone, counter file empty) is not ok: its delta is unknown.
     """
     bounds = bounds or {}
-    out: list[Finding] = []
+    out: list[Verdict] = []
     for key in sorted(delta.deltas):
         over = []
         for name, value in sorted(delta.deltas[key].items()):
@@ -198,7 +190,7 @@ def judge_counters(
 
 def judge_rdma_traffic(
     node: str, delta: CounterDelta, devices: Sequence[str], min_bytes: int
-) -> list[Finding]:
+) -> list[Verdict]:
     """Each device moved at least `min_bytes` (tx + rx): traffic really went over RDMA."""
     out = []
     for device in devices:

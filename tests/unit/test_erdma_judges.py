@@ -18,7 +18,7 @@ from pytest_hpcnet.requirements.erdma_judges import (
 
 def test_per_eri_bandwidth():
     ok = judge_eri_bandwidth("node07", "erdma_1", 75.0, 80, 0.9)
-    assert ok.ok and ok.where == "node07 erdma_1"
+    assert ok.ok and ok.subject == "node07 erdma_1"
     low = judge_eri_bandwidth("node07", "erdma_1", 70.0, 80, 0.9)
     assert not low.ok
     assert low.reason == "node07 erdma_1: 70.0 Gbit/s, below 72.0 (90% of 80 per ERI)"
@@ -37,7 +37,7 @@ def test_instance_aggregate():
     got = judge_instance_bandwidth(
         "node02", {"erdma_0": 76.0, "erdma_1": 60.0}, ["erdma_0", "erdma_1"], 160, 0.9
     )
-    assert not got.ok and got.device is None
+    assert not got.ok and " " not in got.subject  # the node, no device
     assert got.reason.startswith("node02: erdma_0 76.0 + erdma_1 60.0 = 136.0 Gbit/s, below 144")
     assert judge_instance_bandwidth(
         "n", {"erdma_0": 76.0, "erdma_1": 76.0}, ["erdma_0", "erdma_1"], 160, 0.9
@@ -90,7 +90,10 @@ def test_counters_delta_judged():
     )
     delta = counter_delta(before, after)
     found = judge_counters("node04", delta)
-    assert [(f.device, f.ok) for f in found] == [("erdma_0", True), ("erdma_1", False)]
+    assert [(f.subject, f.ok) for f in found] == [
+        ("node04 erdma_0", True),
+        ("node04 erdma_1", False),
+    ]
     assert found[1].reason == "node04 erdma_1: hw_bps_limit_drop_cnt +12 (bound 0)"
     assert all(f.ok for f in judge_counters("node04", delta, {"hw_bps_limit_drop_cnt": 20}))
     traffic = judge_rdma_traffic("node04", delta, ["erdma_0", "erdma_1"], 1000)
