@@ -315,6 +315,22 @@ class HpcnetState:
         )
 
 
+def checks_line(counts: dict[str, int], outcomes: Counter[str]) -> str:
+    """The check counts the certificate shows (the records' verdicts); pytest's own outcomes
+    where no check was recorded."""
+    if sum(counts.values()):
+        return (
+            f"{counts.get('pass', 0)} passed, {counts.get('fail', 0)} failed, "
+            f"{counts.get('not_measured', 0)} not measured, {counts.get('error', 0)} errors, "
+            f"{counts.get('waived', 0)} waived, {counts.get('skipped', 0)} skipped"
+        )
+    o = outcomes
+    return (
+        f"{o['passed']} passed, {o['failed']} failed, {o['error']} errors, "
+        f"{o['waived']} waived, {o['skipped']} skipped"
+    )
+
+
 def planned_subjects(items: list[pytest.Item]) -> dict[str, list[str]]:
     """The subjects each requirement's collected tests name (`[node07]`, `[a->b]`): every one
     must have a record for a handover run to be complete."""
@@ -477,16 +493,12 @@ def write_summary(state: HpcnetState, terminalreporter) -> None:
     retried = state.cluster.transport.retries() if state.cluster else {}
     if retried:
         tr.write_line("connection retries: " + ", ".join(f"{n} {c}" for n, c in retried.items()))
-    o = state.outcomes
-    tr.write_line(
-        f"checks: {o['passed']} passed, {o['failed']} failed, {o['error']} errors, "
-        f"{o['waived']} waived, {o['skipped']} skipped"
-    )
+    summary = state.summary or RunSummary(run_id=state.run_dir.name)
+    tr.write_line("checks: " + checks_line(summary.counts, state.outcomes))
     for check_id, count in sorted(state.failing.items()):
-        tr.write_line(f"  {title(check_id)} ({check_id}): {count} failed or errored", red=True)
+        tr.write_line(f"  {title(check_id)} ({check_id}): {count} not passed", red=True)
     for line in state.header:  # the baseline chosen by `auto`
         tr.write_line(line)
-    summary = state.summary or RunSummary(run_id=state.run_dir.name)
     for entry in summary.scope.incomplete:
         where = f" [{entry.subject}]" if entry.subject else ""
         tr.write_line(f"  not measured: {entry.check_id}{where}: {entry.reason}", red=True)

@@ -174,3 +174,23 @@ INVENTORY_ONE = (
     "ssh: {connect_timeout_s: 1, connect_retries: 1}\n"
     'nodes:\n  - {name: "n1", host: "198.18.0.201"}\n'
 )
+
+
+def test_the_terminal_counts_what_the_certificate_counts(pytester):
+    pytester.makefile(".yaml", inv=INVENTORY_ONE)
+    pytester.makepyfile(
+        test_suite=(
+            "import pytest\n"
+            "from pytest_hpcnet.requirements.verdict import NotMeasured\n\n"
+            '@pytest.mark.check("mtu", "MTU")\n'
+            "def test_cut(check):\n"
+            '    raise NotMeasured("n1: links section cut short")\n\n'
+            '@pytest.mark.check("mtu", "MTU")\n'
+            "def test_ok(check):\n"
+            "    pass\n"
+        )
+    )
+    result = pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", "out")
+    result.stdout.fnmatch_lines(
+        ["checks: 1 passed, 0 failed, 1 not measured, 0 errors, 0 waived, 0 skipped"]
+    )
