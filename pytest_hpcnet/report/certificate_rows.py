@@ -89,6 +89,7 @@ class WaiverRow(BaseModel):
     by: str
     expires: str = ""
     applied: bool = True
+    note: str = ""  # why a valid waiver did not apply: the check passed, or was not measured
 
 
 UNGOOD = ("fail", "not_measured", "error")
@@ -273,8 +274,17 @@ def waiver_rows(records: Iterable[CheckRecord], run_date: date) -> list[WaiverRo
             reason=r.waiver.reason,
             by=r.waiver.by or "",
             expires=r.waiver.expires.isoformat() if r.waiver.expires else "",
-            applied=r.waiver.applies_on(run_date),
+            applied=r.waiver.applies_on(run_date) and r.verdict in ("fail", "waived"),
+            note=WAIVER_NOTES.get(r.verdict, "") if r.waiver.applies_on(run_date) else "",
         )
         for r in records
         if r.waiver is not None
     ]
+
+
+WAIVER_NOTES = {
+    "not_measured": "NOT APPLIED: not measured (a waiver covers a failure, never a gap)",
+    "error": "NOT APPLIED: the check errored",
+    "pass": "not needed: the check passed",
+    "skipped": "not needed: the check was skipped",
+}

@@ -194,3 +194,17 @@ def test_the_terminal_counts_what_the_certificate_counts(pytester):
     result.stdout.fnmatch_lines(
         ["checks: 1 passed, 0 failed, 1 not measured, 0 errors, 0 waived, 0 skipped"]
     )
+
+
+def test_the_certificate_says_a_waiver_did_not_cover_what_was_not_measured():
+    from pytest_hpcnet.inventory.models import Waiver
+    from pytest_hpcnet.report.certificate_rows import waiver_rows
+
+    waiver = Waiver(check="gpu_ecc", reason="RMA open", by="QA", expires=TODAY)
+    records = [
+        CheckRecord(check_id="gpu_ecc", requirement="ECC", subject=s, verdict=v, waiver=waiver)
+        for s, v in (("gpu-007", "waived"), ("gpu-008", "not_measured"))
+    ]
+    applied, gap = waiver_rows(records, TODAY)
+    assert applied.applied and applied.by == "QA" and not applied.note
+    assert not gap.applied and gap.note.startswith("NOT APPLIED: not measured")
