@@ -34,7 +34,8 @@ from pytest_hpcnet.report.baseline import (
 )
 from pytest_hpcnet.report.evidence import EvidenceBundle, new_run_id, utc_now
 from pytest_hpcnet.report.handover import finish_run, run_context
-from pytest_hpcnet.report.html_report import add_environment, html_extras
+from pytest_hpcnet.report.html_report import add_environment, html_extras, verdict_html
+from pytest_hpcnet.report.junit import junit_verdict
 from pytest_hpcnet.report.recording import (
     Check,
     attach,
@@ -268,11 +269,19 @@ class HpcnetState:
 
     # -- end of session -------------------------------------------------------------------
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(self, prefix: list, summary: list, postfix: list) -> None:
+        """report.html says the run's verdict at its top (pytest-html)."""
+        if self.summary is not None:
+            prefix.append(verdict_html(verdict_line(self.summary)))
+
     def pytest_keyboard_interrupt(self) -> None:
         self.interrupted = True
 
-    @pytest.hookimpl(trylast=True)
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Close the evidence and decide the verdict before JUnit and pytest-html write their
+        reports, so both can carry it."""
         if self.cluster is not None:
             self.unreachable.update(self.cluster.transport.unreachable())
             self.cluster.transport.close()
@@ -304,6 +313,8 @@ class HpcnetState:
         """Render (and sign) the certificate after every other report is written."""
         if self.bundle is None or self.inventory is None or self.verdict is None:
             return
+        if self.summary is not None:
+            junit_verdict(self.config.option.__dict__.get("xmlpath"), self.summary)
         placement = self.cluster.placement() if self.cluster is not None else {}
         context = run_context(self.inventory, placement, self.unreachable)
         self.certificate = finish_run(

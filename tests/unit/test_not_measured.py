@@ -208,3 +208,25 @@ def test_the_certificate_says_a_waiver_did_not_cover_what_was_not_measured():
     applied, gap = waiver_rows(records, TODAY)
     assert applied.applied and applied.by == "QA" and not applied.note
     assert not gap.applied and gap.note.startswith("NOT APPLIED: not measured")
+
+
+def test_junit_and_report_html_carry_the_verdict(pytester):
+    import xml.etree.ElementTree as ET
+
+    pytester.makefile(".yaml", inv=INVENTORY_ONE)
+    pytester.makepyfile(
+        test_suite=(
+            "import pytest\n\n"
+            '@pytest.mark.check("mtu", "MTU")\n'
+            "def test_bad(check):\n"
+            '    assert False, "n1: MTU 1500"\n'
+        )
+    )
+    pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", "out")
+    (run,) = (pytester.path / "out").iterdir()
+    props = {
+        p.get("name"): p.get("value")
+        for p in ET.parse(run / "junit.xml").getroot().iter("property")
+    }
+    assert props["hpcnet_verdict"] == "REJECTED" and props["hpcnet_checks_fail"] == "1"
+    assert "hpcnet verdict: <strong>REJECTED" in (run / "report.html").read_text()
