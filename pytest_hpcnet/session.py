@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.exceptions import UnsupportedAlgorithm
 
 from pytest_hpcnet.campaigns.cluster import Cluster
 from pytest_hpcnet.campaigns.progress import LOG, PREFIX, Reporter, silent
@@ -45,6 +46,7 @@ from pytest_hpcnet.report.recording import (
     subject_of,
 )
 from pytest_hpcnet.report.records import GOOD_VERDICTS, RunSummary
+from pytest_hpcnet.report.signing import load_private_key
 from pytest_hpcnet.report.trends_page import write_trends
 from pytest_hpcnet.report.verdict import LAB_EVIDENCE, run_date, verdict_line
 from pytest_hpcnet.requirements.registry import title
@@ -72,6 +74,7 @@ def start_run(config: pytest.Config, path: str) -> HpcnetState:
     except InventoryError as exc:
         raise pytest.UsageError(str(exc)) from None
     check_exclusions(inventory)
+    _check_sign_key(config.getoption("hpcnet_sign_key"))
     workerinput = getattr(config, "workerinput", None)
     run_id = workerinput.get("hpcnet_run_id") if workerinput else None
     reports = Path(config.getoption("hpcnet_reports_dir"))
@@ -83,6 +86,25 @@ def start_run(config: pytest.Config, path: str) -> HpcnetState:
     if not config.option.collectonly:
         _open_run_dir(config, state)
     return state
+
+
+def _check_sign_key(path: str | None) -> None:
+    """`--hpcnet-sign-key` must be a readable Ed25519 private key: found before the first
+    connection (one line, exit 4), not after the whole run."""
+    if not path:
+        return
+    try:
+        load_private_key(path)
+    except FileNotFoundError:
+        raise pytest.UsageError(f"--hpcnet-sign-key {path}: no such file") from None
+    except OSError as exc:
+        raise pytest.UsageError(f"--hpcnet-sign-key {path}: {exc.strerror or exc}") from None
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        hint = " (that is the public key: give the private one)" if path.endswith(".pub") else ""
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise pytest.UsageError(
+            f"--hpcnet-sign-key {path}: not an Ed25519 private key{hint}: {first}"
+        ) from None
 
 
 def _take_run_lock(config: pytest.Config, state: HpcnetState, reports: Path) -> None:

@@ -230,3 +230,22 @@ def test_junit_and_report_html_carry_the_verdict(pytester):
     }
     assert props["hpcnet_verdict"] == "REJECTED" and props["hpcnet_checks_fail"] == "1"
     assert "hpcnet verdict: <strong>REJECTED" in (run / "report.html").read_text()
+
+
+def test_a_bad_signing_key_is_found_before_the_run(pytester):
+    from pytest_hpcnet.report.signing import generate_keypair
+
+    generate_keypair(pytester.path / "sign.pem", pytester.path / "sign.pub")
+    pytester.makefile(".yaml", inv=INVENTORY_ONE)
+    pytester.makepyfile(test_suite="def test_x(node):\n    pass\n")
+    for key, said in (("missing.pem", "no such file"), ("sign.pub", "that is the public key")):
+        result = pytester.runpytest(
+            ".", "--inventory", "inv.yaml", "--hpcnet-sign-key", key, "--reports-dir", "out"
+        )
+        assert result.ret == 4, result.stdout.str()
+        (line,) = [x for x in result.stderr.lines if "--hpcnet-sign-key" in x]
+        assert said in line and "Traceback" not in result.stderr.str()
+    good = pytester.runpytest(
+        ".", "--inventory", "inv.yaml", "--hpcnet-sign-key", "sign.pem", "--reports-dir", "out"
+    )
+    assert good.ret == 0
