@@ -343,3 +343,19 @@ def test_all_at_once_rounds_cover_every_node_of_an_odd_cluster():
             inside = [x for p in r for x in (p.a, p.b)]
             assert len(inside) == len(set(inside))
     assert instance_rounds([]) == []
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-nan", "-inf"])
+def test_a_non_finite_cell_is_an_error_never_a_raise(fixture_text, value):
+    """`#iterations` (read as an int) or a rate printed as nan/inf: the run is unparseable."""
+    bw = fixture_text(AREA, "bw-client-erdma-gbits-s65536.txt")
+    for row in (" 65536      5000 ", "0.344786"):
+        cut = parse_bandwidth(
+            bw.replace(row, row.replace("5000", value).replace("0.344786", value))
+        )
+        assert not cut.ok and cut.avg_gbps is None
+        assert cut.error.startswith("unparseable output: non-finite value in row")
+    lat = fixture_text(AREA, "lat-avg-stdev-no-percentiles.txt")
+    first = lat.splitlines()[12]
+    r = parse_latency(lat.replace(first, first.replace(first.split()[1], value, 1)))
+    assert not r.ok and r.t_avg_us is None and "non-finite" in r.error
