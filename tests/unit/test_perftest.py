@@ -359,3 +359,40 @@ def test_a_non_finite_cell_is_an_error_never_a_raise(fixture_text, value):
     first = lat.splitlines()[12]
     r = parse_latency(lat.replace(first, first.replace(first.split()[1], value, 1)))
     assert not r.ok and r.t_avg_us is None and "non-finite" in r.error
+
+
+def test_one_pairs_unreadable_output_fails_that_pair_never_the_round(monkeypatch):
+    """A parser that raises on one pair's output (it must not; belt and braces) makes that
+    pair's run an error; the round's other pairs keep their measurements."""
+    from pytest_hpcnet.campaigns import perftest_rounds
+
+    good = {p.name: p for p in corpus_files("ib_write_bw")}
+    output = good["bnxt-re-broadcom-duration-gbits-q3.txt"].read_text()
+    real = perftest_rounds.parse_bandwidth
+
+    def fragile(text, **kwargs):
+        if "BROKEN" in text:
+            raise ValueError("cannot convert float NaN to integer")
+        return real(text, **kwargs)
+
+    monkeypatch.setattr(perftest_rounds, "parse_bandwidth", fragile)
+
+    class Fake:
+        def run_on_all(self, command, nodes=None, timeout_s=None, together=False):
+            return {
+                n: CommandResult(n, "cmd", 0, "BROKEN" if n == "n3" else output, "", 1.0, 0.0)
+                for n in nodes
+            }
+
+    settings = PerftestSettings(size=65536)
+    pairs = [Pair("n1", "n2"), Pair("n3", "n4")]
+    addresses = {f"n{i}": f"10.0.0.{i}" for i in range(1, 5)}
+
+    def side(node: str, port: int) -> PerftestOptions:
+        return options_for(settings, "ib_write_bw", port, "erdma_0", None)
+
+    runs = run_round(Fake(), pairs, 1, "ib_write_bw", settings, addresses, side)
+    assert runs[pairs[0]].value == pytest.approx(363.47)
+    broken = runs[pairs[1]]
+    assert broken.value is None and broken.error.startswith("unparseable output")
+    assert "ValueError" in broken.error and broken.commands
