@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 import pytest_hpcnet.probes as probes
+from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes import (
     counters,
     erdma,
@@ -50,6 +51,7 @@ from pytest_hpcnet.probes import (
     sysctl,
     versions,
 )
+from pytest_hpcnet.requirements import gpu as gpu_judges
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -353,3 +355,44 @@ def test_every_parser_and_sample_is_covered():
         and obj not in listed
     ]
     assert not unlisted, unlisted
+
+
+GPU_EXPECT = Expectations.model_validate(
+    {"gpu": {"count": 8, "model": "NVIDIA H200", "persistence": True, "mig": False}}
+)
+"""A lab-like H200 node: what `query-8gpu-h200.csv` passes."""
+GPU_JUDGES = {
+    "count_model": lambda q: gpu_judges.judge_count_model("n1", q, GPU_EXPECT),
+    "ecc": lambda q: gpu_judges.judge_ecc("n1", q),
+    "throttle": lambda q: gpu_judges.judge_throttle("n1", q),
+    "pcie": lambda q: gpu_judges.judge_pcie("n1", q),
+    "persistence": lambda q: gpu_judges.judge_persistence("n1", q, GPU_EXPECT),
+    "mig": lambda q: gpu_judges.judge_mig("n1", q, GPU_EXPECT),
+}
+JUDGED_GPU_CELLS = (
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+    "persistence_mode",
+    "clocks_event_reasons.active",
+    "ecc.mode.current",
+    "ecc.errors.uncorrected.volatile.total",
+)
+"""The cells of `nvidia-smi --query-gpu` a GPU judge reads (`mig.mode.current` left out: an
+unreadable MIG mode is a GPU without MIG, by design of `judge_mig`)."""
+
+
+@pytest.mark.parametrize("cell", JUDGED_GPU_CELLS)
+def test_a_judged_gpu_cell_read_as_nonsense_is_never_a_pass(cell):
+    """No parser flag here: the GPU judges decide, and one of them fails the node."""
+    text = (FIXTURES / "gpu" / "query-8gpu-h200.csv").read_text()
+    header, row, *rest = text.splitlines(keepends=True)
+    assert all(judge(gpu.parse_query_gpu(text)) for judge in GPU_JUDGES.values())
+    column = [name.strip() for name in header.split(",")].index(cell)
+    for value in (*TEXT_VALUES, "-nan"):
+        cells = row.rstrip("\n").split(", ")
+        cells[column] = value
+        query = gpu.parse_query_gpu("".join([header, ", ".join(cells) + "\n", *rest]))
+        failed = [name for name, judge in GPU_JUDGES.items() if not judge(query)]
+        assert failed, f"{cell} = {value}: every GPU judge passes"
