@@ -33,18 +33,19 @@ def _int(value: Any) -> int:
 
 
 def _non_finite(value: Any) -> bool:
-    """A NaN/Infinity anywhere in a result (JSON that Python reads as non-finite floats)."""
+    """A NaN/Infinity in a result's figures (JSON that Python reads as non-finite floats);
+    `nwrong` is left to the #wrong rules."""
     if isinstance(value, float):
         return not math.isfinite(value)
     if isinstance(value, dict):
-        return any(_non_finite(v) for v in value.values())
+        return any(_non_finite(v) for k, v in value.items() if k != "nwrong")
     if isinstance(value, list):
         return any(_non_finite(v) for v in value)
     return False
 
 
 def _row(item: Any) -> NcclRow | None:
-    """A result row, or None when unreadable (a NaN/Infinity cell included)."""
+    """A result row, or None when unreadable (a NaN/Infinity time, bandwidth or count)."""
     if not isinstance(item, dict) or _non_finite(item):
         return None
     oop, ip = item.get("out_of_place"), item.get("in_place")
