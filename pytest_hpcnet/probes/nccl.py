@@ -393,7 +393,7 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
             continue
         elif _FAILURE_RE.search(stripped):
             failures.append(stripped)
-        elif stripped[0].isdigit() and saw_columns:
+        elif saw_columns and _num(stripped.split()[0]) is not None:  # a size as nan, -1, ...
             bad_rows.append(f"unreadable row: {stripped}")
             problems.append(bad_rows[-1])
 

@@ -293,9 +293,14 @@ def _scan_table(
         tokens = line.split()
         if table.rows and _CLOSING_RE.match(line):
             table.closed = True
-        data = bool(table.columns and tokens and tokens[0].isdigit())
+        data = bool(table.columns and tokens and _float(tokens[0]) is not None)
         if data:
             table.closed = False
+        if data and not tokens[0].isdigit():  # #bytes as nan, inf, -1, 1e300: no size
+            table.problems.append(f"unreadable row: {line.strip()}")
+            if not math.isfinite(_float(tokens[0]) or 0.0):
+                table.non_finite.append(line.strip())
+            continue
         if data and len(tokens) == len(table.columns or ()):
             values = dict(zip(table.columns or (), tokens, strict=True))
             numbers = {k: _float(v) for k, v in values.items()}

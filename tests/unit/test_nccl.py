@@ -258,3 +258,5 @@ def test_a_non_finite_cell_is_an_error_never_a_raise(value):
         edited = text.replace(row, row.replace(f" {cells[i]} ", f" {value} ", 1))
         r = parse_nccl(edited)
         assert not r.ok and r.error.startswith("unparseable output: non-finite value in row")
+    r = parse_nccl(text.replace(row, row.replace("1048576", value, 1)))  # a row with no size
+    assert not r.ok and r.error.startswith("unparseable output: unreadable row")

@@ -355,6 +355,8 @@ def test_a_non_finite_cell_is_an_error_never_a_raise(fixture_text, value):
         )
         assert not cut.ok and cut.avg_gbps is None
         assert cut.error.startswith("unparseable output: non-finite value in row")
+    sized = bw.replace(" 65536      5000 ", f" {value}      5000 ")  # a row with no size
+    assert parse_bandwidth(sized).error.startswith("unparseable output: non-finite value")
     lat = fixture_text(AREA, "lat-avg-stdev-no-percentiles.txt")
     first = lat.splitlines()[12]
     r = parse_latency(lat.replace(first, first.replace(first.split()[1], value, 1)))
