@@ -194,8 +194,8 @@ def mutations(text: str, json_file: bool) -> Iterator[tuple[str, str]]:
             yield value, text[: m.start()] + value + text[m.end() :]
 
 
-COUNTS = {"info_lines"}
-"""Fields that count lines of text rather than hold a measured number."""
+COUNTS = {"info_lines", "wrong_cells"}
+"""Fields that count lines or cells of text rather than hold a measured number."""
 
 
 def _walk(value: Any) -> Iterator[Any]:
