@@ -63,12 +63,27 @@ class FactSection:
     build: Callable[[Node, Expectations], str]
 
 
+TIMED_OUT_STATUSES = (124, 137)
+"""Exit statuses of a command `timeout` killed (SIGTERM, then SIGKILL after `-k`)."""
+
+
 @dataclass(frozen=True)
 class SectionOutput:
-    """What one section printed (stdout and stderr together) and its exit status."""
+    """What one section printed (stdout and stderr together) and its exit status: None when
+    its end line never came (the script was killed or its output cut inside the section)."""
 
     text: str
     status: int | None
+
+    @property
+    def timed_out(self) -> bool:
+        """Its command was killed by a `timeout` of its own."""
+        return self.status in TIMED_OUT_STATUSES
+
+    @property
+    def complete(self) -> bool:
+        """The section ran to its end line and its command was not killed by a timeout."""
+        return self.status is not None and not self.timed_out
 
 
 def _module_command(expect: Expectations) -> str:
@@ -174,7 +189,8 @@ def facts_command(node: Node, expect: Expectations) -> str:
 
 
 def split_sections(output: str) -> dict[str, SectionOutput]:
-    """Split the facts script's output into sections; a cut-off section has status None."""
+    """Split the facts script's output into sections; a section without its end line (cut
+    off, or followed by another section's begin line) has status None: not `complete`."""
     sections: dict[str, SectionOutput] = {}
     current: str | None = None
     lines: list[str] = []
@@ -218,12 +234,33 @@ class NodeFacts:
     sections: dict[str, SectionOutput]
 
     def text(self, section: str) -> str:
-        """A section's output; raises `MissingMeasurement` when the node did not give it."""
+        """A section's whole output; raises `MissingMeasurement` when the node did not give it,
+        or gave it cut short (no end line) or timed out: a partial section is not measured."""
         out = self.sections.get(section)
         if out is None:
             why = self.result.failure or "output cut short"
             raise MissingMeasurement(f"{self.node}: facts lack section {section!r} ({why})")
+        if out.status is None:
+            raise MissingMeasurement(
+                f"{self.node}: facts section {section!r} cut short: {self._cut_reason()}"
+            )
+        if out.timed_out:
+            raise MissingMeasurement(
+                f"{self.node}: facts section {section!r} timed out (exit status {out.status}): "
+                "its output is partial"
+            )
         return out.text
+
+    def _cut_reason(self) -> str:
+        """Why a section's end line never came, from what the facts command did."""
+        result = self.result
+        if result.timed_out:
+            return f"the facts command timed out after {result.duration_s:.1f}s and was killed"
+        if result.truncated:
+            return "the facts output passed its size limit and was cut"
+        if result.failure:
+            return f"no end line ({result.failure})"
+        return "no end line (output cut short)"
 
 
 class FactsCampaign:
