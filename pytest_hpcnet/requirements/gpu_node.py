@@ -279,9 +279,9 @@ def judge_gpu_nic_numa(
         )
         if gpu_numa is not None and gpu_numa in wanted:
             continue
-        known = bool(numas) and None not in numas.values()
+        known = None not in numas.values()  # no nearest device at all is known too: a fault
         crossing = all(_link_to(topo, row.device, nic) == "SYS" for nic in nearest)
-        if gpu_numa is not None and known and crossing and gpu_numa not in local:
+        if gpu_numa is not None and numas and known and crossing and gpu_numa not in local:
             remote.setdefault(gpu_numa, []).append(subject)
             measurements[-1] = replace(measurements[-1], comparison=None)  # not judged
             continue  # the instance's layout: no RDMA device at all on this GPU's NUMA node

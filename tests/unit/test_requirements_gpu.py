@@ -379,6 +379,9 @@ def test_gpu_nic_numa(fixture_text, healthy):
     assert "GPU 4 (bus ?) on NUMA 1" in unknown.reason and "erdma_1 on NUMA ?" in unknown.reason
     cut = judge_gpu_nic_numa("node05", parse_topo("GPU0\tX\n"), sysfs({}))
     assert cut.outcome == "not_measured" and "topo -m unreadable" in cut.reason
+    no_nic_topo = parse_topo(fixture_text("samples/nvidia_smi", "smi-topo.txt"))  # no NIC
+    no_nic = judge_gpu_nic_numa("node05", no_nic_topo, sysfs({}), healthy)
+    assert no_nic.outcome == "fail" and "nearest RDMA device none" in no_nic.reason
     short = judge_gpu_nic_numa("node05", topo, parse_rdma_sysfs("erdma_0 numa_node 0\n"))
     assert short.outcome == "not_measured"
     assert "RDMA sysfs: no hpcnet-rdma-devices line" in short.reason
