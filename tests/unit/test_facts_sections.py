@@ -24,6 +24,7 @@ from pytest_hpcnet.campaigns.facts import (
 )
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.inventory.models import Node
+from pytest_hpcnet.report.recording import Check
 from pytest_hpcnet.suites import test_gpu as suite
 from pytest_hpcnet.transport.fanout import CommandResult
 
@@ -46,12 +47,12 @@ def facts_of(stdout: str, **result) -> NodeFacts:
     return NodeFacts(NODE.name, dataclasses.replace(done, **result), split_sections(stdout))
 
 
-class Recorded:
-    """The part of a check's recorder the GPU suite tests use."""
+class Recorded(Check):
+    """A check's recorder whose measurements read as a dict."""
 
     def __init__(self) -> None:
-        self.measured: dict[str, object] = {}
-        self.tool_versions: dict[str, str] = {}
+        super().__init__("gpu_xid", "GPU Xid", NODE.name, "node", "", None)
+        self.measured: dict[str, object] = {}  # type: ignore[assignment]
 
     def measure(self, name, value, *rest) -> None:
         self.measured[name] = value
