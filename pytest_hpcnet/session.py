@@ -52,6 +52,7 @@ from pytest_hpcnet.report.verdict import LAB_EVIDENCE, run_date, verdict_line
 from pytest_hpcnet.requirements.registry import title
 from pytest_hpcnet.run_scope import (
     check_exclusions,
+    check_waivers,
     excluded_ids,
     is_lab,
     profile_facts,
@@ -74,6 +75,7 @@ def start_run(config: pytest.Config, path: str) -> HpcnetState:
     except InventoryError as exc:
         raise pytest.UsageError(str(exc)) from None
     check_exclusions(inventory)
+    check_waivers(inventory)
     _check_sign_key(config.getoption("hpcnet_sign_key"))
     workerinput = getattr(config, "workerinput", None)
     run_id = workerinput.get("hpcnet_run_id") if workerinput else None
