@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from pytest_hpcnet.gate import apply as gate_apply
+from pytest_hpcnet.gate import confirm
 from pytest_hpcnet.gate.runlock import ENV, RunLocked, take_run_lock
 from pytest_hpcnet.inventory.loader import InventoryError, load_inventory
 
@@ -114,6 +115,7 @@ def _run_locked(args: argparse.Namespace, inventory, reports: Path, lock_file: P
         [n.name for n in inventory.nodes],
         act=args.act,
         cluster=inventory.cluster.name,
+        confirm=confirm.for_run(args.inventory, inventory.scheduler, run_dir),
     )
     code = report.code
     if status not in PYTEST_OK and code in (gate_apply.EXIT_HEALTHY, gate_apply.EXIT_FAILED):
