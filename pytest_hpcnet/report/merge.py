@@ -42,7 +42,7 @@ from pytest_hpcnet.report.evidence import (
     read_summary,
     run_date_of,
 )
-from pytest_hpcnet.report.records import VERDICTS, RunScope
+from pytest_hpcnet.report.records import RunScope
 from pytest_hpcnet.report.signing import (
     key_fingerprint,
     load_private_key,
@@ -63,9 +63,8 @@ NOT_COVERED = [
     "same-vSwitch placement across partitions",
 ]
 MAX_NAMED = 5
-NOT_MEASURED = "not_measured" if "not_measured" in VERDICTS else "skipped"
-"""The verdict of a pair no partition measured: `not_measured` where the records have it,
-else a skip in scope (both count INCOMPLETE; no waiver covers either)."""
+NOT_MEASURED = "not_measured"
+"""The verdict of a pair no partition measured (INCOMPLETE; no waiver covers it)."""
 UNSIGNED_HINT = "sign the partition runs with --hpcnet-sign-key, or give --allow-unsigned"
 
 
@@ -269,7 +268,8 @@ def _unreachable(parts: Sequence[Partition]) -> set[str]:
 
 def merged_scope(parts: Sequence[Partition]) -> dict[str, Any]:
     """Scope, profile and lab marking of the merged run: a handover only when every part
-    was one; the inventories' exclusions and requirements joined; lab when any part was."""
+    was one; the inventories' exclusions, requirements and planned subjects joined; lab when
+    any part was."""
     summaries = [p.summary or RunSummary(run_id=p.run_id) for p in parts]
     scopes = [s.scope for s in summaries]
     handover = all(s.handover for s in scopes)
@@ -277,11 +277,16 @@ def merged_scope(parts: Sequence[Partition]) -> dict[str, Any]:
     excluded = {
         (e.check_id, e.reason): e for s in scopes for e in s.excluded if e.kind == "inventory"
     }
+    expected: dict[str, list[str]] = {}  # every partition's planned subjects stay planned
+    for part_scope in scopes:
+        for check_id, subjects in part_scope.expected.items():
+            expected.setdefault(check_id, []).extend(subjects)
     scope = RunScope(
         handover=handover,
         label="handover" if handover else (labels[0] if len(labels) == 1 else "selected checks"),
         selection="; ".join(dict.fromkeys(s.selection for s in scopes if s.selection)),
         required=list(dict.fromkeys(i for s in scopes for i in s.required)) if handover else [],
+        expected={k: list(dict.fromkeys(v)) for k, v in expected.items()},
         excluded=list(excluded.values()),
     )
     profiles = dict.fromkeys(s.profile for s in summaries if s.profile)
@@ -460,7 +465,8 @@ def merge(
         sign(out, sign_key)
     checks = sum(len(p.records) for p in parts)
     not_measured = [
-        f"{e.check_id}{f' [{e.subject}]' if e.subject else ''}: {e.reason}"
+        f"{e.check_id}{f' [{e.subject}]' if e.subject else ''}: "
+        + e.reason.removeprefix("not measured: ")
         for e in summary.scope.incomplete
     ]
     return MergeResult(

@@ -125,13 +125,13 @@ def test_two_accepted_partitions_leave_the_pairs_across_them_not_measured(tmp_pa
         ("ib_write_bw", "gpu-b->gpu-c", "pair"),
         ("ib_write_bw", "gpu-d->gpu-a", "pair"),
     ]
-    assert all(r["verdict"] in ("skipped", "not_measured") for r in unmeasured)
+    assert all(r["verdict"] == "not_measured" for r in unmeasured)
     assert "part-a and part-b" in unmeasured[0]["message"]
     [entry] = summary_of(out)["scope"]["incomplete"]
     assert entry["check_id"] == "ib_write_bw"
     assert entry["subject"] == "gpu-b->gpu-c, gpu-d->gpu-a"
     assert entry["reason"] == (
-        "the pair spans partitions part-a and part-b: no partition run measured it"
+        "not measured: the pair spans partitions part-a and part-b: no partition run measured it"
     )
     assert len(list((out / "outputs").iterdir())) == 2
     assert verify(out).ok, verify(out).problems
@@ -172,7 +172,7 @@ def test_three_partitions_list_each_seam_of_the_ring(tmp_path):
     out = tmp_path / "merged"
     assert merge(out, parts).verdict == "INCOMPLETE"
     entries = summary_of(out)["scope"]["incomplete"]
-    assert sorted((e["subject"], e["reason"].split(":")[0]) for e in entries) == [
+    assert sorted((e["subject"], e["reason"].split(": ")[1]) for e in entries) == [
         ("gpu-b->gpu-c", "the pair spans partitions part-a and part-b"),
         ("gpu-c->gpu-d", "the pair spans partitions part-b and part-c"),
         ("gpu-e->gpu-a", "the pair spans partitions part-a and part-c"),
@@ -216,8 +216,19 @@ def test_cross_partition_checks_are_listed_as_not_run(tmp_path, parts):
     merge(out, parts)
     rows = {r["check_id"]: r["verdict"] for r in facts_of(out)["requirements"]}
     assert rows["cross_partition"] == "not_run"
-    assert rows["mtu"] == rows["ib_write_bw"] == "pass"
+    assert (rows["mtu"], rows["ib_write_bw"]) == ("pass", "not_measured")
     assert "across partitions" in (out / "certificate.html").read_text()
+
+
+def test_subjects_a_partition_planned_and_did_not_record_stay_not_measured(tmp_path):
+    scope = RunScope(expected={"mtu": [*PART_B, "gpu-x"]})
+    a = partition(tmp_path, "part-a", PART_A, pairs=False)
+    b = partition(tmp_path, "part-b", PART_B, pairs=False, scope=scope.model_dump())
+    assert facts_of(b)["verdict"] == "INCOMPLETE"
+    out = tmp_path / "merged"
+    assert merge(out, [a, b]).verdict == "INCOMPLETE"
+    [entry] = summary_of(out)["scope"]["incomplete"]
+    assert (entry["check_id"], entry["subject"]) == ("mtu", "gpu-x")
 
 
 def test_one_rejected_partition_rejects_the_merge_and_names_the_failure(tmp_path):
