@@ -97,9 +97,7 @@ def test_an_unreachable_node_is_never_blamed_for_what_failed_on_it():
 def test_a_check_not_measured_on_a_node_blocks_it_like_an_error():
     records = [
         rec("mtu", "node01", "pass"),
-        CheckRecord.model_construct(
-            **{**rec("gpu_health", "node01", "pass").__dict__, "verdict": "not_measured"}
-        ),
+        rec("gpu_health", "node01", "not_measured", "nvidia-smi timed out"),
     ]
     found = judge(records, summary(), NODES)
     assert found["node01"].status == "unjudged" and found["node01"].why == (
