@@ -4,9 +4,11 @@ Runs `pytest -m static --hpcnet-baseline auto` on the inventory (with `--bench`,
 `-m "static or benchmark"`), then `hpcnet gate apply` on the run it wrote, under the
 cluster's run lock (gate/runlock.py). Exit status (docs/gate.md):
   0  healthy: no node failed; every planned action done (or printed, in a dry run)
-  1  nodes failed (or a regression against the last good run); their actions done or printed
+  1  nodes failed, confirmed by a re-run of their failed checks (or a regression against the
+     last good run, or failures that passed on the re-run); their actions done or printed
   2  usage error: bad arguments, unreadable inventory, pytest refused its options; nothing done
-  3  the run is incomplete (unreachable nodes, errors, interrupted, no summary.json)
+  3  the run is incomplete (unreachable nodes, errors, interrupted, no summary.json), or a
+     failure the re-run could not confirm
   4  an action was not done (Slurm controller not answering, a hook failed); retried next run
   5  another run of this cluster holds the lock (its PID and start are printed); nothing done
 """
