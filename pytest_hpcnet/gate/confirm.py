@@ -173,7 +173,9 @@ class PytestConfirm:
             return {n: Confirmation(n, "unconfirmed", why) for n in failed}
 
         if not new:
-            return unconfirmed(f"the re-run wrote no run (pytest exited {proc.returncode})")
+            said = (getattr(proc, "stderr", "") or "").strip().splitlines()[-1:]
+            why = f": {said[0]}" if said else ""
+            return unconfirmed(f"the re-run wrote no run (pytest exited {proc.returncode}{why})")
         try:
             records = read_records(reports / new[-1])
             summary = read_summary(reports / new[-1])

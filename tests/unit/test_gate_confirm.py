@@ -271,13 +271,13 @@ def test_each_of_several_confirm_runs_must_fail_again(tmp_path):
 
 def test_a_re_run_that_writes_no_run_is_unconfirmed(tmp_path):
     def runner(argv, **kwargs):
-        return type("Done", (), {"returncode": 4})()
+        return type("Done", (), {"returncode": 4, "stderr": "x\nERROR: file not found: t.py\n"})()
 
     confirmer = confirm.for_run(Path("inv.yaml"), SLURM, run_folder(tmp_path), runner=runner)
     [found] = confirmer(judged([record("node02", "fail")])).values()
     assert (found.outcome, found.detail) == (
         "unconfirmed",
-        "the re-run wrote no run (pytest exited 4)",
+        "the re-run wrote no run (pytest exited 4: ERROR: file not found: t.py)",
     )
 
 
