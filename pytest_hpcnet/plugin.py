@@ -60,6 +60,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "of this cluster in the reports folder): fail regressions",
     )
     group.addoption(
+        "--hpcnet-nodes",
+        metavar="NAMES",
+        help="only these nodes of the inventory (comma-separated names); the gate's re-run "
+        "of a node's failed checks uses it",
+    )
+    group.addoption(
         "--hpcnet-metrics",
         metavar="PATH",
         help="write a Prometheus textfile (node_exporter textfile collector) here",

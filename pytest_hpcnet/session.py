@@ -52,6 +52,7 @@ from pytest_hpcnet.report.verdict import LAB_EVIDENCE, run_date, verdict_line
 from pytest_hpcnet.requirements.registry import title
 from pytest_hpcnet.run_scope import (
     check_exclusions,
+    check_waivers,
     excluded_ids,
     is_lab,
     profile_facts,
@@ -74,7 +75,11 @@ def start_run(config: pytest.Config, path: str) -> HpcnetState:
     except InventoryError as exc:
         raise pytest.UsageError(str(exc)) from None
     check_exclusions(inventory)
+    check_waivers(inventory)
     _check_sign_key(config.getoption("hpcnet_sign_key"))
+    only = config.getoption("hpcnet_nodes", None)
+    if only:
+        inventory = only_nodes(inventory, only)
     workerinput = getattr(config, "workerinput", None)
     run_id = workerinput.get("hpcnet_run_id") if workerinput else None
     reports = Path(config.getoption("hpcnet_reports_dir"))
@@ -105,6 +110,18 @@ def _check_sign_key(path: str | None) -> None:
         raise pytest.UsageError(
             f"--hpcnet-sign-key {path}: not an Ed25519 private key{hint}: {first}"
         ) from None
+
+
+def only_nodes(inventory: Inventory, names: str) -> Inventory:
+    """The inventory narrowed to `names` (`--hpcnet-nodes a,b`); an unknown name is a
+    one-line usage error."""
+    wanted = [n for n in (part.strip() for part in names.split(",")) if n]
+    known = {n.name for n in inventory.nodes}
+    unknown = [n for n in wanted if n not in known]
+    if unknown or not wanted:
+        what = f"{unknown[0]!r} is not a node of the inventory" if unknown else "no node named"
+        raise pytest.UsageError(f"--hpcnet-nodes {names}: {what}")
+    return inventory.model_copy(update={"nodes": [n for n in inventory.nodes if n.name in wanted]})
 
 
 def _take_run_lock(config: pytest.Config, state: HpcnetState, reports: Path) -> None:

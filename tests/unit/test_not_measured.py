@@ -120,7 +120,7 @@ SUITE = """\
 import pytest
 from pytest_hpcnet.campaigns.facts import MissingMeasurement
 
-@pytest.mark.check("waived_check", "Waived")
+@pytest.mark.check("gpu_xid", "Waived")
 def test_missing_facts(check):
     raise MissingMeasurement("n1: facts lack section 'kernel_log' (output cut short)")
 """
@@ -134,7 +134,7 @@ def test_a_waiver_does_not_turn_a_missing_measurement_into_acceptance(pytester):
             "ssh: {connect_timeout_s: 1, connect_retries: 1}\n"
             'nodes:\n  - {name: "n1", host: "198.18.0.201"}\n'
             "waivers:\n"
-            "  - {check: waived_check, reason: vendor ticket 42, by: QA, "
+            "  - {check: gpu_xid, reason: vendor ticket 42, by: QA, "
             f"expires: {date.today().isoformat()}}}\n"
         ),
     )
