@@ -74,7 +74,7 @@ def rerun_argv(
     """The pytest command line re-running the failed checks of `failed`'s nodes."""
     nodeids = dict.fromkeys(nid for j in failed.values() for nid in j.nodeids)
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    argv += ["--inventory", str(inventory), "--reports-dir", str(reports_dir)]
+    argv += ["--hpcnet-inventory", str(inventory), "--hpcnet-reports-dir", str(reports_dir)]
     if all(j.local for j in failed.values()):
         argv += ["--hpcnet-nodes", ",".join(sorted(failed))]
     if baseline is not None:

@@ -189,9 +189,9 @@ def test_the_re_run_is_just_those_tests_against_just_those_nodes(tmp_path, monke
         "-q",
         "-p",
         "no:cacheprovider",
-        "--inventory",
+        "--hpcnet-inventory",
         "inv.yaml",
-        "--reports-dir",
+        "--hpcnet-reports-dir",
         str(tmp_path / "confirm"),
         "--hpcnet-nodes",
         "node02,node03",
@@ -250,7 +250,7 @@ def test_each_of_several_confirm_runs_must_fail_again(tmp_path):
 
     def runner(argv, **kwargs):
         calls.append(argv)
-        reports = Path(argv[argv.index("--reports-dir") + 1])
+        reports = Path(argv[argv.index("--hpcnet-reports-dir") + 1])
         bundle = EvidenceBundle.create(reports, f"2026113{len(calls)}-000000-aaaa")
         verdicts = {"node02": ["fail", "fail"], "node03": ["pass"]}
         for node in ("node02", "node03"):
