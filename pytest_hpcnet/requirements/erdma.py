@@ -19,6 +19,7 @@ from pytest_hpcnet.probes.erdma import (
     expected_active_mtu,
 )
 from pytest_hpcnet.probes.erdma_gdr import GdrState
+from pytest_hpcnet.probes.eri_address import EriAddress
 from pytest_hpcnet.probes.nccl_debug import NcclNetLog
 from pytest_hpcnet.probes.rdma import RdmaDevices
 from pytest_hpcnet.requirements.erdma_judges import (
@@ -137,12 +138,23 @@ def judge_erdma_gid(
     tables: GidTables,
     eris: Sequence[str],
     used: Mapping[str, int | None],
-    address: str | None,
+    addresses: Mapping[str, EriAddress],
 ) -> Verdict:
-    """The GID index perftest and NCCL get on each ERI is its IPv4 one (`ibv_devinfo -v`)."""
-    return from_findings(
-        [judge_gid_index(node, dev, tables, used.get(dev), address) for dev in eris]
-    )
+    """The GID index perftest and NCCL get on each ERI is the IPv4 GID of that ERI's own
+    interface address (`ibv_devinfo -v`; erdma_1 carries eth1's); an ERI whose netdev has
+    no IPv4 address fails, one whose netdev is unknown is judged on the data-plane
+    interface's address and says so."""
+    findings = []
+    for dev in eris:
+        own = addresses.get(dev)
+        if own is not None and own.address is None:
+            findings.append(Finding(False, f"{node} {own.note}", node, dev))
+            continue
+        found = judge_gid_index(node, dev, tables, used.get(dev), own.address if own else None)
+        if own is not None and own.fallback:
+            found = Finding(found.ok, f"{found.reason} ({own.note})", node, dev)
+        findings.append(found)
+    return from_findings(findings)
 
 
 def judge_erdma_numa(node: str, ids: EriIdentities, expect: Expectations) -> Verdict:

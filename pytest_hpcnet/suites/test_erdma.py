@@ -185,8 +185,10 @@ def test_eri_gid_index_is_the_ipv4_one(cluster, node, check):
     used = {dev: cluster.facts_campaign.gid_index(node.name, dev) for dev in eris}
     for dev, index in used.items():
         check.measure(f"{dev} gid_index", index, "", None, None, "ibv_devinfo -v (IPv4 GID)")
-    address = cluster.data_address(node.name)
-    verdict = judge_erdma_gid(node.name, tables, eris, used, address)
+    addresses = {dev: cluster.facts_campaign.eri_address(node.name, dev) for dev in eris}
+    for dev, own in addresses.items():
+        check.measure(f"{dev} address", own.address, "", None, None, own.note)
+    verdict = judge_erdma_gid(node.name, tables, eris, used, addresses)
     assert verdict, verdict.reason
 
 
