@@ -79,14 +79,19 @@ def judge_erdma_identity(
 
 
 def judge_erdma_driver(node: str, driver: ErdmaDriver, expect: Expectations) -> Verdict:
-    """erdma loaded, its version readable, `compat_mode` and (where set) the congestion
-    control as `expect.erdma` says. CC not readable (no `eadm`) fails only when expected."""
+    """erdma loaded, `compat_mode` and (where set) the congestion control and version as
+    `expect.erdma` says. CC not readable (no `eadm`) fails only when expected; so does a
+    version sysfs, modinfo and the package all leave unreported (the public driver sets no
+    MODULE_VERSION) only where `driver_version` pins one."""
     if driver.loaded is not True:
         why = "not loaded" if driver.loaded is False else driver.problems[0]
         return Verdict(False, reason=f"{node}: erdma module {why}")
     problems = []
-    if driver.version is None:
-        problems.append("erdma module version not readable")
+    pin = expect.erdma.driver_version
+    if pin is not None and driver.version is None:
+        problems.append(f"erdma version not reported (sysfs, modinfo, package), {pin} pinned")
+    elif pin is not None and driver.version != pin:
+        problems.append(f"erdma {driver.version} ({driver.version_source}), {pin} pinned")
     want = expect.erdma.compat_mode
     if want is not None and driver.compat_mode is not want:
         seen = {True: "Y", False: "N", None: "unreadable"}[driver.compat_mode]
@@ -102,7 +107,12 @@ def judge_erdma_driver(node: str, driver: ErdmaDriver, expect: Expectations) -> 
         return Verdict(False, reason=f"{node}: {'; '.join(problems)}")
     algos = ", ".join(f"{d} {a or 'cc not readable'}" for d, a in sorted((driver.cc or {}).items()))
     mode = {True: "Y", False: "N", None: "unread"}[driver.compat_mode]
-    return Verdict(True, reason=f"{node}: erdma {driver.version}, compat_mode {mode}; {algos}")
+    version = (
+        f"{driver.version} ({driver.version_source})"
+        if driver.version
+        else "version not reported (no MODULE_VERSION, modinfo or package)"
+    )
+    return Verdict(True, reason=f"{node}: erdma {version}, compat_mode {mode}; {algos}")
 
 
 def judge_erdma_active_mtu(
