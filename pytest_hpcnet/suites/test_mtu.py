@@ -108,4 +108,12 @@ def test_full_mtu_crosses_the_path(cluster, node_pair, check):
         ">=",
         "expect.mtu",
     )
-    assert verdict.ok, f"{source.name}->{target.name}: {verdict.reason}"
+    bad = [] if verdict.ok else [verdict.reason]
+    for eri in cluster.eri_path_mtu(source, target, check):  # each ERI's own interface
+        label = f"{eri.path.device} ({eri.path.netdev})"
+        own = path_mtu_ok(eri.result, mtu)
+        seen = eri.result.path_mtu or (mtu if own.ok else None)
+        check.measure(f"{label} path_mtu", seen, "bytes", mtu, ">=", "expect.mtu")
+        if not own.ok:
+            bad.append(f"{label} to {eri.path.target_address}: {own.reason}")
+    assert not bad, f"{source.name}->{target.name}: {'; '.join(bad)}"

@@ -19,7 +19,7 @@ from pytest_hpcnet.probes.erdma import parse_gid_tables
 from pytest_hpcnet.probes.rdma import ibv_devinfo_command, rdma_link_command
 from pytest_hpcnet.probes.rdma_parsers import parse_rdma_link
 from pytest_hpcnet.transport.fanout import Transport
-from tests.lab.test_static_suite import failing, run_static
+from tests.lab.test_static_suite import concerns, failing, run_static
 
 pytestmark = pytest.mark.lab
 
@@ -98,6 +98,8 @@ def test_healthy_two_eni_lab_passes_with_each_eri_on_its_own_interface(lab2, tmp
     assert seen["erdma_1 gid_index"] == 1
     mtu = {m["name"] for r in records if r["check_id"] == "mtu" for m in r["measured"]}
     assert "eth1 (erdma_1) mtu" in mtu
+    path = {m["name"] for r in records if r["check_id"] == "path_mtu" for m in r["measured"]}
+    assert "erdma_1 (eth1) path_mtu" in path
     code, records = run(lab2, tmp_path / "b", "benchmark", "every_eri")
     assert code == 0, messages(records)
     commands = [c["command"] for r in records for c in r["commands"]]
@@ -107,12 +109,26 @@ def test_healthy_two_eni_lab_passes_with_each_eri_on_its_own_interface(lab2, tmp
     assert all("-x 1" in c for c in on_eri1), on_eri1
 
 
+def _only_eth1(records, node_check: str, says: str) -> None:
+    """Failing: `node_check` of NODE (its message says `says`) and the path MTU of the
+    pairs into and out of NODE over erdma_1 (eth1) alone; eth0's checks pass."""
+    bad = failing(records)
+    assert {r["check_id"] for r in bad} == {node_check, "path_mtu"}, messages(records)
+    assert all(concerns(r, NODE) for r in bad), messages(records)
+    mine = [r["message"] for r in bad if r["check_id"] == node_check]
+    assert mine and all(says in m and "erdma_0" not in m for m in mine), mine
+    paths = [r for r in bad if r["check_id"] == "path_mtu"]
+    assert {r["subject"] for r in paths} == {"node01->node02", "node02->node03"}, paths
+    for r in paths:  # the eth0 path of the same pair passed: only the erdma_1 part is named
+        assert r["message"].split(": ", 1)[1].startswith(f"{DEV} ({IFACE}) to 198.18.1."), r
+
+
 def test_mtu_1500_on_eth1_fails_that_node_and_interface_only(lab2, tmp_path):
     code, records = run(lab2, tmp_path, "static", STATIC, "mtu", f"1500@{IFACE}")
     assert code == 1
-    bad = failing(records)
-    assert {(r["check_id"], r["subject"]) for r in bad} == {("mtu", NODE)}, messages(records)
-    assert all(f"{IFACE} ({DEV}): MTU 1500" in m and "eth0" not in m for m in messages(records))
+    _only_eth1(records, "mtu", f"{IFACE} ({DEV}): MTU 1500")
+    mtu = [r["message"] for r in failing(records) if r["check_id"] == "mtu"]
+    assert all("eth0" not in m for m in mtu), mtu
 
 
 def test_blocked_port_on_eth1_fails_that_node_and_eri_only(lab2, tmp_path):
@@ -130,6 +146,4 @@ def test_blocked_port_on_eth1_fails_that_node_and_eri_only(lab2, tmp_path):
 def test_eth1_down_fails_that_node_and_eri_only(lab2, tmp_path):
     code, records = run(lab2, tmp_path, "static", STATIC, "eri-down", IFACE)
     assert code == 1
-    bad = failing(records)
-    assert {(r["check_id"], r["subject"]) for r in bad} == {("erdma", NODE)}, messages(records)
-    assert all(f"{DEV} port 1 is" in m and "erdma_0" not in m for m in messages(records))
+    _only_eth1(records, "erdma", f"{DEV} port 1 is")

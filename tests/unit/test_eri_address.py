@@ -168,3 +168,51 @@ def test_perftest_client_of_each_eri_targets_that_eris_server_address(tmp_path):
     assert all("-x 1" in c for c in on_eri1), on_eri1
     on_eri0 = [c for c in clients if "-d erdma_0" in c]
     assert on_eri0 and all(c.rstrip().endswith(("192.168.10.22", "192.168.10.21")) for c in on_eri0)
+
+
+def _two_node_facts(tmp_path, transport) -> FactsCampaign:
+    path = tmp_path / "inv.yaml"
+    path.write_text(TWO_NODES)
+    inventory = load_inventory(path)
+    transport.inventory = inventory
+    facts = FactsCampaign(inventory, transport)
+    for name, last in (("n1", "21"), ("n2", "22")):
+        sections = {"addr": ADDR, "rdma_link": LINK, "erdma_identity": IDENT}
+        sections["ibv_devinfo_v"] = DEVINFO
+        for old, new in (("10.21", f"10.{last}"), ("11.37", f"11.{last}")):
+            sections = {
+                k: v.replace(f"192.168.{old}", f"192.168.{new}") for k, v in sections.items()
+            }
+        result = CommandResult(name, "facts", 0, "", "", 0.1, 0.0)
+        facts._facts[name] = NodeFacts(
+            name, result, {k: SectionOutput(v, 0) for k, v in sections.items()}
+        )
+    return facts
+
+
+def test_path_mtu_per_eri_pings_the_partners_eth1_from_eth1(tmp_path):
+    from pytest_hpcnet.campaigns.eri_paths import EriPathCampaign, eri_paths
+
+    transport = Recording()
+    facts = _two_node_facts(tmp_path, transport)
+    (path,) = eri_paths(facts, "n1", "n2")  # erdma_0 is on eth0: the data-plane ping's
+    assert (path.device, path.netdev, path.target_address) == ("erdma_1", "eth1", "192.168.11.22")
+    found = EriPathCampaign(facts, [("n1", "n2"), ("n2", "n1")]).pair("n1", "n2")
+    assert [f.path.device for f in found] == ["erdma_1"]
+    (sent,) = [c for n, c in transport.commands if n == "n1"]
+    assert "-I eth1 192.168.11.22" in sent and "-M do" in sent
+    assert not found[0].result.received  # the fake printed nothing: no reply, never a pass
+
+
+def test_no_per_eri_probe_where_every_eri_is_on_the_data_interface(tmp_path):
+    from pytest_hpcnet.campaigns.eri_paths import EriPathCampaign
+
+    transport = Recording()
+    facts = _two_node_facts(tmp_path, transport)
+    one = LINK.replace("netdev eth1", "netdev eth0")
+    for name in ("n1", "n2"):
+        sections = dict(facts._facts[name].sections)
+        sections["rdma_link"] = SectionOutput(one, 0)
+        facts._facts[name] = NodeFacts(name, facts._facts[name].result, sections)
+    assert EriPathCampaign(facts, [("n1", "n2")]).pair("n1", "n2") == []
+    assert transport.commands == []
