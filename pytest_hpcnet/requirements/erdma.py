@@ -158,11 +158,11 @@ def judge_erdma_gid(
     for dev in eris:
         own = addresses.get(dev)
         if own is not None and own.address is None:
-            findings.append(Finding(False, f"{node} {own.note}", node, dev))
+            findings.append(finding(False, f"{node} {own.note}", node, dev))
             continue
         found = judge_gid_index(node, dev, tables, used.get(dev), own.address if own else None)
         if own is not None and own.fallback:
-            found = Finding(found.ok, f"{found.reason} ({own.note})", node, dev)
+            found = finding(found.ok, f"{found.reason} ({own.note})", node, dev)
         findings.append(found)
     return from_findings(findings)
 
