@@ -26,6 +26,7 @@ from pytest_hpcnet.probes.erdma import (
     parse_gid_tables,
 )
 from pytest_hpcnet.probes.erdma_gdr import gdr_command
+from pytest_hpcnet.probes.eri_address import EriAddress, eri_address, eri_netdevs
 from pytest_hpcnet.probes.fio import mount_check_command
 from pytest_hpcnet.probes.gpu import query_gpu_command
 from pytest_hpcnet.probes.gpu_host import DRIVER_VERSION_COMMAND, MODULES_COMMAND, memlock_command
@@ -41,7 +42,7 @@ from pytest_hpcnet.probes.rdma import (
     match_devices,
     rdma_link_command,
 )
-from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo
+from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
 from pytest_hpcnet.probes.sysctl import sysctl_command
 from pytest_hpcnet.probes.versions import versions_command
 from pytest_hpcnet.requirements.verdict import NotMeasured
@@ -105,7 +106,8 @@ SECTIONS: list[FactSection] = [
     FactSection("erdma_module", lambda node, expect: _module_command(expect)),
     FactSection("compat_mode", lambda node, expect: _compat_command(expect)),
     FactSection("links", lambda node, expect: ip_link_command(stats=True)),
-    FactSection("addr", lambda node, expect: ip_addr_command(node.interface)),
+    # every interface: each ERI's address is its own netdev's (eth1 for erdma_1, issue 27)
+    FactSection("addr", lambda node, expect: ip_addr_command()),
     FactSection("sysctl", lambda node, expect: sysctl_command(sorted(expect.sysctl))),
     FactSection(
         "metadata", lambda node, expect: metadata_command(base=expect.placement.metadata_url)
@@ -405,7 +407,26 @@ class FactsCampaign:
         if fixed is not None:
             return fixed
         tables = self.gid_tables(name)
-        return tables.choose(device, self.data_address(name)).index if tables else None
+        return (
+            tables.choose(device, self.eri_address(name, device).address).index if tables else None
+        )
+
+    def eri_netdevs(self, name: str) -> dict[str, tuple[str, str]]:
+        """Each RDMA device's netdev and where it came from (sysfs, else `rdma link`)."""
+        sections = self.gather()[name].sections
+        ident, link = sections.get("erdma_identity"), sections.get("rdma_link")
+        return eri_netdevs(
+            parse_erdma_identity(ident.text) if ident is not None else None,
+            parse_rdma_link(link.text) if link is not None else None,
+        )
+
+    def eri_address(self, name: str, device: str) -> EriAddress:
+        """`device`'s own netdev and its IPv4 address (an ERI is an ENI: erdma_1 sits on
+        eth1); the data-plane interface's only when the device's netdev is unknown."""
+        out = self.gather()[name].sections.get("addr")
+        interfaces = parse_interfaces(out.text) if out is not None else None
+        interface = self.inventory.node(name).interface
+        return eri_address(device, self.eri_netdevs(name), interfaces, interface)
 
     def reachable_nodes(self) -> list[Node]:
         """Nodes whose facts came back."""

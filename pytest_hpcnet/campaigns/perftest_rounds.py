@@ -189,11 +189,12 @@ def run_slots(
     index: int,
     tool: str,
     settings: PerftestSettings,
-    addresses: dict[str, str],
+    target: Callable[[str, int], str],
     side_options: Callable[[str, int, int], PerftestOptions],
 ) -> dict[Slot, PairRun]:
     """Several perftest runs per node at once (every device of a pair): each slot's server
-    on its own port, all clients of a node started together, every server stopped."""
+    on its own port, all clients of a node started together, every server stopped.
+    `target(server, i)` is the address the client of device index i connects to."""
     port = {s: settings.port_base + k for k, s in enumerate(slots)}
     key = {s: f"p{port[s]}" for s in slots}
     servers: dict[str, list[Slot]] = {}
@@ -224,7 +225,7 @@ def run_slots(
             lambda node: sections_script(
                 {
                     key[s]: client_command(
-                        side_options(node.name, port[s], s[1]), addresses[s[0].b]
+                        side_options(node.name, port[s], s[1]), target(s[0].b, s[1])
                     )
                     for s in clients[node.name]
                     if s in up
