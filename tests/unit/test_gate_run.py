@@ -145,7 +145,8 @@ def test_a_failure_is_re_run_once_and_only_a_lasting_one_is_acted_on(site, monke
     assert out.returncode == 1, out.stdout + out.stderr
     assert "ticket --node n2 --why 'n2: eth0 MTU 1500, expected 8500'" in out.stdout
     assert "ticket --node n1" not in out.stdout
-    assert "  re-run to confirm: pytest -q -p no:cacheprovider --hpcnet-inventory inv.yaml" in out.stdout
+    rerun = "  re-run to confirm: pytest -q -p no:cacheprovider --hpcnet-inventory inv.yaml"
+    assert rerun in out.stdout
     assert "--hpcnet-nodes n1,n2 suite_test.py::test_mtu[n1] suite_test.py::test_mtu[n2]" in (
         out.stdout
     )
