@@ -63,7 +63,7 @@ class Cluster:
         self.expect = inventory.expect
         self.facts_campaign = FactsCampaign(inventory, transport, progress)
         self.pairs = PairCampaign(self.facts_campaign)
-        self.eri_paths = EriPathCampaign(self.facts_campaign, self.pairs.ring())
+        self.eri_paths = EriPathCampaign(self.facts_campaign, self.pairs.ring)
         self.perftests = PerftestCampaigns(self.facts_campaign)
         self.collective = NcclCampaign(self.facts_campaign)
         self.storage = FioCampaign(self.facts_campaign)

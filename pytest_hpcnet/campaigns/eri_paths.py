@@ -11,6 +11,7 @@ interface (one ERI, or the lab's default).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_hpcnet.campaigns.facts import FactsCampaign, sections_script, split_sections
@@ -56,9 +57,9 @@ def eri_paths(facts: FactsCampaign, source: str, target: str) -> list[EriPath]:
 class EriPathCampaign:
     """Every ring pair's per-ERI path MTU probes, run once (one fan-out)."""
 
-    def __init__(self, facts: FactsCampaign, ring: list[tuple[str, str]]):
+    def __init__(self, facts: FactsCampaign, ring: Callable[[], list[tuple[str, str]]]):
         self.facts = facts
-        self.ring = ring
+        self.ring = ring  # the pair campaign's ring, read when the probes run
         self._found: dict[tuple[str, str], list[EriPathMtu]] | None = None
         self._lock = threading.Lock()
 
@@ -73,7 +74,7 @@ class EriPathCampaign:
         reachable = {n.name for n in self.facts.reachable_nodes()}
         plans = {
             (a, b): paths
-            for a, b in self.ring
+            for a, b in self.ring()
             if a in reachable and b in reachable and (paths := eri_paths(self.facts, a, b))
         }
         if not plans:

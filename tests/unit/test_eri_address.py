@@ -197,7 +197,7 @@ def test_path_mtu_per_eri_pings_the_partners_eth1_from_eth1(tmp_path):
     facts = _two_node_facts(tmp_path, transport)
     (path,) = eri_paths(facts, "n1", "n2")  # erdma_0 is on eth0: the data-plane ping's
     assert (path.device, path.netdev, path.target_address) == ("erdma_1", "eth1", "192.168.11.22")
-    found = EriPathCampaign(facts, [("n1", "n2"), ("n2", "n1")]).pair("n1", "n2")
+    found = EriPathCampaign(facts, lambda: [("n1", "n2"), ("n2", "n1")]).pair("n1", "n2")
     assert [f.path.device for f in found] == ["erdma_1"]
     (sent,) = [c for n, c in transport.commands if n == "n1"]
     assert "-I eth1 192.168.11.22" in sent and "-M do" in sent
@@ -214,5 +214,5 @@ def test_no_per_eri_probe_where_every_eri_is_on_the_data_interface(tmp_path):
         sections = dict(facts._facts[name].sections)
         sections["rdma_link"] = SectionOutput(one, 0)
         facts._facts[name] = NodeFacts(name, facts._facts[name].result, sections)
-    assert EriPathCampaign(facts, [("n1", "n2")]).pair("n1", "n2") == []
+    assert EriPathCampaign(facts, lambda: [("n1", "n2")]).pair("n1", "n2") == []
     assert transport.commands == []
