@@ -286,3 +286,27 @@ def test_suite_correctness_under_c0_is_a_skip_that_counts_incomplete():
         suite.test_no_wrong_results(cluster, fake_check())
     reason = str(skipped.value)
     assert reason.startswith("not measured: ") and not reason.startswith(NOT_APPLICABLE)
+
+
+# -- the campaign's -J path keeps what the printed output says ------------------------------
+
+
+def test_json_result_keeps_a_failure_printed_after_the_file_was_written():
+    from tests.unit.test_nccl_output import NEW_USAGE, FakeTransport, _nodes, campaign
+
+    tail = "vm: Test NCCL failure common.cu:1279 'unhandled system error'\n"
+    parsed, _, _ = campaign(FakeTransport(NEW_USAGE, tail, REAL_JSON), 1, "256M").launch(
+        _nodes("n1")
+    )
+    assert len(parsed.rows) == 9 and not parsed.ok
+    assert "common.cu:1279" in judges.judge_nccl_run(parsed).reason
+
+
+def test_json_result_fails_when_the_printed_output_has_two_tables():
+    from tests.unit.test_nccl_output import NEW_USAGE, FakeTransport, _nodes, campaign
+
+    two = fixture("real-issue290-h100x8-twice-no-mpi.txt")
+    parsed, _, _ = campaign(FakeTransport(NEW_USAGE, two, REAL_JSON), 1, "256M").launch(
+        _nodes("n1")
+    )
+    assert not parsed.ok and "without MPI" in parsed.reason
