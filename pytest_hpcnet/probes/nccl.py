@@ -7,10 +7,13 @@ prefixes, interleaved NCCL INFO/WARN lines and runs that die without a table.
 The command that launches the benchmark is built in `pytest_hpcnet.campaigns.launch`.
 
 Fail closed: a table that stops before the requested maximum size, lacks the
-`# Out of bounds values` / `# Avg bus bandwidth` footer, or shows another number of
-ranks (or hosts) than launched is an `error`, never a measurement; `reason` says
-why a result is not ok in one line. What was launched comes from `NcclExpected`
-(the caller) and, for the sizes, from the tool's own `minBytes .. maxBytes` header.
+`# Out of bounds values` / `# Avg bus bandwidth` footer, shows another number of
+ranks (or hosts) than launched, a rank twice or missing, more than one table (independent
+runs: nccl-tests built without MPI), or a `#wrong` cell that is not a non-negative count is
+an `error`, never a measurement; `reason` says why a result is not ok in one line. #wrong
+cells are checked one by one (`tally_wrong`), never summed past a bad one. What was
+launched comes from `NcclExpected` (the caller) and, for the sizes, from the tool's own
+`minBytes .. maxBytes` header.
 """
 
 from __future__ import annotations
@@ -463,7 +466,7 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
                 )
                 if not tables:
                     tables.append([])
-                if rank not in tables[-1]:  # the same line twice is printed twice, not 2 ranks
+                if rank not in tables[-1]:  # one line printed twice is still one rank
                     tables[-1].append(rank)
                     ranks.append(rank)
             elif m := _VERSION_RE.search(body):
