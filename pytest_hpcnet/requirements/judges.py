@@ -7,8 +7,9 @@ closed: a missing measurement or bound is `not_measured`, never a pass.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.nccl import NcclExpected, NcclResult, rank_problems
@@ -94,6 +95,37 @@ def judge_perftest(tool: str, run: PerftestRun, expect: Expectations) -> Verdict
     """The judge of a perftest tool (`ib_write_bw` or `ib_write_lat`)."""
     judge = judge_ib_write_lat if tool.endswith("_lat") else judge_ib_write_bw
     return judge(run, expect)
+
+
+class Localized(Protocol):
+    """What pair localization found (`campaigns.localization.Localization`)."""
+
+    suspects: Sequence[str]
+    verdicts: Mapping[str, Any]
+    link_problems: Sequence[Any]
+
+
+def judge_localization(
+    tool: str, schedule: str, localization: Localized, suspect_devices: Sequence[str]
+) -> Verdict:
+    """The pair schedule of `tool` blames no node, no link and no device."""
+    lines = [f"schedule {schedule}"]
+    lines += [f"{n}: {localization.verdicts[n].reason}" for n in localization.suspects]
+    lines += [
+        f"link {p.a}-{p.b}: fails while both nodes pass elsewhere"
+        for p in localization.link_problems
+    ]
+    lines += [f"suspect device {d}" for d in suspect_devices]
+    if localization.suspects or localization.link_problems or suspect_devices:
+        return Verdict(False, reason=f"{tool}: " + "; ".join(lines))
+    return Verdict(True, reason="; ".join(lines))
+
+
+def judge_eri_count(node: str, found: int, wanted: int, source: str) -> Verdict:
+    """The node has the ERIs the all-ERIs-at-once round needs (at least `min(wanted, 2)`)."""
+    if found < min(wanted, 2):
+        return Verdict(False, reason=f"{node}: {found} ERI(s), {source} {wanted}")
+    return Verdict(True)
 
 
 # -- NCCL (nccl_busbw) ----------------------------------------------------------------------
