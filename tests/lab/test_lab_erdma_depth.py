@@ -198,7 +198,7 @@ def test_nccl_socket_fallback_names_the_node_and_its_counters_stay(lab):
     assert parsed.ok, text[-2000:]  # the all-reduce itself completes: the silent fallback
     log = parse_nccl_debug(info)
     found = judge_nccl_transport(log, NODES, "IB", device_glob="erdma_*")
-    assert [f.node for f in found if not f.ok] == ["node02"], [f.reason for f in found]
+    assert [f.subject for f in found if not f.ok] == ["node02"], [f.reason for f in found]
     assert "NCCL used Socket (NET/IB : No device found), IB expected" in found[1].reason
     assert log.host("node01").ib_devices[1].name == "erdma_1"
     moved = {
