@@ -11,11 +11,11 @@ import pytest
 from pytest_hpcnet.campaigns.facts import MissingMeasurement, NodeFacts, SectionOutput
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.inventory.models import Node
-from pytest_hpcnet.report.recording import Check
 from pytest_hpcnet.requirements.verdict import NotMeasured
 from pytest_hpcnet.suites import test_erdma as suite
 from pytest_hpcnet.transport.fanout import CommandResult
 from tests.corpus import sample
+from tests.recorded import Recorded as BaseRecorded
 
 RDMA = Path(__file__).resolve().parents[1] / "fixtures" / "rdma"
 NODE = Node(name="n1", host="198.18.0.11")
@@ -23,15 +23,11 @@ IRDMA = Expectations.model_validate({"rdma": {"device_glob": "irdma*"}})
 """A profile whose devices are the published E810's (`irdma1`)."""
 
 
-class Recorded(Check):
-    """A check's recorder whose measurements read as a dict."""
+class Recorded(BaseRecorded):
+    """The check's recorder these tests read."""
 
     def __init__(self) -> None:
-        super().__init__("erdma", "eRDMA", NODE.name, "node", "", None)
-        self.measured: dict[str, object] = {}  # type: ignore[assignment]
-
-    def measure(self, name, value, *rest) -> None:
-        self.measured[name] = value
+        super().__init__("erdma", NODE.name)
 
 
 def cluster(sections: dict[str, str], expect: Expectations = IRDMA) -> SimpleNamespace:
