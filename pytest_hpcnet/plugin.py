@@ -131,6 +131,25 @@ def default_to_shipped_suites(config: pytest.Config) -> None:
         config.args_source = pytest.Config.ArgsSource.ARGS
 
 
+SUITES_ID = "pytest_hpcnet/suites"
+"""The shipped suites' test ids start here, as in a checkout, whatever the rootdir."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(
+    module_path: Path, parent: pytest.Collector
+) -> pytest.Module | None:
+    """A shipped suite module with a stable id: `pytest_hpcnet/suites/test_mtu.py::...`.
+
+    pytest names a file by its path from the rootdir, which moves with the folder it runs in
+    and with the inventory's folder (read as a test path before our options are known); the
+    JUnit classname follows the id (`pytest_hpcnet.suites.test_mtu`)."""
+    if module_path.resolve().parent != SUITES:
+        return None
+    nodeid = f"{SUITES_ID}/{module_path.name}"
+    return pytest.Module.from_parent(parent, path=module_path, nodeid=nodeid)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     state = metafunc.config.stash.get(STATE, None)
     if state is None:
