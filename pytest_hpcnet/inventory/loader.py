@@ -72,9 +72,9 @@ def expand_range(name: str) -> list[str]:
     end = 0
     for m in RANGE.finditer(name):
         items = _range_items(name, m.group(1))
-        names = [f"{done}{name[end : m.start()]}{item}" for done in names for item in items]
-        if len(names) > MAX_RANGE:
+        if len(names) * len(items) > MAX_RANGE:
             raise ValueError(f"{name!r}: more than {MAX_RANGE} nodes")
+        names = [f"{done}{name[end : m.start()]}{item}" for done in names for item in items]
         end = m.end()
     return [done + name[end:] for done in names]
 

@@ -98,6 +98,7 @@ def test_hostlists_load_in_names_and_hosts(tmp_path):
         ("gpu-[1-2,x]", "not a number"),
         ("gpu-[]", "empty range"),
         ("gpu-[1:4:0]", "step"),
+        ("r[1-5000]-g[1-5000]", "more than 10000 nodes"),
     ],
 )
 def test_bad_ranges_are_one_line(tmp_path, name, problem):
