@@ -265,7 +265,7 @@ class Inventory(BaseModel):
             if key in where:
                 on = f"{node.host}:{port}" if port else node.host
                 raise ValueError(
-                    f"nodes {where[key]!r} and {node.name!r} have the same host {on!r} "
+                    f"{where[key]!r} and {node.name!r} have the same host {on!r} "
                     "(a copied line? each node needs its own address)"
                 )
             where[key] = node.name
