@@ -249,3 +249,18 @@ def test_a_bad_signing_key_is_found_before_the_run(pytester):
         ".", "--inventory", "inv.yaml", "--hpcnet-sign-key", "sign.pem", "--reports-dir", "out"
     )
     assert good.ret == 0
+
+
+def test_the_summary_gives_each_failure_its_whole_reason_on_one_line(pytester):
+    pytester.makefile(".yaml", inv=INVENTORY_ONE)
+    reason = "n1: eth1 (erdma_1): MTU 1500, expected 8500 " + "and a long tail " * 6
+    pytester.makepyfile(
+        test_suite=(
+            "import pytest\n\n"
+            '@pytest.mark.check("mtu", "MTU")\n'
+            "def test_bad(check):\n"
+            f"    assert False, {reason!r}\n"
+        )
+    )
+    result = pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", "out")
+    result.stdout.fnmatch_lines([f"    FAIL mtu [cluster]: {reason.strip()}"])
