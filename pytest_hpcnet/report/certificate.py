@@ -103,8 +103,8 @@ CERTIFICATE_FORMAT = "hpcnet-certificate/1"
 EVIDENCE_HTML = "evidence.html"
 """The evidence appendix: a file of the bundle, so the digest (and the signature) cover it."""
 #: The rows each list of the first two A4 pages shows at most, and at least while rows are
-#: cut to fit `ROW_BUDGET` for them all (beside the requirement table); the rest is in the
-#: appendix, counted.
+#: cut to fit the page's budget: `PAGE_ROWS` less the requirement table's rows, never below
+#: `ROW_BUDGET`; the rest is in the appendix, counted.
 ROW_CAPS: dict[str, tuple[int, int]] = {
     "found": (10, 3),
     "pairs": (4, 2),
@@ -115,6 +115,7 @@ ROW_CAPS: dict[str, tuple[int, int]] = {
     "waivers": (5, 1),
 }
 ROW_BUDGET = 12
+PAGE_ROWS = 36
 
 
 class Contact(BaseModel):
@@ -394,6 +395,7 @@ def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> st
     root = Path(run_dir)
     page = _page_context(root, facts)
     pair_suspects = sorted({n for p in page["pairs"] for n in p.suspects})
+    judged = sum(r.verdict not in ("skipped", "not_run") for r in page["rows"])
     html = (
         _environment()
         .get_template("certificate.html.j2")
@@ -409,7 +411,8 @@ def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> st
                     "versions": page["version_rows"],
                     "node_groups": node_groups(facts.get("node_facts", [])),
                     "waivers": facts.get("waivers", []),
-                }
+                },
+                max(ROW_BUDGET, PAGE_ROWS - judged),
             ),
             pair_suspects=pair_suspects,
             needed=page["needed"],
