@@ -171,9 +171,10 @@ def scope_groups(entries: Iterable[ScopeEntry]) -> list[ScopeGroup]:
     """Scope entries grouped by requirement, reason and key, their subjects in order."""
     groups: dict[tuple[str, str, str], ScopeGroup] = {}
     for entry in entries:
-        key = (entry.check_id, entry.reason, entry.key)
+        reason = entry.reason.removeprefix("not measured: ")  # the heading says so
+        key = (entry.check_id, reason, entry.key)
         group = groups.setdefault(
-            key, ScopeGroup(check_id=entry.check_id, reason=entry.reason, key=entry.key)
+            key, ScopeGroup(check_id=entry.check_id, reason=reason, key=entry.key)
         )
         if entry.subject and entry.subject not in group.subjects:
             group.subjects.append(entry.subject)
