@@ -108,14 +108,14 @@ EVIDENCE_HTML = "evidence.html"
 ROW_CAPS: dict[str, tuple[int, int]] = {
     "found": (10, 3),
     "pairs": (4, 2),
-    "incomplete": (5, 2),
-    "excluded": (3, 1),
+    "incomplete": (6, 1),
+    "excluded": (5, 1),
     "versions": (4, 1),
     "node_groups": (3, 1),
     "waivers": (5, 1),
 }
-ROW_BUDGET = 12
-PAGE_ROWS = 36
+ROW_BUDGET = 10
+PAGE_ROWS = 38
 
 
 class Contact(BaseModel):
@@ -181,8 +181,9 @@ def build_facts(
     started = (summary.started_at if summary else None) or (min(starts) if starts else None)
     ended = (summary.ended_at if summary else None) or (max(ends) if ends else None)
     rows = requirement_rows(records, run_date, ctx.requirements)
+    inventory_names = [n.name for n in ctx.nodes]
     for row in rows:
-        row.where = where(records, row, run_date)
+        row.where = where(records, row, run_date, inventory_names)
     header = run_facts(summary)
     threshold_sources = fill_threshold_sources(rows, header["profile_sources"])
     nodes = node_rows(records, ctx.nodes, unreachable, run_date)

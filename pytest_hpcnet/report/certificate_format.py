@@ -90,6 +90,8 @@ def format_value(value: Any, unit: str = "") -> str:
     number = number_of(value)
     if number is None:
         return f"{value} {unit}".strip()
+    if unit == "KiB" and abs(number) >= 1 << 10:
+        number, unit = number * 1024, "bytes"
     if unit in BYTE_UNITS and abs(number) >= 1 << 20:
         name, size = next((n, s) for n, s in _BINARY if abs(number) >= s)
         return f"{_number_text(number / size)} {name}"
@@ -113,8 +115,10 @@ def format_threshold(measurement: Measurement) -> str:
 
 
 def format_margin(margin: float | None) -> str:
-    """A margin as a signed percentage, `—` where there is none."""
-    return "—" if margin is None else f"{margin * 100:+.1f} %"
+    """A margin as a signed percentage (no decimals from 100 % up), `—` where there is none."""
+    if margin is None:
+        return "—"
+    return f"{margin * 100:+.0f} %" if abs(margin) >= 1 else f"{margin * 100:+.1f} %"
 
 
 def pair_nodes(subject: str) -> tuple[str, str] | None:

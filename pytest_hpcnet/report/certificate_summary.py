@@ -181,9 +181,12 @@ def scope_groups(entries: Iterable[ScopeEntry]) -> list[ScopeGroup]:
     return list(groups.values())
 
 
-def where(records: Sequence[CheckRecord], row: RequirementRow, run_date: date) -> str:
+def where(
+    records: Sequence[CheckRecord], row: RequirementRow, run_date: date, nodes: Sequence[str] = ()
+) -> str:
     """Where a requirement's worst value was measured: `all 4 nodes` (pairs, devices) when
-    every judged subject measured the same value, else the subject and its device or GPU."""
+    every judged subject measured the same value, else the subject and its device or GPU
+    (a cluster-wide measurement over a list of nodes names them as `name_list` does)."""
     subject = row.worst_subject
     values = [
         (r, m)
@@ -209,6 +212,8 @@ def where(records: Sequence[CheckRecord], row: RequirementRow, run_date: date) -
         ),
         "",
     )
+    if ", " in device:
+        return name_list(device.split(", "), nodes or 0)
     return f"{subject} {device}".strip()
 
 

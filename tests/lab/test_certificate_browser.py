@@ -158,13 +158,18 @@ def test_generated_certificate_sections_in_a_browser(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("build", "nodes"),
-    [(write_bundle, 4), (write_bundle, 64), (write_crowded_bundle, 4), (write_crowded_bundle, 64)],
+    ("build", "nodes", "lab"),
+    [
+        (write_bundle, 4, True),
+        (write_bundle, 64, False),
+        (write_crowded_bundle, 4, False),
+        (write_crowded_bundle, 64, True),
+    ],
 )
-def test_certificate_prints_on_two_pages_whatever_the_cluster_size(tmp_path, build, nodes):
+def test_certificate_prints_on_two_pages_whatever_the_cluster_size(tmp_path, build, nodes, lab):
     """Verdict, scope, what failed, versions, waivers and the sign-off on at most two A4
     pages, from 4 to 64 nodes and with every list overflowing; the rest is the appendix."""
-    page = build(tmp_path / f"run{nodes}", nodes)
+    page = build(tmp_path / f"run{nodes}", nodes, lab=lab)
     dom = chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
     for ident in ("scope", "findings", "requirements", "versions", "waivers", "signoff"):
         assert f'id="{ident}"' in dom, ident
