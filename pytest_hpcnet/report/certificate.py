@@ -292,7 +292,7 @@ def _scope_entries(facts: Mapping[str, Any], key: str) -> list[ScopeGroup]:
 def _needed(facts: Mapping[str, Any], incomplete: Sequence[ScopeGroup]) -> list[str]:
     """What a run that is not ACCEPTED needs before anyone can accept the cluster."""
     steps = []
-    if facts["verdict"] == "PASSED":
+    if not facts["scope"].get("handover", True):
         steps.append("run the whole suite (no -m, -k or test selection): a handover run")
     if facts["counts"].get("fail"):
         steps.append(

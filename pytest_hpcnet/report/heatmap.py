@@ -148,8 +148,10 @@ def heatmap_svg(
         for col, target in enumerate(names):
             x, y = left + col * size, top + row * size
             entry = cells.get((source, target))
-            if entry is None:
-                fill, title, text = COLOURS["none"][0], f"{source}->{target}: not measured", ""
+            if entry is None and source == target:  # a node with itself: never a pair
+                fill, title, text, stroke = "#ffffff", f"{source} (itself)", "", "#e5e5e5"
+            elif entry is None:
+                fill, title, text = COLOURS["none"][0], f"{source}->{target}: no record", ""
                 stroke = "#ffffff"
             else:
                 measurement, verdict = entry

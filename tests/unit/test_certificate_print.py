@@ -185,3 +185,17 @@ def test_the_appendix_is_in_the_digest_and_tampering_fails_verify(tmp_path):
     assert "evidence file changed: evidence.html" in result.problems
     appendix.unlink()
     assert "evidence file missing: evidence.html" in verify(run).problems
+
+
+def test_a_partial_run_asks_for_the_whole_suite(tmp_path):
+    from pytest_hpcnet.report.certificate import render_certificate
+    from pytest_hpcnet.report.evidence import EvidenceBundle
+    from pytest_hpcnet.report.records import RunScope, RunSummary
+
+    bundle = EvidenceBundle(tmp_path / "run")
+    bundle.append(_node("node01", 1500))
+    bundle.close(RunSummary(run_id="run", scope=RunScope(handover=False, label="static checks")))
+    page = render_certificate(bundle.run_dir, {"nodes": [{"name": "node01"}]}).read_text()
+    signoff = section(page, "signoff")
+    assert "Nothing to accept: this run is REJECTED" in signoff
+    assert "run the whole suite" in signoff and "fix what failed" in signoff
