@@ -264,3 +264,11 @@ def test_the_summary_gives_each_failure_its_whole_reason_on_one_line(pytester):
     )
     result = pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", "out")
     result.stdout.fnmatch_lines([f"    FAIL mtu [cluster]: {reason.strip()}"])
+
+
+def test_the_evidence_appendix_shows_each_gpus_ecc_count_as_a_number(tmp_path):
+    from tests.certificate_bundle import write_bundle
+
+    write_bundle(tmp_path, 4)
+    appendix = (tmp_path / "evidence.html").read_text()
+    assert '<td class="mono">GPU3 ecc_uncorrected</td><td class="num">3' in appendix
