@@ -272,3 +272,12 @@ def test_the_evidence_appendix_shows_each_gpus_ecc_count_as_a_number(tmp_path):
     write_bundle(tmp_path, 4)
     appendix = (tmp_path / "evidence.html").read_text()
     assert '<td class="mono">GPU3 ecc_uncorrected</td><td class="num">3' in appendix
+
+
+def test_report_html_never_says_exit_none():
+    from pytest_hpcnet.report.html_report import command_line
+
+    cut = {"node": "n1", "exit_status": None, "duration_s": None, "output_digest": None}
+    assert command_line(cut) == "n1: no exit status"
+    done = {"node": "n1", "exit_status": 0, "duration_s": 0.4, "output_digest": "ab"}
+    assert command_line(done) == "n1: exit 0 in 0.4 s, output outputs/ab.txt"
