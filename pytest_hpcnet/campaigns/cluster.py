@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from pytest_hpcnet.campaigns.bisection import Bisection
 from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, NodeFacts
+from pytest_hpcnet.campaigns.gpu_load import GpuLoadCampaign
 from pytest_hpcnet.campaigns.nccl import NcclCampaign
 from pytest_hpcnet.campaigns.pairs import FlowFacts, PairCampaign, PairFacts
 from pytest_hpcnet.campaigns.perftest import PerftestCampaign, PerftestCampaigns
@@ -22,6 +23,7 @@ from pytest_hpcnet.inventory.models import Inventory, Node
 from pytest_hpcnet.probes.metadata import MetadataFacts
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.probes.versions import parse_versions
+from pytest_hpcnet.requirements.gpu_load import NodeLoad
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable, Transport
 
 __all__ = ["Cluster", "MissingMeasurement", "NodeFacts"]
@@ -65,6 +67,7 @@ class Cluster:
         self.perftests = PerftestCampaigns(self.facts_campaign)
         self.collective = NcclCampaign(self.facts_campaign)
         self.storage = FioCampaign(self.facts_campaign)
+        self.gpu_load = GpuLoadCampaign(self.facts_campaign)
 
     @property
     def nodes(self) -> list[Node]:
@@ -178,3 +181,15 @@ class Cluster:
         """fio write+read on every reachable node (in `only`, when given) at once under the
         CPFS mount (once)."""
         return self.storage.runs(only)
+
+    def gpu_loads(self, node: Node, recorder: Recorder | None = None) -> dict[str, NodeLoad]:
+        """Every node's GPU load phase (all at once, once), `node`'s load command recorded;
+        unreachable ends the test."""
+        self.facts(node, recorder)  # the engines and GPUs it was planned from
+        loads = self.gpu_load.loads()
+        result = self.gpu_load.results.get(node.name)
+        if result is not None:
+            _record(recorder, result)
+        if recorder is not None:
+            recorder.read("gpu_engines", "gpu_query")
+        return loads

@@ -29,6 +29,7 @@ from pytest_hpcnet.probes.erdma_gdr import gdr_command
 from pytest_hpcnet.probes.fio import mount_check_command
 from pytest_hpcnet.probes.gpu import query_gpu_command
 from pytest_hpcnet.probes.gpu_host import DRIVER_VERSION_COMMAND, MODULES_COMMAND, memlock_command
+from pytest_hpcnet.probes.gpu_load import ENGINES_COMMAND
 from pytest_hpcnet.probes.gpu_rdma import CUDA_COMMAND, RDMA_SYSFS_COMMAND
 from pytest_hpcnet.probes.gpu_topo import TOPO_COMMAND
 from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND
@@ -383,3 +384,7 @@ class FactsCampaign:
             if section is not None and not facts.result.unreachable:
                 out[name] = parse_metadata(section.text)
         return out
+
+
+# -- GPUs under load: the engines each node has (found once, loaded in `campaigns/gpu_load`) --
+SECTIONS += [FactSection("gpu_engines", _gpu_command(ENGINES_COMMAND))]

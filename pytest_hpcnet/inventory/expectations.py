@@ -190,6 +190,23 @@ class GpuExpect(Strict):
     """Whether /sys/class/infiniband describes the RDMA devices (PCIe link, NUMA node)."""
 
 
+class GpuLoadExpect(Strict):
+    """GPUs under load (docs/checks.md, "GPUs under load"): each GPU against its node's best
+    GPU and the cluster median, and against the SKU's published figures where a profile sets
+    them (null: peer-relative only, and the record says so)."""
+
+    peer_tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.10
+    """A GPU more than this fraction below its node's best GPU or the cluster median fails."""
+    min_bf16_tflops: PositiveFloat | None = None
+    min_tf32_tflops: PositiveFloat | None = None
+    min_hbm_gbs: PositiveFloat | None = None
+    """Device-to-device copy, bytes read plus written."""
+    min_h2d_gbs: PositiveFloat | None = None
+    min_d2h_gbs: PositiveFloat | None = None
+    max_temperature_c: PositiveFloat | None = None
+    """The hottest sample under load; null: reported, not judged (thermal slowdown still fails)."""
+
+
 class KnownBad(Strict):
     """A version that must not be installed, with why and where that is said."""
 
@@ -243,6 +260,7 @@ class Expectations(Strict):
     cpfs: CpfsExpect = Field(default_factory=CpfsExpect)
     cloud: CloudExpect = Field(default_factory=CloudExpect)
     gpu: GpuExpect = Field(default_factory=GpuExpect)
+    gpu_load: GpuLoadExpect = Field(default_factory=GpuLoadExpect)
     versions: VersionsExpect = Field(default_factory=VersionsExpect)
     regression_tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.10
     regression_tolerances: dict[str, Annotated[float, Field(gt=0, le=100)]] = Field(

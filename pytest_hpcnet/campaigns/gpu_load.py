@@ -1,0 +1,116 @@
+"""The GPU load phase: every GPU of every reachable node loaded at once, once per session.
+
+Each node's engines come from its facts (`gpu_engines`); a node without PyTorch for
+`python3` is not loaded and is not measured, with what to install. The load command
+(`probes/gpu_load.load_command`) starts on all loadable nodes together, whatever
+`ssh.concurrency` says: a cluster median measured in batches would mix hot and cold halls.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from pytest_hpcnet.campaigns.facts import FactsCampaign
+from pytest_hpcnet.campaigns.progress import phase
+from pytest_hpcnet.probes.gpu import parse_query_gpu
+from pytest_hpcnet.probes.gpu_load import (
+    load_command,
+    parse_engines,
+    parse_load,
+    parse_samples,
+    split_load_output,
+)
+from pytest_hpcnet.requirements.gpu_load import INSTALL_TORCH, NodeLoad
+from pytest_hpcnet.transport.fanout import CommandResult
+
+ENGINE = "torch"
+EXTRA_S = 200.0
+"""Beyond twice the load time: torch import, CUDA start-up, the checksums, the copies."""
+
+
+class GpuLoadCampaign:
+    """Every node's load phase (measured on first use) and the command each ran."""
+
+    def __init__(self, facts: FactsCampaign):
+        self.facts = facts
+        self.inventory = facts.inventory
+        self._loads: dict[str, NodeLoad] | None = None
+        self.results: dict[str, CommandResult] = {}
+        self.wall_s: float | None = None
+        self._lock = threading.Lock()
+
+    def _plan(self) -> tuple[dict[str, NodeLoad], dict[str, int]]:
+        """(nodes that cannot be loaded -> why, nodes to load -> their GPU count)."""
+        skipped: dict[str, NodeLoad] = {}
+        plan: dict[str, int] = {}
+        gathered = self.facts.gather()
+        for node in self.inventory.nodes:
+            facts = gathered[node.name]
+            if facts.result.unreachable:
+                skipped[node.name] = NodeLoad(
+                    node.name, missing=f"unreachable: {facts.result.unreachable}"
+                )
+                continue
+            engines_out = facts.sections.get("gpu_engines")
+            query = facts.sections.get("gpu_query")
+            if engines_out is None or query is None:
+                why = "facts lack section gpu_engines or gpu_query (output cut short)"
+                skipped[node.name] = NodeLoad(node.name, missing=why)
+                continue
+            engines = parse_engines(engines_out.text)
+            if not engines.has(ENGINE):
+                others = ", ".join(f"{k} {v}" for k, v in engines.found.items()) or "none"
+                why = f"no load engine: python3 has no {ENGINE} (found: {others})"
+                skipped[node.name] = NodeLoad(node.name, missing=why, fix=INSTALL_TORCH)
+                continue
+            gpus = parse_query_gpu(query.text).gpus
+            if not gpus:
+                skipped[node.name] = NodeLoad(node.name, missing="nvidia-smi lists no GPU to load")
+                continue
+            plan[node.name] = len(gpus)
+        return skipped, plan
+
+    def loads(self) -> dict[str, NodeLoad]:
+        """{node: NodeLoad} for every node of the inventory (the load runs once)."""
+        with self._lock:
+            if self._loads is None:
+                self._loads = self._measure()
+            return self._loads
+
+    def _measure(self) -> dict[str, NodeLoad]:
+        settings = self.inventory.benchmarks.gpu_load
+        skipped, plan = self._plan()
+        loads = dict(skipped)
+        if plan:
+            what = (
+                f"GPU load on {len(plan)} nodes, {sum(plan.values())} GPUs, {settings.seconds:g} s"
+            )
+            t0 = time.monotonic()
+            with phase(self.facts.progress, what):
+                self.results = self.facts.transport.run_on_all(
+                    lambda node: load_command(
+                        plan[node.name], settings.seconds, settings.size, settings.copy_mib
+                    ),
+                    nodes=list(plan),
+                    timeout_s=settings.seconds * 2 + EXTRA_S,
+                    together=True,
+                )
+            self.wall_s = time.monotonic() - t0
+        for name in plan:
+            loads[name] = node_load(name, self.results[name])
+        return {n.name: loads[n.name] for n in self.inventory.nodes if n.name in loads}
+
+
+def node_load(name: str, result: CommandResult) -> NodeLoad:
+    """One node's load result from its command's output."""
+    if result.unreachable:
+        return NodeLoad(name, missing=f"unreachable during the load: {result.unreachable}")
+    sections = split_load_output(result.stdout)
+    if "gpu_load" not in sections:
+        why = "timed out" if result.timed_out else f"exit status {result.exit_status}"
+        return NodeLoad(name, missing=f"the load command printed nothing to read ({why})")
+    text, status = sections["gpu_load"]
+    run = parse_load(text, status)
+    samples = parse_samples(sections["gpu_samples"][0]) if "gpu_samples" in sections else None
+    return NodeLoad(name, run=run, samples=samples)

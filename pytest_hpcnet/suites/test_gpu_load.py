@@ -1,0 +1,44 @@
+"""GPUs under load: compute, result agreement, memory and host-link bandwidth per GPU
+(docs/checks.md, "GPUs under load"). Every GPU of every node is loaded at once, once per
+session (`campaigns/gpu_load`); each test hands its judge's verdict to the check.
+
+A CPU-only profile (`expect.gpu.count` unset) skips them as not applicable.
+"""
+
+import pytest
+
+from pytest_hpcnet.requirements import gpu_load
+from pytest_hpcnet.requirements.registry import mark, not_applicable_when
+
+NOT_APPLICABLE = "not applicable: the profile sets no GPUs (expect.gpu.count)"
+pytestmark = [
+    pytest.mark.gpu_load,
+    not_applicable_when(lambda expect: not expect.gpu.count, NOT_APPLICABLE),
+]
+
+
+def engine_used(check, load) -> None:
+    """Name the engine in the record's tool versions."""
+    if load.run is not None and load.run.gpus:
+        check.tool_versions["gpu_load_engine"] = load.run.engine
+
+
+@mark("gpu_compute")
+def test_gpu_compute_under_load(cluster, node, check):
+    loads = cluster.gpu_loads(node, check)
+    engine_used(check, loads[node.name])
+    check.judge(gpu_load.judge_gpu_compute(loads[node.name], loads, cluster.expect), node.name)
+
+
+@mark("gpu_correctness")
+def test_gpu_results_agree(cluster, node, check):
+    loads = cluster.gpu_loads(node, check)
+    engine_used(check, loads[node.name])
+    check.judge(gpu_load.judge_gpu_correctness(loads[node.name], loads), node.name)
+
+
+@mark("gpu_bandwidth")
+def test_gpu_bandwidth_under_load(cluster, node, check):
+    loads = cluster.gpu_loads(node, check)
+    engine_used(check, loads[node.name])
+    check.judge(gpu_load.judge_gpu_bandwidth(loads[node.name], loads, cluster.expect), node.name)
