@@ -3,7 +3,8 @@
 Prints the node's eight emulated H200 (see hpcnet_lab_gpu.py) in the formats recorded
 on a real H200 (samples/nvidia_smi): `--query-gpu=F,... --format=csv[,noheader][,nounits]`
 (header `memory.total [MiB]`, values `143771 MiB`, `[N/A]`; an unknown field is refused as
-the real tool refuses it), `topo -m` (ANSI-underlined header, the node's eRDMA devices as
+the real tool refuses it), repeated every N ms with `-lms N` (or N s with `-l N`) until
+killed, at most LOOP_MAX times, `topo -m` (ANSI-underlined header, the node's eRDMA devices as
 NICs, `NIC Legend`), `-L` and `-q [-d ...]` (only the recorded header, with `CUDA Version`,
 and each GPU's `Compute Mode`). Faults change what it prints; nothing else is emulated.
 """
@@ -20,6 +21,7 @@ UNITS = {
     "memory.total": "MiB",
     "power.draw": "W",
     "clocks.current.sm": "MHz",
+    "clocks.sm": "MHz",
     "clocks.max.sm": "MHz",
 }
 LEGEND = """
@@ -55,6 +57,25 @@ def query(fields: list[str], options: set[str]) -> int:
                 v.split(" ")[0] if f in UNITS else v for f, v in zip(fields, values, strict=True)
             ]
         sys.stdout.write(", ".join(values) + "\n")
+    return 0
+
+
+LOOP_MAX = 7200
+"""The most samples one looping call prints (an hour at -lms 500): every loop is bounded."""
+
+
+def loop(fields: list[str], options: set[str], every_s: float) -> int:
+    """`--query-gpu ... -lms N`: the query again every `every_s` until killed (the header
+    once, as the real tool prints it)."""
+    for i in range(LOOP_MAX):
+        status = query(fields, options if i == 0 else options | {"noheader"})
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            return 0
+        if status != 0:
+            return status
+        time.sleep(every_s)
     return 0
 
 
@@ -123,14 +144,18 @@ def main(argv: list[str]) -> int:
         for row in gpu.gpus():
             sys.stdout.write(f"GPU {row['index']}: {row['name']} (UUID: {row['uuid']})\n")
         return 0
-    fields, options = None, None
-    for arg in argv:
+    fields, options, every_s = None, None, None
+    for i, arg in enumerate(argv):
+        if arg in ("-lms", "-l") and i + 1 < len(argv) and argv[i + 1].isdigit():
+            every_s = int(argv[i + 1]) / (1000.0 if arg == "-lms" else 1.0)
         if arg.startswith("--query-gpu="):
             fields = [f.strip() for f in arg.split("=", 1)[1].split(",") if f.strip()]
         elif arg.startswith("--format="):
             options = set(arg.split("=", 1)[1].split(","))
     if fields and options is not None and "csv" in options:
-        return query(fields, options)
+        if every_s is None:
+            return query(fields, options)
+        return loop(fields, options, max(every_s, 0.01))
     usage = "Usage: nvidia-smi --query-gpu=F,... --format=csv[,noheader][,nounits] | topo -m | -L"
     sys.stdout.write(__doc__.splitlines()[0] + "\n" + usage + "\n")
     return 0 if argv in ([], ["-h"], ["--help"]) else 2
