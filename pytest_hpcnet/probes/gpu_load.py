@@ -246,6 +246,8 @@ class GpuSamples:
     bus_id: str | None
     serial: str | None
     count: int
+    busy: int
+    """Samples without `gpu_idle`: the figures below are theirs (all samples when none)."""
     sm_mhz_median: float | None
     sm_mhz_min: float | None
     power_w_max: float | None
@@ -279,6 +281,11 @@ def _number(value: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
+def _mask(value: str) -> int | None:
+    value = value.strip()
+    return int(value, 0) if re.fullmatch(r"0x[0-9A-Fa-f]+|\d+", value) else None
+
+
 def parse_samples(text: str) -> LoadSamples:
     """Read `--query-gpu=SAMPLE_FIELDS --format=csv,noheader,nounits -lms` lines."""
     rows: dict[int, list[list[str]]] = {}
@@ -297,19 +304,23 @@ def parse_samples(text: str) -> LoadSamples:
         return LoadSamples(problems=tuple(problems), error=f"nvidia-smi gave no samples ({tail})")
     gpus = []
     for index, samples in sorted(rows.items()):
-        clocks = [v for v in (_number(s[3]) for s in samples) if v is not None]
-        power = [v for v in (_number(s[4]) for s in samples) if v is not None]
-        temps = [v for v in (_number(s[5]) for s in samples) if v is not None]
+        masks = [_mask(s[6]) for s in samples]
         events = 0
-        for s in samples:
-            m = re.fullmatch(r"0x[0-9A-Fa-f]+|\d+", s[6])
-            events |= int(s[6], 0) if m else 0
+        for mask in masks:
+            events |= mask or 0
+        # the load's samples: those nvidia-smi does not call idle (the first come before it)
+        busy = [s for s, m in zip(samples, masks, strict=True) if m is not None and not m & 0x1]
+        chosen = busy or samples
+        clocks = [v for v in (_number(s[3]) for s in chosen) if v is not None]
+        power = [v for v in (_number(s[4]) for s in chosen) if v is not None]
+        temps = [v for v in (_number(s[5]) for s in chosen) if v is not None]
         gpus.append(
             GpuSamples(
                 index=index,
                 bus_id=value_or_none(samples[-1][1]),
                 serial=value_or_none(samples[-1][2]),
                 count=len(samples),
+                busy=len(busy),
                 sm_mhz_median=statistics.median(clocks) if clocks else None,
                 sm_mhz_min=min(clocks) if clocks else None,
                 power_w_max=max(power) if power else None,

@@ -144,7 +144,7 @@ def _figure_checks(
                 if low:
                     failures.append(
                         f"{gpu_label(node, index, samples)}: {title} {value:g} {unit} "
-                        f"below {'; '.join(low)}"
+                        f"below {' and '.join(low)}"
                     )
     return measurements, failures, notes
 
@@ -187,7 +187,7 @@ def _sample_checks(
     reported, the hottest sample against the profile's ceiling."""
     ceiling = expect.gpu_load.max_temperature_c
     measurements: list[Measurement] = []
-    failures, notes, missing = [], [], []
+    failures, notes, missing, capped = [], [], [], []
     if ceiling is None:
         notes.append("temperature reported, not judged (expect.gpu_load.max_temperature_c)")
     for g in run.gpus:
@@ -221,7 +221,7 @@ def _sample_checks(
             ),
         ]
         if found.events & POWER_CAP_BIT:
-            notes.append(f"GPU {g.index} at its power cap under load (reported, not failed)")
+            capped.append(str(g.index))
             measurements.append(Measurement("power_cap", "active", subject=subject))
         if slow:
             failures.append(
@@ -233,6 +233,8 @@ def _sample_checks(
             failures.append(
                 f"{gpu_label(node, g.index, samples)}: {t:g} C under load > {ceiling:g} C"
             )
+    if capped:
+        notes.append(f"power cap reached under load on GPU {', '.join(capped)} (not a failure)")
     return measurements, failures, notes, missing
 
 

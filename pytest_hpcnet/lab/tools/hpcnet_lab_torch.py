@@ -3,8 +3,10 @@
 Installed as the package `torch` on lab nodes' PYTHONPATH (`<state>/bin/pylib`), so the
 plugin's load program runs its real code path there. Only what that program calls exists.
 Each GPU keeps a virtual device clock: a GEMM or copy queues its duration at the emulated
-H200's rate (the figures of `RATES`), events record the clock, `synchronize` sleeps until the
-wall clock reaches it: so timing is paced like a GPU and the host's CPUs stay idle. Tensors
+H200's rate (the figures of `RATES`), events record the clock and the device time worked so
+far, `synchronize` sleeps until the wall clock reaches it: timing is paced like a GPU, the
+host's CPUs stay idle, and `elapsed_time` counts device work only, so a busy lab host does
+not change the figures. Tensors
 carry how they were made instead of numbers; the checksum program's bytes are a digest of
 that recipe, identical on every healthy GPU. While a GPU has work queued, its busy file
 (`<state>/nodes/<node>/gpu_busy/<slot>`) tells the emulated nvidia-smi it is under load.
@@ -76,6 +78,7 @@ class _Gpu:
             raise RuntimeError(f"CUDA error: invalid device ordinal {index}")
         self.slot = _gpu.BUS_IDS.index(rows[index]["pci.bus_id"][9:11])
         self.busy_until = time.time()
+        self.worked_s = 0.0
         self.factors = {k: 1.0 for k in RATES}
         for kind, factors in FAULT_FACTORS.items():
             if self.slot in _fault_slots(kind):
@@ -89,6 +92,7 @@ class _Gpu:
     def queue(self, work: float, kind: str) -> None:
         rate = RATES[kind] * self.factors[kind] * self.spread
         self.busy_until = max(self.busy_until, time.time()) + work / rate
+        self.worked_s += work / rate
         if self.busy_until > self._written - 1.0:
             self._written = self.busy_until + 2.0
             try:
@@ -213,18 +217,18 @@ def matmul(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
 class _Event:
     def __init__(self, enable_timing: bool = False):
         self.at: float | None = None
-        self.gpu: _Gpu | None = None
+        self.worked_s = 0.0
 
     def record(self) -> None:
-        self.gpu = _on(None)
-        self.at = max(self.gpu.busy_until, time.time())
+        gpu = _on(None)
+        self.at, self.worked_s = max(gpu.busy_until, time.time()), gpu.worked_s
 
     def synchronize(self) -> None:
         if self.at is not None:
             time.sleep(max(0.0, self.at - time.time()))
 
     def elapsed_time(self, end: _Event) -> float:
-        return (end.at - self.at) * 1000.0
+        return (end.worked_s - self.worked_s) * 1000.0
 
 
 def _synchronize(dev=None) -> None:
