@@ -26,7 +26,7 @@ from pytest_hpcnet.report.certificate_format import (
     format_margin,
     format_value,
 )
-from pytest_hpcnet.report.certificate_gpu import gpu_section
+from pytest_hpcnet.report.certificate_gpu import gpu_load_section, gpu_section
 from pytest_hpcnet.report.certificate_header import (
     LAB_NOTICE,
     certified_verdict,
@@ -254,6 +254,7 @@ def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> st
         ),
         digest=facts.get(DIGEST_KEY, ""),
         gpu=gpu_section(records),
+        gpu_load=gpu_load_section(records),
     )
     return redact(html)
 
