@@ -87,7 +87,7 @@ class GpuLoadCampaign:
                 f"GPU load on {len(plan)} nodes, {sum(plan.values())} GPUs, {settings.seconds:g} s"
             )
             t0 = time.monotonic()
-            with phase(self.facts.progress, what):
+            with phase(self.facts.progress, what) as outcome:
                 self.results = self.facts.transport.run_on_all(
                     lambda node: load_command(
                         plan[node.name], settings.seconds, settings.size, settings.copy_mib
@@ -96,6 +96,8 @@ class GpuLoadCampaign:
                     timeout_s=settings.seconds * 2 + EXTRA_S,
                     together=True,
                 )
+                lost = sum(1 for r in self.results.values() if r.unreachable)
+                outcome.text = f"{len(self.results) - lost} answered, {lost} lost"
             self.wall_s = time.monotonic() - t0
         for name in plan:
             loads[name] = node_load(name, self.results[name])
