@@ -17,7 +17,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_hpcnet.probes.gpu import CLOCK_EVENT_BITS, value_or_none
+from pytest_hpcnet.probes.gpu import CLOCK_EVENT_BITS, OLD_NAMES, value_or_none
 
 PROGRAM = Path(__file__).with_name("gpu_load_program.py")
 PROGRAM_FORMAT = "hpcnet-gpu-load 1"
@@ -87,6 +87,7 @@ def load_command(gpus: int, seconds: float, size: int = 8192, copy_mib: int = 10
     program = PROGRAM.read_text()
     sampler_s = int(seconds * 2 + 150)
     fields = ",".join(SAMPLE_FIELDS)
+    old_fields = ",".join(OLD_NAMES.get(f, f) for f in SAMPLE_FIELDS)
     args = f"--gpus {int(gpus)} --seconds {seconds:g} --size {int(size)} --copy-mib {int(copy_mib)}"
     return "\n".join(
         [
@@ -95,7 +96,10 @@ def load_command(gpus: int, seconds: float, size: int = 8192, copy_mib: int = 10
             "cat >\"$d/load.py\" <<'HPCNET_GPU_LOAD_EOF'",
             program.rstrip("\n"),
             "HPCNET_GPU_LOAD_EOF",
-            f"timeout {sampler_s} nvidia-smi --query-gpu={shlex.quote(fields)} "
+            # drivers before R535 know clocks_event_reasons only as clocks_throttle_reasons
+            f"f={shlex.quote(fields)}; nvidia-smi --query-gpu=$f --format=csv,noheader "
+            f"-i 0 >/dev/null 2>&1 || f={shlex.quote(old_fields)}",
+            f'timeout {sampler_s} nvidia-smi --query-gpu="$f" '
             f'--format=csv,noheader,nounits -lms {SAMPLE_MS} >"$d/smi" 2>&1 &',
             "s=$!",
             f'timeout -k 10 {int(seconds * 2 + 120)} python3 "$d/load.py" {args} >"$d/out" 2>&1',

@@ -83,6 +83,7 @@ def test_samples():
 def test_load_command_is_bounded_and_framed():
     command = load_command(8, 60)
     assert "-lms 500" in command and "timeout 270 nvidia-smi" in command
+    assert "clocks_throttle_reasons.active" in command  # the pre-R535 name, when refused
     assert "timeout -k 10 240 python3" in command and "trap 'rm -rf" in command
     out = "@@hpcnet begin gpu_load\nx\n@@hpcnet end gpu_load 0\n@@hpcnet begin gpu_samples\ny"
     assert split_load_output(out) == {"gpu_load": ("x", 0), "gpu_samples": ("y", None)}
