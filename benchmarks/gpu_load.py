@@ -41,6 +41,8 @@ def one_run(inventory: Path, reports: Path) -> tuple[float, float | None, str]:
     )
     wall = time.monotonic() - start
     found = PHASE.search(proc.stdout)
+    if proc.returncode != 0:
+        print("\n".join(proc.stdout.splitlines()[-25:]), file=sys.stderr)
     lines = [ln for ln in proc.stdout.splitlines() if " in " in ln and "passed" in ln]
     summary = lines[-1].strip("= ") if lines else f"exit {proc.returncode}"
     return wall, float(found.group(3)) if found else None, summary

@@ -205,6 +205,10 @@ class GpuLoadExpect(Strict):
     min_d2h_gbs: PositiveFloat | None = None
     max_temperature_c: PositiveFloat | None = None
     """The hottest sample under load; null: reported, not judged (thermal slowdown still fails)."""
+    nvlink_links: Annotated[int, Field(ge=1, le=64)] | None = None
+    """NVLink links active on every GPU (`nvidia-smi nvlink -s`); null: no NVLink expected."""
+    nvlink_max_errors: Annotated[int, Field(ge=0)] = 0
+    """Replay, recovery or CRC errors a link may have counted (`nvidia-smi nvlink -e`)."""
 
 
 class KnownBad(Strict):

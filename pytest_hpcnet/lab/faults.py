@@ -213,6 +213,8 @@ KINDS.update(
         _gpu_load("gpu-checksum", "that GPU's products differ (silent data corruption)"),
         _gpu_load("gpu-hbm-slow", "that GPU's device-to-device copies at 0.5x"),
         _gpu_load("gpu-host-slow", "that GPU's host copies (H2D, D2H) at 0.5x"),
+        _gpu("nvlink-down", "NVLink links 4 and 5 of that GPU <inactive>"),
+        _gpu("nvlink-errors", "NVLink link 2 of that GPU: 40 replay, 1 recovery, 12 CRC errors"),
     )
 )
 

@@ -106,6 +106,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement(
         "gpu_bandwidth", "GPU memory and host-link bandwidth under load", ("gpu_load",), "gpu_load"
     ),
+    Requirement("gpu_nvlink", "NVLink links up and error-free", ("gpu_load",), "gpu_load"),
 )
 
 BY_ID: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}

@@ -7,7 +7,10 @@ A CPU-only profile (`expect.gpu.count` unset) skips them as not applicable.
 
 import pytest
 
+from pytest_hpcnet.probes.gpu import parse_query_gpu
+from pytest_hpcnet.probes.gpu_nvlink import parse_nvlink_errors, parse_nvlink_status
 from pytest_hpcnet.requirements import gpu_load
+from pytest_hpcnet.requirements.gpu_nvlink import judge_gpu_nvlink
 from pytest_hpcnet.requirements.registry import mark, not_applicable_when
 
 NOT_APPLICABLE = "not applicable: the profile sets no GPUs (expect.gpu.count)"
@@ -42,3 +45,16 @@ def test_gpu_bandwidth_under_load(cluster, node, check):
     loads = cluster.gpu_loads(node, check)
     engine_used(check, loads[node.name])
     check.judge(gpu_load.judge_gpu_bandwidth(loads[node.name], loads, cluster.expect), node.name)
+
+
+@mark("gpu_nvlink")
+@not_applicable_when(
+    lambda expect: not expect.gpu_load.nvlink_links,
+    "not applicable: the profile expects no NVLink (expect.gpu_load.nvlink_links)",
+)
+def test_gpu_nvlink_up_and_error_free(cluster, node, check):
+    facts = cluster.facts(node, check)
+    status = parse_nvlink_status(facts.text("gpu_nvlink_status"))
+    errors = parse_nvlink_errors(facts.text("gpu_nvlink_errors"))
+    query = parse_query_gpu(facts.text("gpu_query"))
+    check.judge(judge_gpu_nvlink(node.name, status, errors, query, cluster.expect), node.name)

@@ -16,13 +16,15 @@ from tests.lab.test_static_suite import failing, run_static
 
 pytestmark = pytest.mark.lab
 
-CHECKS = {"gpu_compute", "gpu_correctness", "gpu_bandwidth"}
+CHECKS = {"gpu_compute", "gpu_correctness", "gpu_bandwidth", "gpu_nvlink"}
 INJECTED = {  # (kind, node, GPU)
     ("gpu-hbm-slow", "node01", "1"),
     ("gpu-slow", "node02", "5"),
     ("gpu-host-slow", "node02", "0"),
     ("gpu-hot", "node03", "6"),
     ("gpu-checksum", "node04", "3"),
+    ("nvlink-down", "node01", "2"),
+    ("nvlink-errors", "node04", "7"),
 }
 EXPECTED = {  # (check, node): the GPUs its failure names
     ("gpu_bandwidth", "node01"): {"GPU 1 (00000000:2A:00.0, serial 1654124006921)"},
@@ -30,6 +32,8 @@ EXPECTED = {  # (check, node): the GPUs its failure names
     ("gpu_bandwidth", "node02"): {"GPU 0 (00000000:18:00.0, serial 1654124006920)"},
     ("gpu_compute", "node03"): {"GPU 6 (00000000:BA:00.0, serial 1654124006926)"},
     ("gpu_correctness", "node04"): {"GPU 3 (00000000:5D:00.0, serial 1654124006923)"},
+    ("gpu_nvlink", "node01"): {"GPU 2 (00000000:3A:00.0, serial 1654124006922)"},
+    ("gpu_nvlink", "node04"): {"GPU 7 (00000000:DB:00.0, serial 1654124006927)"},
 }
 
 
@@ -43,7 +47,7 @@ def test_healthy_lab_passes_every_gpu_load_check(lab4, tmp_path):
     assert not failing(records), [r["message"] for r in failing(records)]
     assert code == 0
     assert {(r["check_id"], r["verdict"]) for r in records} == {(c, "pass") for c in CHECKS}
-    assert len(records) == 12
+    assert len(records) == 16
     compute = next(r for r in records if r["check_id"] == "gpu_compute")
     subjects = {m["subject"] for m in compute["measured"] if m["name"] == "bf16_tflops"}
     assert subjects == {f"GPU {i}" for i in range(8)}
@@ -69,5 +73,7 @@ def test_each_load_fault_fails_exactly_its_node_and_gpu(lab4, tmp_path):
         named = set(re.findall(rf"{node} (GPU \d+ \([^)]*\))", bad[(check, node)]))
         assert named == gpus, bad[(check, node)]
     assert "hw_thermal_slowdown under load" in bad[("gpu_compute", "node03")]
+    assert "NVLink link 4, 5 inactive" in bad[("gpu_nvlink", "node01")]
+    assert "NVLink link 2 counted errors" in bad[("gpu_nvlink", "node04")]
     passed = [r for r in records if r["verdict"] == "pass"]
-    assert len(passed) == 12 - len(EXPECTED)
+    assert len(passed) == 16 - len(EXPECTED)

@@ -193,6 +193,7 @@ def test_failing_rows_first_and_not_run_rows_listed():
         "gpu_compute",
         "gpu_correctness",
         "gpu_bandwidth",
+        "gpu_nvlink",
     } == not_run
 
 

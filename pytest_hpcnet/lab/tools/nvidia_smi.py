@@ -4,9 +4,10 @@ Prints the node's eight emulated H200 (see hpcnet_lab_gpu.py) in the formats rec
 on a real H200 (samples/nvidia_smi): `--query-gpu=F,... --format=csv[,noheader][,nounits]`
 (header `memory.total [MiB]`, values `143771 MiB`, `[N/A]`; an unknown field is refused as
 the real tool refuses it), repeated every N ms with `-lms N` (or N s with `-l N`) until
-killed, at most LOOP_MAX times, `topo -m` (ANSI-underlined header, the node's eRDMA devices as
-NICs, `NIC Legend`), `-L` and `-q [-d ...]` (only the recorded header, with `CUDA Version`,
-and each GPU's `Compute Mode`). Faults change what it prints; nothing else is emulated.
+killed, at most LOOP_MAX times, `topo -m` (ANSI-underlined header, the node's eRDMA devices
+as NICs, `NIC Legend`), `nvlink -s` / `-e` (the published H100 SXM5 formats, 18 links each),
+`-L` and `-q [-d ...]` (only the recorded header, with `CUDA Version`, and each GPU's
+`Compute Mode`). Faults change what it prints; nothing else is emulated.
 """
 
 from __future__ import annotations
@@ -134,10 +135,41 @@ def query_log() -> int:
     return 0
 
 
+NVLINKS = 18
+NVLINK_GBS = "26.562"
+"""Per link, as the recorded H100 SXM5 (NVLink 4) prints it; the H200 SXM has 18 links."""
+
+
+def nvlink(flag: str) -> int:
+    """`nvlink -s` (each link's speed, `<inactive>` for a down one) or `nvlink -e` (replay,
+    recovery and CRC error counters per link); faults `nvlink-down` (links 4 and 5 of that
+    GPU inactive) and `nvlink-errors` (link 2 of that GPU counting errors)."""
+    faults = gpu.node.faults()
+    down = gpu._fault_gpu(faults, "nvlink-down")
+    noisy = gpu._fault_gpu(faults, "nvlink-errors")
+    out = []
+    for row in gpu.gpus():
+        slot = gpu.BUS_IDS.index(row["pci.bus_id"][9:11])
+        out.append(f"GPU {row['index']}: {row['name']} (UUID: {row['uuid']})")
+        for link in range(NVLINKS):
+            if flag == "-s":
+                speed = "<inactive>" if slot == down and link in (4, 5) else f"{NVLINK_GBS} GB/s"
+                out.append(f"\t Link {link}: {speed}")
+                continue
+            counts = (40, 1, 12) if slot == noisy and link == 2 else (0, 0, 0)
+            for what, count in zip(("Replay", "Recovery", "CRC"), counts, strict=True):
+                out.append(f"\t Link {link}: {what} Errors: {count}")
+            out.append("")
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """Run like `nvidia-smi`; returns the exit status."""
     if argv[:2] == ["topo", "-m"]:
         return topo()
+    if argv[:1] == ["nvlink"] and argv[1:2] in (["-s"], ["-e"]):
+        return nvlink(argv[1])
     if argv[:1] == ["-q"]:
         return query_log()
     if argv == ["-L"]:
