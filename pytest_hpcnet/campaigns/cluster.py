@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from pytest_hpcnet.campaigns.bisection import Bisection
 from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, NodeFacts
-from pytest_hpcnet.campaigns.gpu_load import GpuLoadCampaign
+from pytest_hpcnet.campaigns.gpu_load import DcgmPhase, GpuLoadCampaign
 from pytest_hpcnet.campaigns.nccl import NcclCampaign
 from pytest_hpcnet.campaigns.pairs import FlowFacts, PairCampaign, PairFacts
 from pytest_hpcnet.campaigns.perftest import PerftestCampaign, PerftestCampaigns
@@ -20,6 +20,7 @@ from pytest_hpcnet.campaigns.progress import Reporter, silent
 from pytest_hpcnet.campaigns.recorder import Recorder
 from pytest_hpcnet.campaigns.storage import FioCampaign, FioRun
 from pytest_hpcnet.inventory.models import Inventory, Node
+from pytest_hpcnet.probes.gpu_dcgm import DcgmRun
 from pytest_hpcnet.probes.metadata import MetadataFacts
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.probes.versions import parse_versions
@@ -68,6 +69,7 @@ class Cluster:
         self.collective = NcclCampaign(self.facts_campaign)
         self.storage = FioCampaign(self.facts_campaign)
         self.gpu_load = GpuLoadCampaign(self.facts_campaign)
+        self.dcgm = DcgmPhase(self.facts_campaign)
 
     @property
     def nodes(self) -> list[Node]:
@@ -193,3 +195,17 @@ class Cluster:
         if recorder is not None:
             recorder.read("gpu_engines", "gpu_query")
         return loads
+
+    def dcgm_run(
+        self, node: Node, level: int, recorder: Recorder | None = None
+    ) -> tuple[DcgmRun | None, str]:
+        """`node`'s `dcgmi diag -r LEVEL -j` (every node with dcgmi at once, once), its
+        command recorded; (None, why) where it did not run."""
+        self.facts(node, recorder)
+        found = self.dcgm.runs(level)[node.name]
+        result = self.dcgm.results.get(node.name)
+        if result is not None:
+            _record(recorder, result)
+        if recorder is not None:
+            recorder.read("gpu_engines", "gpu_query")
+        return found

@@ -1,4 +1,5 @@
-"""The GPU load phase: every GPU of every reachable node loaded at once, once per session.
+"""The GPU load phase, every GPU of every reachable node loaded at once, and the DCGM phase
+(`dcgmi diag` on every node that has it, at once); each runs once per session.
 
 Each node's engines come from its facts (`gpu_engines`); a node without PyTorch for
 `python3` is not loaded and is not measured, with what to install. The load command
@@ -14,6 +15,7 @@ import time
 from pytest_hpcnet.campaigns.facts import FactsCampaign
 from pytest_hpcnet.campaigns.progress import phase
 from pytest_hpcnet.probes.gpu import parse_query_gpu
+from pytest_hpcnet.probes.gpu_dcgm import LEVEL_TIMEOUT_S, DcgmRun, dcgm_command, parse_dcgm_json
 from pytest_hpcnet.probes.gpu_load import (
     load_command,
     parse_engines,
@@ -116,3 +118,51 @@ def node_load(name: str, result: CommandResult) -> NodeLoad:
     run = parse_load(text, status)
     samples = parse_samples(sections["gpu_samples"][0]) if "gpu_samples" in sections else None
     return NodeLoad(name, run=run, samples=samples)
+
+
+class DcgmPhase:
+    """`dcgmi diag -r LEVEL -j` on every node that has dcgmi, all at once (once)."""
+
+    def __init__(self, facts: FactsCampaign):
+        self.facts = facts
+        self.results: dict[str, CommandResult] = {}
+        self._runs: dict[str, tuple[DcgmRun | None, str]] | None = None
+        self._lock = threading.Lock()
+
+    def runs(self, level: int) -> dict[str, tuple[DcgmRun | None, str]]:
+        """{node: (its DCGM run, or None and why it did not run)}."""
+        with self._lock:
+            if self._runs is None:
+                self._runs = self._measure(level)
+            return self._runs
+
+    def _measure(self, level: int) -> dict[str, tuple[DcgmRun | None, str]]:
+        out: dict[str, tuple[DcgmRun | None, str]] = {}
+        ready = []
+        for name, facts in self.facts.gather().items():
+            section = facts.sections.get("gpu_engines")
+            if facts.result.unreachable:
+                out[name] = (None, f"unreachable: {facts.result.unreachable}")
+            elif section is None:
+                out[name] = (None, "facts lack section gpu_engines (output cut short)")
+            elif not parse_engines(section.text).has("dcgmi"):
+                out[name] = (None, "no dcgmi on the node's PATH")
+            else:
+                ready.append(name)
+        if ready:
+            with phase(self.facts.progress, f"dcgmi diag -r {level} on {len(ready)} nodes"):
+                self.results = self.facts.transport.run_on_all(
+                    dcgm_command(level),
+                    nodes=ready,
+                    timeout_s=LEVEL_TIMEOUT_S[level],
+                    together=True,
+                )
+        for name in ready:
+            result = self.results[name]
+            if result.unreachable:
+                out[name] = (None, f"unreachable during dcgmi: {result.unreachable}")
+            elif result.timed_out:
+                out[name] = (None, f"dcgmi diag -r {level} timed out")
+            else:
+                out[name] = (parse_dcgm_json(result.stdout), "")
+        return out

@@ -33,6 +33,7 @@ TOOLS = {
     "nvidia-smi": "nvidia_smi.py",
     "dmesg": "dmesg.py",
     "journalctl": "journalctl.py",
+    "dcgmi": "dcgmi.py",
 }
 SHARED = ("hpcnet_lab_rdma.py", "hpcnet_lab_node.py", "hpcnet_lab_perftest.py", "hpcnet_lab_gpu.py")
 PYLIB = "pylib"

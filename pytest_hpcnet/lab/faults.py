@@ -215,6 +215,12 @@ KINDS.update(
         _gpu_load("gpu-host-slow", "that GPU's host copies (H2D, D2H) at 0.5x"),
         _gpu("nvlink-down", "NVLink links 4 and 5 of that GPU <inactive>"),
         _gpu("nvlink-errors", "NVLink link 2 of that GPU: 40 replay, 1 recovery, 12 CRC errors"),
+        FaultKind(
+            "dcgm-fail",
+            f"dcgm-fail NODE [GPU={act.DEFAULT_GPU}]",
+            "emulated dcgmi diag: that GPU fails the level's last hardware test",
+            *act.recorded_fault("dcgm-fail", act.DEFAULT_GPU, r"[0-7]", "a GPU index 0..7"),
+        ),
     )
 )
 

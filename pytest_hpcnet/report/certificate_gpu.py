@@ -86,7 +86,7 @@ def gpu_section(records: Sequence[CheckRecord]) -> dict[str, Any] | None:
 
 # -- GPUs under load: one row per GPU from the gpu_load records' measurements ----------------
 
-LOAD_CHECKS = ("gpu_compute", "gpu_bandwidth", "gpu_correctness")
+LOAD_CHECKS = ("gpu_compute", "gpu_bandwidth", "gpu_correctness", "gpu_nvlink", "gpu_dcgm")
 LOAD_FIGURES = (
     "bf16_tflops",
     "tf32_tflops",
@@ -107,7 +107,7 @@ def _gpu_key(subject: str) -> int:
 def _load_row(node: str, subject: str) -> dict[str, Any]:
     row: dict[str, Any] = {"node": node, "gpu": subject, "problems": []}
     row.update(dict.fromkeys(LOAD_FIGURES))
-    row.update({"throttle": None, "checksum": None})
+    row.update({"throttle": None, "checksum": None, "nvlink": None, "dcgm": None})
     return row
 
 
@@ -133,6 +133,12 @@ def gpu_load_section(records: Sequence[CheckRecord]) -> dict[str, Any] | None:
                 row["throttle"] = m.value if m.value != "none" else row["throttle"] or "none"
             elif m.name == "power_cap" and row["throttle"] in (None, "none"):
                 row["throttle"] = "power cap (reported)"
+            elif m.name == "nvlink_active":
+                row["nvlink"] = f"{m.value} of {m.threshold} up"
+            elif m.name == "nvlink_errors_max" and m.value:
+                row["nvlink"] = f"{row['nvlink'] or ''} errors {m.value}".strip()
+            elif m.name == "dcgm":
+                row["dcgm"] = m.value
             elif m.name == "checksum":
                 row["checksum"] = "agrees" if m.value == m.threshold else f"differs ({m.value})"
         if record.verdict in BAD:

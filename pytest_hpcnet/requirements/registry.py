@@ -107,6 +107,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "gpu_bandwidth", "GPU memory and host-link bandwidth under load", ("gpu_load",), "gpu_load"
     ),
     Requirement("gpu_nvlink", "NVLink links up and error-free", ("gpu_load",), "gpu_load"),
+    Requirement("gpu_dcgm", "DCGM diagnostics pass on every GPU", ("gpu_load",), "gpu_load"),
 )
 
 BY_ID: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}

@@ -10,6 +10,7 @@ import pytest
 from pytest_hpcnet.probes.gpu import parse_query_gpu
 from pytest_hpcnet.probes.gpu_nvlink import parse_nvlink_errors, parse_nvlink_status
 from pytest_hpcnet.requirements import gpu_load
+from pytest_hpcnet.requirements.gpu_dcgm import judge_gpu_dcgm
 from pytest_hpcnet.requirements.gpu_nvlink import judge_gpu_nvlink
 from pytest_hpcnet.requirements.registry import mark, not_applicable_when
 
@@ -58,3 +59,17 @@ def test_gpu_nvlink_up_and_error_free(cluster, node, check):
     errors = parse_nvlink_errors(facts.text("gpu_nvlink_errors"))
     query = parse_query_gpu(facts.text("gpu_query"))
     check.judge(judge_gpu_nvlink(node.name, status, errors, query, cluster.expect), node.name)
+
+
+@mark("gpu_dcgm")
+@not_applicable_when(
+    lambda expect: not expect.gpu_load.dcgm_level,
+    "not applicable: DCGM is left out (expect.gpu_load.dcgm_level: null)",
+)
+def test_gpu_dcgm_diagnostics(cluster, node, check):
+    level = cluster.expect.gpu_load.dcgm_level
+    run, missing = cluster.dcgm_run(node, level, check)
+    if run is not None and run.version:
+        check.tool_versions["dcgm"] = run.version
+    query = parse_query_gpu(cluster.facts(node, check).text("gpu_query"))
+    check.judge(judge_gpu_dcgm(node.name, run, query, level, missing), node.name)

@@ -16,7 +16,7 @@ from tests.lab.test_static_suite import failing, run_static
 
 pytestmark = pytest.mark.lab
 
-CHECKS = {"gpu_compute", "gpu_correctness", "gpu_bandwidth", "gpu_nvlink"}
+CHECKS = {"gpu_compute", "gpu_correctness", "gpu_bandwidth", "gpu_nvlink", "gpu_dcgm"}
 INJECTED = {  # (kind, node, GPU)
     ("gpu-hbm-slow", "node01", "1"),
     ("gpu-slow", "node02", "5"),
@@ -25,6 +25,7 @@ INJECTED = {  # (kind, node, GPU)
     ("gpu-checksum", "node04", "3"),
     ("nvlink-down", "node01", "2"),
     ("nvlink-errors", "node04", "7"),
+    ("dcgm-fail", "node03", "4"),
 }
 EXPECTED = {  # (check, node): the GPUs its failure names
     ("gpu_bandwidth", "node01"): {"GPU 1 (00000000:2A:00.0, serial 1654124006921)"},
@@ -34,6 +35,7 @@ EXPECTED = {  # (check, node): the GPUs its failure names
     ("gpu_correctness", "node04"): {"GPU 3 (00000000:5D:00.0, serial 1654124006923)"},
     ("gpu_nvlink", "node01"): {"GPU 2 (00000000:3A:00.0, serial 1654124006922)"},
     ("gpu_nvlink", "node04"): {"GPU 7 (00000000:DB:00.0, serial 1654124006927)"},
+    ("gpu_dcgm", "node03"): {"GPU 4 (00000000:9A:00.0, serial 1654124006924)"},
 }
 
 
@@ -47,12 +49,14 @@ def test_healthy_lab_passes_every_gpu_load_check(lab4, tmp_path):
     assert not failing(records), [r["message"] for r in failing(records)]
     assert code == 0
     assert {(r["check_id"], r["verdict"]) for r in records} == {(c, "pass") for c in CHECKS}
-    assert len(records) == 16
+    assert len(records) == 20
     compute = next(r for r in records if r["check_id"] == "gpu_compute")
     subjects = {m["subject"] for m in compute["measured"] if m["name"] == "bf16_tflops"}
     assert subjects == {f"GPU {i}" for i in range(8)}
     assert compute["tool_versions"]["gpu_load_engine"].startswith("torch 2.5.1+hpcnet.lab")
     assert "gpu_samples" in compute["sections"]
+    dcgm = next(r for r in records if r["check_id"] == "gpu_dcgm")
+    assert dcgm["tool_versions"]["dcgm"] == "4.2.3" and "software, pcie, memory" in dcgm["message"]
     phase = [ln for ln in printed[0].splitlines() if ln.startswith("hpcnet: GPU load on 4 nodes")]
     assert phase and "32 GPUs, 10 s" in phase[0], printed[0][-2000:]
 
@@ -75,5 +79,6 @@ def test_each_load_fault_fails_exactly_its_node_and_gpu(lab4, tmp_path):
     assert "hw_thermal_slowdown under load" in bad[("gpu_compute", "node03")]
     assert "NVLink link 4, 5 inactive" in bad[("gpu_nvlink", "node01")]
     assert "NVLink link 2 counted errors" in bad[("gpu_nvlink", "node04")]
+    assert "DCGM memory failed" in bad[("gpu_dcgm", "node03")]
     passed = [r for r in records if r["verdict"] == "pass"]
-    assert len(passed) == 16 - len(EXPECTED)
+    assert len(passed) == 20 - len(EXPECTED)

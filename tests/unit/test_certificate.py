@@ -194,6 +194,7 @@ def test_failing_rows_first_and_not_run_rows_listed():
         "gpu_correctness",
         "gpu_bandwidth",
         "gpu_nvlink",
+        "gpu_dcgm",
     } == not_run
 
 

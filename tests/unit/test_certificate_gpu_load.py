@@ -78,3 +78,17 @@ def test_template_renders_the_table_and_nothing_without_load_records():
     assert "not measured: n3: no load engine" in html
     assert gpu_load_section([]) is None
     assert "gpus-under-load" not in template.render(gpu_load=None)
+
+
+def test_nvlink_and_dcgm_columns():
+    from pytest_hpcnet.probes.gpu_dcgm import parse_dcgm_json
+    from pytest_hpcnet.requirements.gpu_dcgm import judge_gpu_dcgm
+    from tests.unit.test_gpu_dcgm import text
+
+    run = parse_dcgm_json(text("dcgm-4.2.3-gb10-r1-json-software-fail-persistence-sram.json"))
+    dcgm = as_record("gpu_dcgm", judge_gpu_dcgm("n1", run, None, 1))
+    rows = gpu_load_section([*records(), dcgm])["rows"]
+    first = rows[0]
+    assert first["dcgm"] == "fail: software"
+    (problem,) = first["problems"]
+    assert problem.startswith("n1 GPU 0: DCGM software failed: Persistence Mode: Persistence mode")
