@@ -81,6 +81,10 @@ def _unmeasured(load: NodeLoad) -> Verdict | None:
         return not_measured(why, sections=SECTIONS, subject=load.node)
     if not load.run.complete:
         return not_measured(load.run.error or "cut short", sections=SECTIONS, subject=load.node)
+    errors = {g.error for g in load.run.gpus}
+    if len(load.run.gpus) > 1 and len(errors) == 1 and None not in errors:
+        why = f"the load failed the same way on every GPU (the engine, not a GPU): {errors.pop()}"
+        return not_measured(why, INSTALL_TORCH, sections=SECTIONS, subject=load.node)
     return None
 
 

@@ -200,3 +200,11 @@ def test_a_gpu_whose_load_failed_fails():
     verdict = judges.judge_gpu_compute(broken, cluster(n2=broken), Expectations())
     assert verdict.outcome == "fail" and "n2 GPU 1" in verdict.reason
     assert "the load failed: RuntimeError" in verdict.reason
+
+
+def test_the_same_error_on_every_gpu_is_the_engine_not_measured():
+    error = "AssertionError: Torch not compiled with CUDA enabled"
+    cpu_only = node_load("n2", [GpuLoad(0, error=error), GpuLoad(1, error=error)])
+    verdict = judges.judge_gpu_compute(cpu_only, cluster(n2=cpu_only), Expectations())
+    assert verdict.outcome == "not_measured" and "the engine, not a GPU" in verdict.reason
+    assert "pip install torch" in verdict.fix
