@@ -9,6 +9,7 @@ fixtures are skipped with one line.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,10 @@ STATE = pytest.StashKey["HpcnetState"]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hpcnet", "cluster acceptance (pytest_hpcnet)")
     group.addoption(
-        "--inventory", dest="hpcnet_inventory", metavar="PATH", help="cluster inventory YAML"
+        "--hpcnet-inventory",
+        dest="hpcnet_inventory",
+        metavar="PATH",
+        help="cluster inventory YAML (also --inventory, unless another plugin owns it)",
     )
     group.addoption(
         "--hpcnet-concurrency",
@@ -37,11 +41,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="parallel SSH sessions (default: the inventory's ssh.concurrency)",
     )
     group.addoption(
-        "--reports-dir",
+        "--hpcnet-reports-dir",
         dest="hpcnet_reports_dir",
         metavar="DIR",
         default="reports",
-        help="where each run's reports go (default reports/)",
+        help="where each run's reports go (default reports/; also --reports-dir, unless "
+        "another plugin owns it)",
     )
     group.addoption(
         "--hpcnet-sign-key",
@@ -55,11 +60,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "of this cluster in the reports folder): fail regressions",
     )
     group.addoption(
+        "--hpcnet-nodes",
+        metavar="NAMES",
+        help="only these nodes of the inventory (comma-separated names); the gate's re-run "
+        "of a node's failed checks uses it",
+    )
+    group.addoption(
         "--hpcnet-metrics",
         metavar="PATH",
         help="write a Prometheus textfile (node_exporter textfile collector) here",
     )
     parser.addini("hpcnet_inventory", "cluster inventory YAML (like --inventory)", default="")
+
+
+ALIASES = {"--inventory": "hpcnet_inventory", "--reports-dir": "hpcnet_reports_dir"}
+"""Short spellings of our options, added only where no other plugin (pytest-ansible has
+`--inventory`) registered the same name: two owners of one option stop pytest at start-up."""
+
+
+def _taken(parser: pytest.Parser) -> set[str]:
+    """The option strings already registered by pytest and every plugin loaded so far."""
+    groups = [parser._anonymous, *parser._groups]
+    return {name for group in groups for option in group.options for name in option.names()}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser) -> None:
+    """Add the short aliases once every installed plugin has registered its options."""
+    taken = _taken(parser)
+    group = parser.getgroup("hpcnet")
+    for alias, dest in ALIASES.items():
+        if alias not in taken:
+            group.addoption(alias, dest=dest, help=argparse.SUPPRESS)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -4,6 +4,7 @@ sources, and whether the nodes are the embedded lab."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,6 +38,54 @@ def check_exclusions(inventory: Inventory) -> None:
             f"{inventory.path}: scope.exclude: unknown requirement {unknown[0]!r} "
             f"(valid: {', '.join(BY_ID)})"
         )
+
+
+WAIVED_CHECK = re.compile(r"([A-Za-z0-9_]+)(?:\[(.*)\])?")
+CLUSTER_SUBJECT = "cluster"
+
+
+def _subject_problem(subject: str, nodes: set[str]) -> str | None:
+    """Why `subject` names nothing of this inventory: a node, a pair `a->b` of two nodes, a
+    device or GPU of a node (`node07 erdma_1`, `node07 GPU 3`), or `cluster`; else None."""
+    if not subject.strip():
+        return "empty subject (give a node, a pair a->b or a device 'node erdma_1')"
+    if subject == CLUSTER_SUBJECT:
+        return None
+    if "->" in subject:
+        ends = subject.split("->")
+        unknown = [e for e in ends if e not in nodes]
+        if len(ends) != 2 or unknown:
+            what = f"{unknown[0]!r} is not a node of the inventory" if unknown else "not a->b"
+            return f"unknown subject {subject!r}: {what}"
+        return "a pair names two different nodes" if ends[0] == ends[1] else None
+    node, _, device = subject.partition(" ")
+    if node not in nodes:
+        near = difflib.get_close_matches(node, nodes, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        what = f"{node!r} is not a node" if device else "not a node"
+        return f"unknown subject {subject!r}: {what} of the inventory{hint}"
+    return None
+
+
+def check_waivers(inventory: Inventory) -> None:
+    """A waiver naming an unknown requirement, or a subject that is no node, pair or device
+    of the inventory, is a one-line usage error (it would otherwise cover nothing)."""
+    nodes = {n.name for n in inventory.nodes}
+    for i, waiver in enumerate(inventory.waivers):
+        match = WAIVED_CHECK.fullmatch(waiver.check)
+        problem: str | None
+        if match is None:
+            problem = "not a check id or id[subject]"
+        elif match.group(1) not in BY_ID:
+            near = difflib.get_close_matches(match.group(1), BY_ID, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            problem = f"unknown requirement {match.group(1)!r} ({hint}valid: {', '.join(BY_ID)})"
+        elif match.group(2) is None:
+            problem = None
+        else:
+            problem = _subject_problem(match.group(2), nodes)
+        if problem:
+            raise pytest.UsageError(f"{inventory.path}: waivers[{i}] ({waiver.check}): {problem}")
 
 
 def excluded_ids(inventory: Inventory) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.exceptions import UnsupportedAlgorithm
 
 from pytest_hpcnet.campaigns.cluster import Cluster
 from pytest_hpcnet.campaigns.progress import LOG, PREFIX, Reporter, silent
@@ -34,7 +35,8 @@ from pytest_hpcnet.report.baseline import (
 )
 from pytest_hpcnet.report.evidence import EvidenceBundle, new_run_id, utc_now
 from pytest_hpcnet.report.handover import finish_run, run_context
-from pytest_hpcnet.report.html_report import add_environment, html_extras
+from pytest_hpcnet.report.html_report import add_environment, html_extras, verdict_html
+from pytest_hpcnet.report.junit import junit_verdict
 from pytest_hpcnet.report.recording import (
     Check,
     attach,
@@ -44,11 +46,13 @@ from pytest_hpcnet.report.recording import (
     subject_of,
 )
 from pytest_hpcnet.report.records import GOOD_VERDICTS, RunSummary
+from pytest_hpcnet.report.signing import load_private_key
 from pytest_hpcnet.report.trends_page import write_trends
 from pytest_hpcnet.report.verdict import LAB_EVIDENCE, run_date, verdict_line
 from pytest_hpcnet.requirements.registry import title
 from pytest_hpcnet.run_scope import (
     check_exclusions,
+    check_waivers,
     excluded_ids,
     is_lab,
     profile_facts,
@@ -71,6 +75,11 @@ def start_run(config: pytest.Config, path: str) -> HpcnetState:
     except InventoryError as exc:
         raise pytest.UsageError(str(exc)) from None
     check_exclusions(inventory)
+    check_waivers(inventory)
+    _check_sign_key(config.getoption("hpcnet_sign_key"))
+    only = config.getoption("hpcnet_nodes", None)
+    if only:
+        inventory = only_nodes(inventory, only)
     workerinput = getattr(config, "workerinput", None)
     run_id = workerinput.get("hpcnet_run_id") if workerinput else None
     reports = Path(config.getoption("hpcnet_reports_dir"))
@@ -82,6 +91,37 @@ def start_run(config: pytest.Config, path: str) -> HpcnetState:
     if not config.option.collectonly:
         _open_run_dir(config, state)
     return state
+
+
+def _check_sign_key(path: str | None) -> None:
+    """`--hpcnet-sign-key` must be a readable Ed25519 private key: found before the first
+    connection (one line, exit 4), not after the whole run."""
+    if not path:
+        return
+    try:
+        load_private_key(path)
+    except FileNotFoundError:
+        raise pytest.UsageError(f"--hpcnet-sign-key {path}: no such file") from None
+    except OSError as exc:
+        raise pytest.UsageError(f"--hpcnet-sign-key {path}: {exc.strerror or exc}") from None
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        hint = " (that is the public key: give the private one)" if path.endswith(".pub") else ""
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise pytest.UsageError(
+            f"--hpcnet-sign-key {path}: not an Ed25519 private key{hint}: {first}"
+        ) from None
+
+
+def only_nodes(inventory: Inventory, names: str) -> Inventory:
+    """The inventory narrowed to `names` (`--hpcnet-nodes a,b`); an unknown name is a
+    one-line usage error."""
+    wanted = [n for n in (part.strip() for part in names.split(",")) if n]
+    known = {n.name for n in inventory.nodes}
+    unknown = [n for n in wanted if n not in known]
+    if unknown or not wanted:
+        what = f"{unknown[0]!r} is not a node of the inventory" if unknown else "no node named"
+        raise pytest.UsageError(f"--hpcnet-nodes {names}: {what}")
+    return inventory.model_copy(update={"nodes": [n for n in inventory.nodes if n.name in wanted]})
 
 
 def _take_run_lock(config: pytest.Config, state: HpcnetState, reports: Path) -> None:
@@ -268,11 +308,19 @@ class HpcnetState:
 
     # -- end of session -------------------------------------------------------------------
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(self, prefix: list, summary: list, postfix: list) -> None:
+        """report.html says the run's verdict at its top (pytest-html)."""
+        if self.summary is not None:
+            prefix.append(verdict_html(verdict_line(self.summary)))
+
     def pytest_keyboard_interrupt(self) -> None:
         self.interrupted = True
 
-    @pytest.hookimpl(trylast=True)
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Close the evidence and decide the verdict before JUnit and pytest-html write their
+        reports, so both can carry it."""
         if self.cluster is not None:
             self.unreachable.update(self.cluster.transport.unreachable())
             self.cluster.transport.close()
@@ -304,6 +352,8 @@ class HpcnetState:
         """Render (and sign) the certificate after every other report is written."""
         if self.bundle is None or self.inventory is None or self.verdict is None:
             return
+        if self.summary is not None:
+            junit_verdict(self.config.option.__dict__.get("xmlpath"), self.summary)
         placement = self.cluster.placement() if self.cluster is not None else {}
         context = run_context(self.inventory, placement, self.unreachable)
         self.certificate = finish_run(

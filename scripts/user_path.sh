@@ -4,7 +4,9 @@
 # more into a venv with the runtime dependencies only (no test extras, no pytest-xdist). In
 # each: an unrelated project's tests still pass with the plugin installed, a bad inventory is
 # exit 4 with one line, and `pytest --inventory lab.yaml` from an empty folder runs the shipped
-# suites and writes a certificate. Then a site's own check beside the shipped suites.
+# suites and writes a certificate. Then the static suite with pytest-ansible installed beside it
+# (which owns --inventory: ours is --hpcnet-inventory), and a site's own check beside the
+# shipped suites.
 # Run as root after scripts/install.sh (it needs the lab's Debian packages). CI runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,6 +93,19 @@ trap '"$work/venv/bin/hpcnet" lab down --state-dir "$work/lab-state" >/dev/null;
   --inventory "$work/lab.yaml" >/dev/null
 lab_run "$work/venv-cloud"
 lab_run "$work/venv"
+
+step "pytest-ansible beside the wheel: --inventory is pytest-ansible's, --hpcnet-inventory ours"
+python3 -m venv "$work/venv-ansible"
+"$work/venv-ansible/bin/pip" -q install "$wheel" pytest-ansible >/dev/null
+(cd "$work/unrelated" && "$work/venv-ansible/bin/pytest" -q -p no:cacheprovider) \
+  || fail "an unrelated project with pytest-ansible and the plugin installed"
+status=0
+out=$(cd "$work/unrelated" && "$work/venv-ansible/bin/pytest" -p no:cacheprovider -m static \
+  --hpcnet-inventory "$work/lab.yaml" --hpcnet-reports-dir "$work/ansible-reports" 2>&1) \
+  || status=$?
+grep -E "^(checks|verdict): " <<<"$out" || true
+[ "$status" -eq 0 ] && grep -q "^verdict: PASSED (static checks passed" <<<"$out" \
+  || fail "$(tail -n 30 <<<"$out")"
 
 step "a site's own check beside the shipped suites (--pyargs pytest_hpcnet.suites site_checks/)"
 status=0

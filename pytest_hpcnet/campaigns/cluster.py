@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pytest_hpcnet.campaigns.bisection import Bisection
+from pytest_hpcnet.campaigns.eri_paths import EriPathCampaign, EriPathMtu
 from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, NodeFacts
 from pytest_hpcnet.campaigns.gpu_load import DcgmPhase, GpuLoadCampaign
 from pytest_hpcnet.campaigns.nccl import NcclCampaign
@@ -65,6 +66,7 @@ class Cluster:
         self.expect = inventory.expect
         self.facts_campaign = FactsCampaign(inventory, transport, progress)
         self.pairs = PairCampaign(self.facts_campaign)
+        self.eri_paths = EriPathCampaign(self.facts_campaign, self.pairs.ring)
         self.perftests = PerftestCampaigns(self.facts_campaign)
         self.collective = NcclCampaign(self.facts_campaign)
         self.storage = FioCampaign(self.facts_campaign)
@@ -144,6 +146,16 @@ class Cluster:
         for result in facts.commands:
             _record(recorder, result)
         return facts
+
+    def eri_path_mtu(
+        self, source: Node, target: Node, recorder: Recorder | None = None
+    ) -> list[EriPathMtu]:
+        """The pair's path MTU over each ERI's own interface (eth1 to the partner's eth1),
+        where an ERI is not on the data-plane interface; empty elsewhere."""
+        found = self.eri_paths.pair(source.name, target.name)
+        for result in {id(f.command): f.command for f in found if f.command}.values():
+            _record(recorder, result)
+        return found
 
     def flow_facts(self, flow_id: str, recorder: Recorder | None = None) -> FlowFacts | None:
         """The outcome of one inventory ACL flow, or None when it could not be tried."""

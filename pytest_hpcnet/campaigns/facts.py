@@ -26,6 +26,7 @@ from pytest_hpcnet.probes.erdma import (
     parse_gid_tables,
 )
 from pytest_hpcnet.probes.erdma_gdr import gdr_command
+from pytest_hpcnet.probes.eri_address import EriAddress, eri_address, eri_netdevs
 from pytest_hpcnet.probes.fio import mount_check_command
 from pytest_hpcnet.probes.gpu import query_gpu_command
 from pytest_hpcnet.probes.gpu_host import DRIVER_VERSION_COMMAND, MODULES_COMMAND, memlock_command
@@ -44,7 +45,7 @@ from pytest_hpcnet.probes.rdma import (
     match_devices,
     rdma_link_command,
 )
-from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo
+from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
 from pytest_hpcnet.probes.sysctl import sysctl_command
 from pytest_hpcnet.probes.versions import versions_command
 from pytest_hpcnet.requirements.verdict import NotMeasured
@@ -66,12 +67,27 @@ class FactSection:
     build: Callable[[Node, Expectations], str]
 
 
+TIMED_OUT_STATUSES = (124, 137)
+"""Exit statuses of a command `timeout` killed (SIGTERM, then SIGKILL after `-k`)."""
+
+
 @dataclass(frozen=True)
 class SectionOutput:
-    """What one section printed (stdout and stderr together) and its exit status."""
+    """What one section printed (stdout and stderr together) and its exit status: None when
+    its end line never came (the script was killed or its output cut inside the section)."""
 
     text: str
     status: int | None
+
+    @property
+    def timed_out(self) -> bool:
+        """Its command was killed by a `timeout` of its own."""
+        return self.status in TIMED_OUT_STATUSES
+
+    @property
+    def complete(self) -> bool:
+        """The section ran to its end line and its command was not killed by a timeout."""
+        return self.status is not None and not self.timed_out
 
 
 def _module_command(expect: Expectations) -> str:
@@ -93,7 +109,8 @@ SECTIONS: list[FactSection] = [
     FactSection("erdma_module", lambda node, expect: _module_command(expect)),
     FactSection("compat_mode", lambda node, expect: _compat_command(expect)),
     FactSection("links", lambda node, expect: ip_link_command(stats=True)),
-    FactSection("addr", lambda node, expect: ip_addr_command(node.interface)),
+    # every interface: each ERI's address is its own netdev's (eth1 for erdma_1, issue 27)
+    FactSection("addr", lambda node, expect: ip_addr_command()),
     FactSection("sysctl", lambda node, expect: sysctl_command(sorted(expect.sysctl))),
     FactSection(
         "metadata", lambda node, expect: metadata_command(base=expect.placement.metadata_url)
@@ -177,7 +194,8 @@ def facts_command(node: Node, expect: Expectations) -> str:
 
 
 def split_sections(output: str) -> dict[str, SectionOutput]:
-    """Split the facts script's output into sections; a cut-off section has status None."""
+    """Split the facts script's output into sections; a section without its end line (cut
+    off, or followed by another section's begin line) has status None: not `complete`."""
     sections: dict[str, SectionOutput] = {}
     current: str | None = None
     lines: list[str] = []
@@ -221,12 +239,33 @@ class NodeFacts:
     sections: dict[str, SectionOutput]
 
     def text(self, section: str) -> str:
-        """A section's output; raises `MissingMeasurement` when the node did not give it."""
+        """A section's whole output; raises `MissingMeasurement` when the node did not give it,
+        or gave it cut short (no end line) or timed out: a partial section is not measured."""
         out = self.sections.get(section)
         if out is None:
             why = self.result.failure or "output cut short"
             raise MissingMeasurement(f"{self.node}: facts lack section {section!r} ({why})")
+        if out.status is None:
+            raise MissingMeasurement(
+                f"{self.node}: facts section {section!r} cut short: {self._cut_reason()}"
+            )
+        if out.timed_out:
+            raise MissingMeasurement(
+                f"{self.node}: facts section {section!r} timed out (exit status {out.status}): "
+                "its output is partial"
+            )
         return out.text
+
+    def _cut_reason(self) -> str:
+        """Why a section's end line never came, from what the facts command did."""
+        result = self.result
+        if result.timed_out:
+            return f"the facts command timed out after {result.duration_s:.1f}s and was killed"
+        if result.truncated:
+            return "the facts output passed its size limit and was cut"
+        if result.failure:
+            return f"no end line ({result.failure})"
+        return "no end line (output cut short)"
 
 
 class FactsCampaign:
@@ -371,7 +410,26 @@ class FactsCampaign:
         if fixed is not None:
             return fixed
         tables = self.gid_tables(name)
-        return tables.choose(device, self.data_address(name)).index if tables else None
+        return (
+            tables.choose(device, self.eri_address(name, device).address).index if tables else None
+        )
+
+    def eri_netdevs(self, name: str) -> dict[str, tuple[str, str]]:
+        """Each RDMA device's netdev and where it came from (sysfs, else `rdma link`)."""
+        sections = self.gather()[name].sections
+        ident, link = sections.get("erdma_identity"), sections.get("rdma_link")
+        return eri_netdevs(
+            parse_erdma_identity(ident.text) if ident is not None else None,
+            parse_rdma_link(link.text) if link is not None else None,
+        )
+
+    def eri_address(self, name: str, device: str) -> EriAddress:
+        """`device`'s own netdev and its IPv4 address (an ERI is an ENI: erdma_1 sits on
+        eth1); the data-plane interface's only when the device's netdev is unknown."""
+        out = self.gather()[name].sections.get("addr")
+        interfaces = parse_interfaces(out.text) if out is not None else None
+        interface = self.inventory.node(name).interface
+        return eri_address(device, self.eri_netdevs(name), interfaces, interface)
 
     def reachable_nodes(self) -> list[Node]:
         """Nodes whose facts came back."""

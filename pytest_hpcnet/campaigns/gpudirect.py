@@ -37,12 +37,14 @@ def gpudirect_runs(
     pairs: list[Pair],
     index: int,
     settings: PerftestSettings,
-    addresses: dict[str, str],
+    targets: Callable[[int], dict[str, str]],
     devices: dict[str, list[str]],
     gpus: dict[str, dict[str, int | None]],
     side: Callable[[str, int, int], PerftestOptions],
 ) -> dict:
-    """{pair: {device label: PairRun}} of ib_write_bw with `--use_cuda` on both sides."""
+    """{pair: {device label: PairRun}} of ib_write_bw with `--use_cuda` on both sides;
+    `targets(i)` gives each server's address on device index i."""
+    addresses = targets(0)
     runnable = [p for p in pairs if p.a in addresses and p.b in addresses]
     width = max([len(devices[n]) for p in runnable for n in (p.a, p.b)] or [0])
     out: dict[Pair, dict] = {p: {} for p in runnable}
@@ -72,7 +74,7 @@ def gpudirect_runs(
             shifted = settings.model_copy(
                 update={"port_base": settings.port_base + i * max(len(runnable), 1)}
             )
-            runs = run_round(transport, have, index, "ib_write_bw", shifted, addresses, cuda_side)
+            runs = run_round(transport, have, index, "ib_write_bw", shifted, targets(i), cuda_side)
         for p, run in runs.items():
             out[p][device_label(devices, p, i)] = dataclasses.replace(run, device=devices[p.a][i])
     return out

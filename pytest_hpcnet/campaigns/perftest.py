@@ -2,9 +2,11 @@
 
 Every ERI is measured (issue 16): within a round, device i of the client against device
 i of the server, one device index after the other, each with its own IPv4 GID index from
-`ibv_devinfo -v`. A node lacking device i fails that device's run. For ib_write_bw on
-nodes with several ERIs, one more round runs every device of each first-round pair at
-once (`run_slots`), judged against the per-instance figure. The commands and the round
+`ibv_devinfo -v` and the client connecting to the server's address on device i's own
+netdev (an ERI is an ENI: erdma_1's is eth1's). A node lacking device i fails that
+device's run. For ib_write_bw on nodes with several ERIs, one more round runs every
+device of each first-round pair at once (`run_slots`), judged against the per-instance
+figure. The commands and the round
 runner are `campaigns.perftest_rounds`; the per-device pieces `campaigns.perftest_devices`.
 """
 
@@ -122,6 +124,16 @@ class PerftestCampaigns:
             gid = self.facts.gid_index(name, device) if device else None
             return options_for(settings, tool, port, device, gid)
 
+        def target(name: str, i: int) -> str:
+            """The server's address for device index i: that device's own netdev's (an
+            ERI is an ENI: erdma_1 listens on eth1), else the data-plane address."""
+            found = devices.get(name, [])
+            own = self.facts.eri_address(name, found[i]).address if i < len(found) else None
+            return own or addresses[name]
+
+        def targets(i: int) -> dict[str, str]:
+            return {n: target(n, i) for n in addresses}
+
         passes = self.passes(tool)
 
         def measure(pairs: list[Pair], index: int, label: str) -> dict[Pair, dict[str, PairRun]]:
@@ -143,7 +155,7 @@ class PerftestCampaigns:
                         index,
                         tool,
                         shifted,
-                        addresses,
+                        targets(i),
                         lambda name, port, i=i: side(name, port, i),
                     )
                     good = sum(1 for run in runs.values() if passes(run))
@@ -173,10 +185,10 @@ class PerftestCampaigns:
             progress(f"{tool}: suspect devices {', '.join(campaign.suspect_devices)}")
         if tool.endswith("_bw") and width > 1 and rounds:
             campaign.instance_runs = self._all_at_once(
-                rounds, len(rounds) + 1, tool, settings, addresses, devices, side
+                rounds, len(rounds) + 1, tool, settings, addresses, devices, side, target
             )
         if tool == "ib_write_bw" and settings.gdr and self.inventory.expect.erdma.gdr and rounds:
-            self._gpudirect(campaign, rounds, settings, addresses, side)
+            self._gpudirect(campaign, rounds, settings, targets, side)
         return campaign
 
     def _gpudirect(
@@ -184,7 +196,7 @@ class PerftestCampaigns:
         campaign: PerftestCampaign,
         rounds: list[list[Pair]],
         settings: PerftestSettings,
-        addresses: dict[str, str],
+        targets: Callable[[int], dict[str, str]],
         side: Callable[[str, int, int], PerftestOptions],
     ) -> None:
         """ib_write_bw from GPU memory on the all-at-once rounds' pairs (every node once)."""
@@ -204,7 +216,7 @@ class PerftestCampaigns:
                     pairs,
                     index + offset,
                     settings,
-                    addresses,
+                    targets,
                     campaign.devices,
                     campaign.gdr_gpus,
                     side,
@@ -233,6 +245,7 @@ class PerftestCampaigns:
         addresses: dict[str, str],
         devices: dict[str, list[str]],
         side: Callable[[str, int, int], PerftestOptions],
+        target: Callable[[str, int], str],
     ) -> dict[Pair, dict[str, PairRun]]:
         """Every device of each pair at once (one server and client per device), on the
         pairs `instance_rounds` picks so that every node is in one; a device index only one
@@ -245,7 +258,7 @@ class PerftestCampaigns:
             label = f"{tool} all ERIs at once: {len(runnable)} pairs"
             with phase(self.facts.progress, label):
                 runs = run_slots(
-                    self.facts.transport, slots, index + offset, tool, settings, addresses, side
+                    self.facts.transport, slots, index + offset, tool, settings, target, side
                 )
             for p in runnable:
                 out[p] = {}

@@ -4,7 +4,8 @@ Per round, three fan-outs: start each pair's server in the background on its own
 and wait until it listens; run every client; stop every server (also on timeout or
 interrupt) and collect its output. No perftest is left running on any node. `run_round`
 runs one device per pair; `run_slots` runs several per node at once (every device of a
-pair). Each run's output is parsed into a `PairRun`.
+pair). Each run's output is parsed into a `PairRun`; output its parser cannot read (even
+one that makes it raise) is that pair's failed run, never the round's.
 """
 
 from __future__ import annotations
@@ -188,11 +189,12 @@ def run_slots(
     index: int,
     tool: str,
     settings: PerftestSettings,
-    addresses: dict[str, str],
+    target: Callable[[str, int], str],
     side_options: Callable[[str, int, int], PerftestOptions],
 ) -> dict[Slot, PairRun]:
     """Several perftest runs per node at once (every device of a pair): each slot's server
-    on its own port, all clients of a node started together, every server stopped."""
+    on its own port, all clients of a node started together, every server stopped.
+    `target(server, i)` is the address the client of device index i connects to."""
     port = {s: settings.port_base + k for k, s in enumerate(slots)}
     key = {s: f"p{port[s]}" for s in slots}
     servers: dict[str, list[Slot]] = {}
@@ -223,7 +225,7 @@ def run_slots(
             lambda node: sections_script(
                 {
                     key[s]: client_command(
-                        side_options(node.name, port[s], s[1]), addresses[s[0].b]
+                        side_options(node.name, port[s], s[1]), target(s[0].b, s[1])
                     )
                     for s in clients[node.name]
                     if s in up
@@ -288,6 +290,28 @@ def _pair_run(
             pair, index, error=client.failure, server_output=server_output, commands=commands
         )
     text = client.stdout + ("\n" + client.stderr if client.stderr else "")
+    try:
+        return _parsed_run(pair, index, tool, text, asked, server_output, commands)
+    except Exception as exc:  # a parser must not raise; if one does, only this pair fails
+        return PairRun(
+            pair,
+            index,
+            error=f"unparseable output: the {tool} parser raised {exc!r}",
+            server_output=server_output,
+            commands=commands,
+        )
+
+
+def _parsed_run(
+    pair: Pair,
+    index: int,
+    tool: str,
+    text: str,
+    asked: int | None,
+    server_output: str,
+    commands: tuple[CommandResult, ...],
+) -> PairRun:
+    """The run of a client that answered: its output parsed, judged usable or not."""
     if tool.endswith("_lat"):
         lat = parse_latency(text, expected_size=asked)
         error = lat.error or (None if lat.ok else f"unparseable output: {'; '.join(lat.problems)}")

@@ -2,12 +2,14 @@
 
 Exit status (documented in docs/gate.md):
   0  every judged node passed; every planned action done (or printed, in a dry run)
-  1  nodes failed; every planned action for them done (or printed); or the run was REJECTED
-     by checks that name no node (a cluster-wide regression): nothing to drain
+  1  nodes failed (confirmed by a re-run); every planned action for them done (or printed);
+     or the run was REJECTED by checks that name no node (a cluster-wide regression), or by
+     failures that passed on a re-run (flaky): nothing to drain
   2  usage error: bad arguments, unreadable inventory or run folder; nothing done
-  3  the run is incomplete (unreachable nodes, errors, interrupted, no summary.json):
-     failures found were acted on, nodes it could not judge left as they are (an
-     interrupted run, or one without summary.json, resumes nobody)
+  3  the run is incomplete (unreachable nodes, errors, interrupted, no summary.json), or a
+     re-run could not confirm a failure: confirmed failures were acted on, nodes it could
+     not judge left as they are (an interrupted run, or one without summary.json, resumes
+     nobody)
   4  an action was not done: the Slurm controller did not answer or refused, or a hook failed
      or timed out; what was not done is listed and is planned again by the next run
 """
@@ -24,8 +26,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_hpcnet.gate import confirm as confirming
 from pytest_hpcnet.gate import hook, slurm
 from pytest_hpcnet.gate.config import ActionSettings, SchedulerSettings
+from pytest_hpcnet.gate.confirm import GATE_DIR, Confirmer
 from pytest_hpcnet.gate.judge import NodeJudgement, judge
 from pytest_hpcnet.inventory.loader import InventoryError, load_inventory
 from pytest_hpcnet.report.evidence import (
@@ -37,9 +41,6 @@ from pytest_hpcnet.report.evidence import (
 
 HookRunner = Callable[[str, tuple[str, ...], float], hook.HookResult]
 EXIT_HEALTHY, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_NOT_DONE = 0, 1, 2, 3, 4
-GATE_DIR = ".gate"
-"""Under the reports folder: `.gate/<run-id>/gate.jsonl` and hook outputs. Kept out of the
-run folder itself, whose every file is covered by its digest and signature."""
 
 
 @dataclass
@@ -88,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         [n.name for n in inventory.nodes],
         act=args.act,
         cluster=inventory.cluster.name,
+        confirm=confirming.for_run(args.inventory, inventory.scheduler, args.run_dir),
     ).code
 
 
@@ -100,8 +102,11 @@ def apply(
     cluster: str = "",
     scontrol_runner: slurm.Runner = slurm.run_command,
     hook_runner: HookRunner = hook.run_hook,
+    confirm: Confirmer | None = None,
 ) -> Report:
-    """Judge the run, plan, print the plan's exact commands and, with `act`, carry it out."""
+    """Judge the run, confirm its failures by a re-run (`confirm`, when given and there is
+    something to act with), plan, print the plan's exact commands and, with `act`, carry
+    it out. Only a confirmed failure is acted on; an unreachable node never is."""
     report = Report()
     mode = "act" if act else "dry run"
     if act and scheduler.kind == "slurm" and not scheduler.act:
@@ -131,23 +136,34 @@ def apply(
     for name in strangers:  # evidence about a node the inventory does not have
         report.say(f"  ignored {name}: not a node of the inventory")
         del judgements[name]
+    acting = scheduler.kind == "slurm" or actions.command is not None
+    confirmed = _confirm(judgements, confirm) if confirm is not None and acting else None
     failed = sorted(n for n, j in judgements.items() if j.status == "fail")
-    unjudged = sorted(n for n, j in judgements.items() if j.status == "unjudged")
+    flaky = sorted(n for n, j in judgements.items() if j.flaky)
+    unjudged = sorted(n for n, j in judgements.items() if j.status == "unjudged" and not j.flaky)
     run_id = summary.run_id if summary else run_dir.name
     gate_dir = run_dir.resolve().parent / GATE_DIR / run_dir.resolve().name
+    passed = len(judgements) - len(failed) - len(unjudged) - len(flaky)
     report.say(
         f"hpcnet gate: run {run_id} ({summary.verdict if summary else 'no summary.json'}), "
-        f"{mode}: {len(judgements) - len(failed) - len(unjudged)} passed, "
-        f"{len(failed)} failed, {len(unjudged)} unjudged"
+        f"{mode}: {passed} passed, {len(failed)} failed, {len(unjudged)} unjudged"
+        + (f", {len(flaky)} flaky" if flaky else "")
     )
     for name in unjudged:
         report.say(f"  unjudged {name}: {judgements[name].why}")
+    for name in flaky:
+        report.say(f"  flaky {name}: {judgements[name].why}")
+    for line in confirmed.lines if confirmed else []:
+        report.say(line)
     incomplete = summary is None or summary.verdict == "INCOMPLETE"
     report.code = EXIT_FAILED if failed else EXIT_HEALTHY
-    if not failed and summary is not None and summary.verdict == "REJECTED":
+    if not failed and flaky:
+        report.say("  no failure was confirmed by a re-run: nothing to drain")
+        report.code = EXIT_FAILED  # the run did fail; nothing is acted on
+    elif not failed and summary is not None and summary.verdict == "REJECTED":
         report.say("  the run was REJECTED by checks that name no node: nothing to drain")
         report.code = EXIT_FAILED  # never "healthy" after a failed check (e.g. a regression)
-    if incomplete:
+    if incomplete or (confirmed and confirmed.unconfirmed):
         report.code = EXIT_INCOMPLETE
     entry: dict[str, Any] = {
         "at": datetime.now(timezone.utc).isoformat(),
@@ -156,6 +172,10 @@ def apply(
         "failed": failed,
         "unjudged": unjudged,
     }
+    if confirmed is not None:
+        entry.update(
+            confirmed=failed, flaky=flaky, unconfirmed=confirmed.unconfirmed, reruns=confirmed.runs
+        )
     not_done = False
     if scheduler.kind == "slurm":
         not_done |= _slurm(report, judgements, scheduler, act, scontrol_runner, entry)
@@ -177,6 +197,40 @@ def apply(
     if not_done:
         report.code = EXIT_NOT_DONE
     return report
+
+
+@dataclass
+class Confirmed:
+    """What the re-runs changed: lines to print, nodes left unconfirmed, pytest lines run."""
+
+    lines: list[str] = field(default_factory=list)
+    unconfirmed: list[str] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
+
+
+def _confirm(judgements: Mapping[str, NodeJudgement], confirm: Confirmer) -> Confirmed:
+    """Re-run the failed nodes' checks: a confirmed node stays failed (its drain reason says
+    so), a flaky one and one the re-run could not judge become unjudged (not acted on)."""
+    failed = {n: j for n, j in judgements.items() if j.status == "fail"}
+    done = Confirmed()
+    if not failed:
+        return done
+    for name, found in sorted(confirm(failed).items()):
+        judgement = judgements[name]
+        ids = ", ".join(judgement.checks)
+        if found.outcome == "confirmed":
+            judgement.confirmed = True
+            done.lines.append(f"  confirmed {name}: {ids} failed again ({found.detail})")
+        elif found.outcome == "flaky":
+            judgement.status, judgement.flaky = "unjudged", True
+            judgement.why = f"{ids} failed, then passed on a re-run ({found.detail}); not drained"
+        else:
+            judgement.status = "unjudged"
+            judgement.why = f"{ids} failed, not confirmed: {found.detail}; not drained"
+            done.unconfirmed.append(name)
+    done.runs = list(getattr(confirm, "lines", []))
+    done.lines[:0] = [f"  re-run to confirm: pytest {line}" for line in done.runs]
+    return done
 
 
 def _slurm(

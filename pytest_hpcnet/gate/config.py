@@ -62,6 +62,9 @@ class SchedulerSettings(Strict):
     """The scontrol program (a path or a name on PATH)."""
     timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
     """Per scontrol call; a controller slower than this counts as not answering."""
+    confirm_runs: Annotated[int, Field(ge=0, le=5)] = 1
+    """Re-runs of a node's failed checks before the gate acts on it (drain, hook): it acts
+    only when every re-run fails again; 0 acts on the run alone."""
 
     @field_validator("scontrol")
     @classmethod

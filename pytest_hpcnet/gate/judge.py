@@ -5,9 +5,11 @@
 - A node **passes** only with positive evidence: at least one judged check concerns it,
   nothing failed or errored on it, it was reachable, and the run closed normally
   (`summary.json` present, not interrupted).
-- Everything else is **unjudged** and the gate leaves it as it is: unreachable nodes, nodes
-  with an errored check, both ends of a pair that failed without a suspect, and every node
-  of a run that never closed or was interrupted (failures found before the stop still count).
+- Everything else is **unjudged** and the gate leaves it as it is: unreachable nodes (what
+  failed on a node that never answered was not measured, and is not blamed on it), nodes
+  with an errored or not measured check, both ends of a pair that failed without a suspect,
+  and every node of a run that never closed or was interrupted (failures found before the
+  stop still count).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pytest_hpcnet.report.evidence import CheckRecord, RunSummary, effective_ver
 
 Status = Literal["fail", "pass", "unjudged"]
 REASON_CHARS = 80
+UNMEASURED = ("error", "not_measured")
+"""Verdicts that say the check could not measure the node: never a failure of it."""
 
 
 @dataclass
@@ -34,6 +38,16 @@ class NodeJudgement:
     """One short message per failed check id, same order."""
     why: str = ""
     """For `unjudged`: why the gate will not act on this node."""
+    nodeids: list[str] = field(default_factory=list)
+    """The test ids of the failed records naming the node (what a confirmation re-runs)."""
+    local: bool = True
+    """Every failed record is a check of this node alone (a re-run may leave out the rest)."""
+    partners: list[str] = field(default_factory=list)
+    """The other ends of the failed pair records naming the node."""
+    confirmed: bool = False
+    """The failure was seen again on a re-run (`gate.confirm`)."""
+    flaky: bool = False
+    """The failure passed on a re-run: not acted on."""
 
 
 def short(text: str, limit: int = REASON_CHARS) -> str:
@@ -85,17 +99,25 @@ def judge(
                 if record.check_id not in judgement.checks:
                     judgement.checks.append(record.check_id)
                     judgement.reasons.append(short(record.message or record.check_id))
-        elif verdict == "error":
+                if record.nodeid and record.nodeid not in judgement.nodeids:
+                    judgement.nodeids.append(record.nodeid)
+                judgement.local = judgement.local and record.kind == "node"
+                for other in ends:
+                    if other != name and other not in judgement.partners:
+                        judgement.partners.append(other)
+        elif verdict in UNMEASURED:
+            what = "errored" if verdict == "error" else "not measured"
             for name in {*ends, *record.suspect_nodes}:
                 get(name)
-                blocked.setdefault(name, f"{record.check_id} errored")
+                blocked.setdefault(name, f"{record.check_id} {what}")
     unreachable = set(summary.unreachable_nodes) if summary else set()
     closed = summary is not None and not summary.interrupted
     for name, judgement in found.items():
-        if judgement.checks:
+        if name in unreachable:  # what failed there was not measured: never blamed
+            failed = f" ({', '.join(judgement.checks)} failed: not measured, not blamed)"
+            judgement.why = "unreachable in this run" + (failed if judgement.checks else "")
+        elif judgement.checks:
             judgement.status = "fail"
-        elif name in unreachable:
-            judgement.why = "unreachable in this run"
         elif not closed:
             judgement.why = "run interrupted" if summary else "run has no summary.json"
         elif name in blocked:

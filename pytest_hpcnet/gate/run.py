@@ -4,9 +4,11 @@ Runs `pytest -m static --hpcnet-baseline auto` on the inventory (with `--bench`,
 `-m "static or benchmark"`), then `hpcnet gate apply` on the run it wrote, under the
 cluster's run lock (gate/runlock.py). Exit status (docs/gate.md):
   0  healthy: no node failed; every planned action done (or printed, in a dry run)
-  1  nodes failed (or a regression against the last good run); their actions done or printed
+  1  nodes failed, confirmed by a re-run of their failed checks (or a regression against the
+     last good run, or failures that passed on the re-run); their actions done or printed
   2  usage error: bad arguments, unreadable inventory, pytest refused its options; nothing done
-  3  the run is incomplete (unreachable nodes, errors, interrupted, no summary.json)
+  3  the run is incomplete (unreachable nodes, errors, interrupted, no summary.json), or a
+     failure the re-run could not confirm
   4  an action was not done (Slurm controller not answering, a hook failed); retried next run
   5  another run of this cluster holds the lock (its PID and start are printed); nothing done
 """
@@ -21,6 +23,7 @@ import sys
 from pathlib import Path
 
 from pytest_hpcnet.gate import apply as gate_apply
+from pytest_hpcnet.gate import confirm
 from pytest_hpcnet.gate.runlock import ENV, RunLocked, take_run_lock
 from pytest_hpcnet.inventory.loader import InventoryError, load_inventory
 
@@ -58,9 +61,9 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
         "-q",
         "-p",
         "no:cacheprovider",
-        "--inventory",
+        "--hpcnet-inventory",
         str(args.inventory),
-        "--reports-dir",
+        "--hpcnet-reports-dir",
         str(args.reports_dir),
         "--hpcnet-baseline",
         "auto",
@@ -114,6 +117,7 @@ def _run_locked(args: argparse.Namespace, inventory, reports: Path, lock_file: P
         [n.name for n in inventory.nodes],
         act=args.act,
         cluster=inventory.cluster.name,
+        confirm=confirm.for_run(args.inventory, inventory.scheduler, run_dir),
     )
     code = report.code
     if status not in PYTEST_OK and code in (gate_apply.EXIT_HEALTHY, gate_apply.EXIT_FAILED):

@@ -115,9 +115,14 @@ def parse_sinfo_nodes(text: str) -> dict[str, SlurmNode]:
     return nodes
 
 
+CONFIRMED = "(confirmed by a re-run)"
+
+
 def drain_reason(judgement: NodeJudgement) -> str:
-    """`hpcnet: mtu,path_mtu: <first reason, short>`, one line, at most REASON_MAX chars."""
-    head = f"{PREFIX} {','.join(judgement.checks)}: "
+    """`hpcnet: mtu,path_mtu: <first reason, short>` (`hpcnet: mtu (confirmed by a re-run):
+    ...` when a re-run saw it again), one line, at most REASON_MAX chars."""
+    confirmed = f" {CONFIRMED}" if judgement.confirmed else ""
+    head = f"{PREFIX} {','.join(judgement.checks)}{confirmed}: "
     first = judgement.reasons[0] if judgement.reasons else "failed"
     return short(head + first, REASON_MAX)
 

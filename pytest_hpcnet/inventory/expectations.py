@@ -73,6 +73,9 @@ class ErdmaExpect(Strict):
     """erdma `compat_mode` (Y on GPU nodes set up by the erdma-controller, S13)."""
     cc: str | None = None
     """Congestion-control algorithm `eadm conf -t cc` must show (`mpcc`), where readable."""
+    driver_version: str | None = None
+    """The erdma version the inventory pins (sysfs, modinfo or the package must show it);
+    unset: reported only, and a driver that reports none passes."""
     gdr: bool | None = None
     """GPUDirect RDMA: True expected on, False "not supported here", None not judged."""
     nccl_network: Literal["IB", "Socket"] | None = "IB"

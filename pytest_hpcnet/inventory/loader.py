@@ -14,6 +14,7 @@ import difflib
 import hashlib
 import os
 import re
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from pytest_hpcnet.inventory.models import (
     NodeSpec,
     SshSettings,
     check_node_specs,
+    waiver_problem,
 )
 from pytest_hpcnet.inventory.sources import (
     InventorySourceError,
@@ -224,6 +226,11 @@ def _build(
 ) -> Inventory:
     assert parsed.nodes is not None
     register_secret(parsed.ssh.passphrase)
+    today = datetime.now(timezone.utc).date()  # the controller's UTC date, as a run's
+    for i, waiver in enumerate(parsed.waivers):
+        problem = waiver_problem(waiver, today, parsed.waiver_horizon_days)
+        if problem:
+            raise InventoryError(f"waivers[{i}] ({waiver.check}): {problem}")
     expect, expect_digest = _merged_expectations(parsed.expect)
     nodes = _expand_nodes(parsed.nodes)
     problems = ssh_file_problems(parsed.ssh, nodes, known_hosts_named)
@@ -241,6 +248,7 @@ def _build(
             benchmarks=parsed.benchmarks,
             cloud=parsed.cloud,
             waivers=parsed.waivers,
+            waiver_horizon_days=parsed.waiver_horizon_days,
             scheduler=parsed.scheduler,
             actions=parsed.actions,
             scope=parsed.scope,

@@ -128,12 +128,32 @@ class Waiver(Strict):
         return run_date <= self.expires
 
 
+WAIVER_HORIZON_DAYS = 90
+"""How far ahead a waiver may expire, counted from the day the inventory is loaded."""
+
+
 class ScopeSettings(Strict):
     """Requirements the user leaves out of the verdict on purpose, and why (the certificate
     lists them under "Not in scope"). Ids are checked against the registry at run start."""
 
     exclude: Annotated[list[str], Field(min_length=1)]
     reason: Annotated[str, Field(min_length=1)]
+
+
+def waiver_problem(waiver: Waiver, today: date, horizon_days: int) -> str | None:
+    """What makes an inventory's waiver unacceptable on its own (reason, grantor, expiry
+    within `horizon_days` of `today`), or None. Its check id and subject are checked against
+    the registry and the nodes at run start (`run_scope.check_waivers`)."""
+    if not waiver.reason.strip():
+        return "reason is empty (say why the deviation is accepted)"
+    if not (waiver.by or "").strip():
+        return "by: who granted it is missing"
+    if (waiver.expires - today).days > horizon_days:
+        return (
+            f"expires {waiver.expires} is more than {horizon_days} days from today ({today}); "
+            "renew it nearer the date or set waiver_horizon_days"
+        )
+    return None
 
 
 class InventoryFile(Strict):
@@ -149,6 +169,7 @@ class InventoryFile(Strict):
     benchmarks: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
     cloud: CloudSettings = Field(default_factory=CloudSettings)
     waivers: list[Waiver] = Field(default_factory=list)
+    waiver_horizon_days: Annotated[int, Field(ge=1, le=3660)] = WAIVER_HORIZON_DAYS
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     actions: ActionSettings = Field(default_factory=ActionSettings)
     scope: ScopeSettings | None = None
@@ -211,6 +232,7 @@ class Inventory(BaseModel):
     benchmarks: BenchmarkSettings = Field(default_factory=BenchmarkSettings)
     cloud: CloudSettings = Field(default_factory=CloudSettings)
     waivers: list[Waiver]
+    waiver_horizon_days: int = WAIVER_HORIZON_DAYS
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     actions: ActionSettings = Field(default_factory=ActionSettings)
     scope: ScopeSettings | None = None

@@ -21,7 +21,11 @@ import yaml
 
 from pytest_hpcnet.lab import benchmarks, cgroups, cpfs, firewall, slurm, tuning
 from pytest_hpcnet.lab.emulation import NODE_BIN, install_tools, write_rdma_state
-from pytest_hpcnet.lab.links import bridge_address_commands, create_node_link
+from pytest_hpcnet.lab.links import (
+    bridge_address_commands,
+    create_node_link,
+    create_secondary_link,
+)
 from pytest_hpcnet.lab.metadata import add_metadata_address, start_metadata
 from pytest_hpcnet.lab.state import (
     BRIDGE,
@@ -140,7 +144,7 @@ def _write_keys(state: LabState) -> None:
     shutil.copyfile(f"{state.client_key}.pub", root / "authorized_keys")
 
 
-def _setup_network(nodes: list[LabNode]) -> None:
+def _setup_network(nodes: list[LabNode], eris: int = 1) -> None:
     sh("ip", "link", "add", BRIDGE, "type", "bridge")
     sh("ip", "link", "set", BRIDGE, "mtu", str(BRIDGE_MTU))
     for command in bridge_address_commands():
@@ -150,6 +154,8 @@ def _setup_network(nodes: list[LabNode]) -> None:
         sh("ip", "-n", node.namespace, "link", "set", "lo", "up")
         add_metadata_address(node)
         create_node_link(node, node.mtu)
+        if eris == 2:
+            create_secondary_link(node, node.mtu)
 
 
 def _start_sshd(state: LabState, node: LabNode) -> None:
@@ -297,6 +303,8 @@ def up(
             mtu=mtu,
             instance_id=f"i-lab{i + 1:05d}",
             mac=node_mac(i),
+            secondary_address=node_address(i, nic=1),
+            secondary_mac=node_mac(i, nic=1),
         )
         for i, name in enumerate(node_names(count))
     ]
@@ -312,7 +320,7 @@ def up(
         install_tools(state)
         state.host_backlog = tuning.raise_host_backlog(count)
         state.host_neigh = tuning.raise_host_neighbours(count)
-        _setup_network(nodes)
+        _setup_network(nodes, eris)
         with ThreadPoolExecutor(SETUP_WORKERS) as pool:
             list(pool.map(lambda n: _start_node(state, n), nodes))
         state.save()

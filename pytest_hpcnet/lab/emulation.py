@@ -19,7 +19,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from pytest_hpcnet.lab.state import LabNode, LabState
+from pytest_hpcnet.lab import links
+from pytest_hpcnet.lab.state import LabNode, LabState, node_address, node_mac
 
 TOOLS_DIR = Path(__file__).with_name("tools")
 NODE_BIN = "/usr/local/sbin"
@@ -104,15 +105,22 @@ def rdma_devices(node: LabNode, eris: int = 1) -> list[dict]:
     `gid-shift` puts an extra IPv6 GID before the IPv4 one on one device,
     `eri-pcie-downgrade` runs one device's PCIe link at x8 of x16. GIDs are
     compat-mode style (ALIBABA-FACTS section 5): [0] link-local, [1] ::ffff:<address>.
+    An ERI is an ENI: erdma_1 sits on the secondary ENI `eth1`, its GUID and GIDs from
+    eth1's MAC and address (a node recorded without one keeps it on eth0).
     """
     if "no-rdma" in node.faults:
         return []
-    guid = node_guid(node.mac or "00:16:3e:00:00:00")
     devices = []
     for i in range(max(1, eris)):
         name = f"erdma_{i}"
+        own = i == 1 and bool(node.secondary_address)
+        netdev = "eth1" if own else "eth0"
+        mac, address = (
+            (node.secondary_mac, node.secondary_address) if own else (node.mac, node.address)
+        )
+        guid = node_guid(mac or "00:16:3e:00:00:00")
         down = "port-down" in node.faults or node.faults.get("eri-down") == name
-        gids = [str(ipaddress.IPv6Address(f"fe80::{guid}")), f"::ffff:{node.address}"]
+        gids = [str(ipaddress.IPv6Address(f"fe80::{guid}")), f"::ffff:{address}"]
         if node.faults.get("gid-shift") == name:
             gids.insert(1, f"2001:db8:18::{i + 1:x}")
         port = {
@@ -122,7 +130,7 @@ def rdma_devices(node: LabNode, eris: int = 1) -> list[dict]:
             "max_mtu": IB_MAX_MTU,
             "active_mtu": IB_MAX_MTU,
             "link_layer": "Ethernet",
-            "netdev": "eth0",
+            "netdev": netdev,
             "gids": gids,
         }
         devices.append(
@@ -190,6 +198,7 @@ def set_eris(state_dir: Path, eris: int) -> int:
 
     Opt-in: the lab profile and the static suite expect one device, so `lab up` makes one
     unless `--eris 2` is given; tests that need two switch a running lab and switch back.
+    Two ERIs give every node its secondary ENI `eth1` (erdma_1's netdev); one removes it.
     """
     from pytest_hpcnet.lab.state import locked
 
@@ -200,10 +209,24 @@ def set_eris(state_dir: Path, eris: int) -> int:
         if state is None:
             raise ValueError(f"no lab at {state_dir}")
         was, state.eris = state.eris, eris
-        for node in state.nodes:
+        for index, node in enumerate(state.nodes):
+            set_secondary_eni(node, index, eris == 2)
             write_rdma_state(state, node)
         state.save()
     return was
+
+
+def set_secondary_eni(node: LabNode, index: int, present: bool) -> None:
+    """Give the index-th node its secondary ENI `eth1` (own MAC and address, the node's
+    MTU), or remove it."""
+    node.secondary_address = node.secondary_address or node_address(index, nic=1)
+    node.secondary_mac = node.secondary_mac or node_mac(index, nic=1)
+    if not links.is_live(node):
+        return
+    if present:
+        links.create_secondary_link(node, node.mtu)
+    else:
+        links.remove_secondary_link(node)
 
 
 GPU_BUS_IDS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")

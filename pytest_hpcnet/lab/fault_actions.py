@@ -8,7 +8,12 @@ import re
 from collections.abc import Callable
 
 from pytest_hpcnet.lab import cgroups, firewall, links, shaping, tuning
-from pytest_hpcnet.lab.emulation import log_xid, truncate_kernel_log, write_rdma_state
+from pytest_hpcnet.lab.emulation import (
+    log_xid,
+    rdma_devices,
+    truncate_kernel_log,
+    write_rdma_state,
+)
 from pytest_hpcnet.lab.state import LabNode, LabState
 from pytest_hpcnet.lab.system import LabError
 
@@ -36,17 +41,29 @@ RATE = r"\d+(?:\.\d+)?[kmg]?(?:bit)?"
 # --- eth0 -------------------------------------------------------------------
 
 
+def _interface(node: LabNode, name: str) -> str:
+    """A node interface named in a fault's argument (eth0, or eth1 with two ERIs)."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,15}", name) or not links.has_interface(node, name):
+        raise LabError(f"{node.name} has no interface {name!r}")
+    return name
+
+
 def inject_mtu(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
-    if arg is not None and not arg.isdigit():
-        raise LabError(f"MTU must be a number, got {arg!r}")
-    mtu = int(arg) if arg else DEFAULT_MTU
-    was = node.undo.get("mtu") or str(links.link_mtu(node))
-    links.set_mtu(node, mtu)
-    return "mtu", str(mtu), was
+    """`MTU` on eth0, `MTU@eth1` on one ERI's own interface (fault id `mtu:eth1`)."""
+    value, _, where = (arg or "").partition("@")
+    if value and not value.isdigit():
+        raise LabError(f"MTU must be a number (MTU or MTU@IFACE), got {arg!r}")
+    mtu = int(value) if value else DEFAULT_MTU
+    interface = _interface(node, where) if where else links.PRIMARY
+    fault_id = "mtu" if interface == links.PRIMARY else f"mtu:{interface}"
+    was = node.undo.get(fault_id) or str(links.link_mtu(node, interface))
+    links.set_mtu(node, mtu, interface)
+    return fault_id, str(mtu), was
 
 
 def heal_mtu(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
-    links.set_mtu(node, int(undo or node.mtu))
+    interface = fault_id.partition(":")[2] or links.PRIMARY
+    links.set_mtu(node, int(undo or node.mtu), interface)
 
 
 def inject_nic_errors(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
@@ -66,13 +83,16 @@ def heal_nic_errors(state: LabState, node: LabNode, fault_id: str, undo: str) ->
 
 def firewall_fault(action: str) -> tuple[Injector, Healer]:
     def inject(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
-        proto, port = firewall.parse_target(arg)
-        firewall.add_rule(node.namespace, action, proto, port)
-        return f"{action}:{proto}/{port}", "", ""
+        proto, port, interface = firewall.parse_fault_target(arg)
+        if interface:
+            _interface(node, interface)
+        firewall.add_rule(node.namespace, action, proto, port, interface)
+        shown = port.replace(":", "-") + (f"@{interface}" if interface else "")
+        return f"{action}:{proto}/{shown}", "", ""
 
     def heal(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
-        proto, port = firewall.parse_target(fault_id.partition(":")[2])
-        firewall.remove_rule(node.namespace, action, proto, port)
+        proto, port, interface = firewall.parse_fault_target(fault_id.partition(":")[2])
+        firewall.remove_rule(node.namespace, action, proto, port, interface)
 
     return inject, heal
 
@@ -185,24 +205,36 @@ def heal_fio_slow(state: LabState, node: LabNode, fault_id: str, undo: str) -> N
 
 
 def eri_fault(kind: str, rewrite: bool) -> tuple[Injector, Healer]:
-    """A fault on one device (default the node's last: erdma_1 with two ERIs).
+    """A fault on one device (default the node's last: erdma_1 with two ERIs), named by
+    the device or by its interface (`eth1`: the ERI whose netdev it is). `eri-down` given
+    an interface takes that link down for real (the ERI's port follows its netdev).
 
     `rewrite`: the device list changes (port state, GIDs), so rdma.json is rewritten;
     otherwise the emulated tools read the fault from lab.json themselves.
     """
 
     def inject(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+        on = {d["ports"][0]["netdev"]: d["name"] for d in rdma_devices(node, state.eris)}
         names = [f"erdma_{i}" for i in range(max(1, state.eris))]
         value = (arg or names[-1]).strip()
         device, _, rate = value.partition("@")
+        if kind == "eri-down" and device in on:
+            links.set_link_up(node, device, False)
+            return kind, device, f"link:{device}"
+        device = on.get(device, device)
         if device not in names or (rate and not re.fullmatch(RATE, rate.lower())):
-            raise LabError(f"{kind}: expected one of {', '.join(names)} (got {arg!r})")
+            known = ", ".join([*names, *on])
+            raise LabError(f"{kind}: expected one of {known} (got {arg!r})")
+        value = device + (f"@{rate}" if rate else "")
         node.faults[kind] = value
         if rewrite:
             write_rdma_state(state, node)
         return kind, value, ""
 
     def heal(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+        if undo.startswith("link:"):
+            links.set_link_up(node, undo.partition(":")[2], True)
+            return
         node.faults.pop(kind, None)
         if rewrite:
             write_rdma_state(state, node)

@@ -42,18 +42,22 @@ KINDS: dict[str, FaultKind] = {
     k.name: k
     for k in (
         FaultKind(
-            "mtu", "mtu NODE [MTU]", "set eth0's MTU (default 1500)", act.inject_mtu, act.heal_mtu
+            "mtu",
+            "mtu NODE [MTU][@IFACE]",
+            "set eth0's MTU, or IFACE's (eth1: the second ERI's ENI) (default 1500)",
+            act.inject_mtu,
+            act.heal_mtu,
         ),
         FaultKind(
             "block",
-            "block NODE PROTO/PORT",
-            "iptables DROP of that destination port",
+            "block NODE PROTO/PORT[-PORT][@IFACE]",
+            "iptables DROP of that destination port (range), on IFACE only when given",
             *act.firewall_fault("block"),
             needs_arg=True,
         ),
         FaultKind(
             "reject",
-            "reject NODE PROTO/PORT",
+            "reject NODE PROTO/PORT[-PORT][@IFACE]",
             "iptables REJECT (tcp-reset / icmp-port-unreachable)",
             *act.firewall_fault("reject"),
             needs_arg=True,
@@ -137,11 +141,14 @@ KINDS: dict[str, FaultKind] = {
         ),
         # eRDMA depth (issue 16)
         FaultKind(
-            "eri-down", "eri-down NODE [DEV]", "one ERI port DOWN", *act.eri_fault("eri-down", True)
+            "eri-down",
+            "eri-down NODE [DEV|IFACE]",
+            "one ERI port DOWN (IFACE: that ERI's interface taken down for real)",
+            *act.eri_fault("eri-down", True),
         ),
         FaultKind(
             "eri-slow",
-            "eri-slow NODE [DEV[@RATE]]",
+            "eri-slow NODE [DEV|IFACE[@RATE]]",
             f"emulated perftest on one ERI paces itself (default {act.DEFAULT_RDMA_SLOW})",
             *act.eri_fault("eri-slow", False),
         ),

@@ -30,8 +30,25 @@ def parse_target(spec: str | None) -> tuple[str, int]:
     return m.group(1), int(m.group(2))
 
 
-def _rule(action: str, proto: str, port: int) -> list[str]:
-    spec = ["-p", proto, "--dport", str(port), "-m", "comment", "--comment", COMMENT]
+def parse_fault_target(spec: str | None) -> tuple[str, str, str | None]:
+    """`tcp/18515`, `tcp/18515-18600`, `udp/4791@eth1` -> (proto, iptables ports, interface):
+    the ports `18515` or `18515:18600`; the interface the rule is limited to, or None."""
+    target, _, interface = (spec or "").strip().partition("@")
+    m = re.fullmatch(r"(tcp|udp)/(\d{1,5})-(\d{1,5})", target.lower())
+    if interface and not re.fullmatch(r"[A-Za-z0-9_.-]{1,15}", interface):
+        raise LabError(f"not an interface name: {interface!r}")
+    if m:
+        first, last = int(m.group(2)), int(m.group(3))
+        if not 1 <= first <= last <= 65535:
+            raise LabError(f"expected a port range such as tcp/18515-18600, got {spec!r}")
+        return m.group(1), f"{first}:{last}", interface or None
+    proto, port = parse_target(target)
+    return proto, str(port), interface or None
+
+
+def _rule(action: str, proto: str, port: int | str, interface: str | None = None) -> list[str]:
+    spec = ["-i", interface] if interface else []
+    spec += ["-p", proto, "--dport", str(port), "-m", "comment", "--comment", COMMENT]
     if action == "block":
         return [*spec, "-j", "DROP"]
     return [*spec, "-j", "REJECT", "--reject-with", REJECT_WITH[proto]]
@@ -41,20 +58,25 @@ def _iptables(namespace: str, *args: str, check: bool = True) -> bool:
     return in_ns(namespace, "iptables", "-w", "5", *args, check=check).returncode == 0
 
 
-def add_rule(namespace: str, action: str, proto: str, port: int) -> None:
-    """Drop (`block`) or reject (`reject`) inbound traffic to proto/port in the namespace."""
+def add_rule(
+    namespace: str, action: str, proto: str, port: int | str, interface: str | None = None
+) -> None:
+    """Drop (`block`) or reject (`reject`) inbound traffic to proto/port (`18515:18600`: a
+    range) in the namespace, arriving on `interface` only when given."""
     if not _iptables(namespace, "-n", "-L", CHAIN, check=False):
         _iptables(namespace, "-N", CHAIN)
     if not _iptables(namespace, "-C", "INPUT", "-j", CHAIN, check=False):
         _iptables(namespace, "-I", "INPUT", "1", "-j", CHAIN)
-    rule = _rule(action, proto, port)
+    rule = _rule(action, proto, port, interface)
     if not _iptables(namespace, "-C", CHAIN, *rule, check=False):
         _iptables(namespace, "-A", CHAIN, *rule)
 
 
-def remove_rule(namespace: str, action: str, proto: str, port: int) -> None:
+def remove_rule(
+    namespace: str, action: str, proto: str, port: int | str, interface: str | None = None
+) -> None:
     """Remove the rule `add_rule` added; drop the chain once it holds no rule."""
-    rule = _rule(action, proto, port)
+    rule = _rule(action, proto, port, interface)
     if _iptables(namespace, "-C", CHAIN, *rule, check=False):
         _iptables(namespace, "-D", CHAIN, *rule)
     listing = in_ns(namespace, "iptables", "-w", "5", "-S", CHAIN, check=False).stdout

@@ -1,4 +1,9 @@
-"""A node's eth0: the veth pair into the bridge, its MTU, its counters, real RX drops.
+"""A node's eth0 (and, with two ERIs, its secondary ENI eth1): the veth pairs into the
+bridge, their MTU and link state, eth0's counters, real RX drops.
+
+eth1 is a second ENI as on Alibaba Cloud: its own MAC and its own address in
+`SECONDARY_SUBNET`, reached over its own veth; `arp_ignore`/`arp_announce` keep each
+address answered on its own interface only, so traffic to eth1's address crosses eth1.
 
 `inject_rx_drops` makes the node's eth0 drop frames for real: the host sends UDP datagrams
 as large as the bridge MTU (9000) to the node; the veth hands each frame to eth0, whose
@@ -13,9 +18,23 @@ import contextlib
 import json
 import socket
 import time
+from pathlib import Path
 
-from pytest_hpcnet.lab.state import BRIDGE, BRIDGE_ADDRESS, BRIDGE_MTU, SUBNET, LabNode
+from pytest_hpcnet.lab import tuning
+from pytest_hpcnet.lab.state import (
+    BRIDGE,
+    BRIDGE_ADDRESS,
+    BRIDGE_MTU,
+    SECONDARY_SUBNET,
+    SUBNET,
+    LabNode,
+)
 from pytest_hpcnet.lab.system import LabError, sh
+
+PRIMARY = "eth0"
+SECONDARY = "eth1"
+ONE_INTERFACE_ARP = {"net.ipv4.conf.all.arp_ignore": "1", "net.ipv4.conf.all.arp_announce": "2"}
+"""Each address answered (and announced) on its own interface only, as ENIs behave."""
 
 IP_MTU_DISCOVER = 10
 IP_PMTUDISC_DO = 2
@@ -31,8 +50,10 @@ def bridge_address_commands() -> list[list[str]]:
     return [
         ["ip", "addr", "add", f"{BRIDGE_ADDRESS}/32", "dev", BRIDGE],
         ["ip", "link", "set", BRIDGE, "up"],
+        ["ip", "route", "add", str(SECONDARY_SUBNET), "dev", BRIDGE, "scope", "link",
+         "src", BRIDGE_ADDRESS],
         ["ip", "route", "add", str(SUBNET), "dev", BRIDGE, "scope", "link", "src", BRIDGE_ADDRESS],
-    ]
+    ]  # fmt: skip
 
 
 def node_address_commands(node: LabNode) -> list[list[str]]:
@@ -59,22 +80,75 @@ def create_node_link(node: LabNode, mtu: int) -> None:
     sh("ip", "-n", ns, "-batch", "-", input="".join(" ".join(c) + "\n" for c in inside))
 
 
-def link_info(node: LabNode) -> dict:
-    """`ip -j -s link show eth0` inside the node, as a dict."""
-    proc = sh("ip", "-n", node.namespace, "-j", "-s", "link", "show", "eth0")
+def secondary_address_commands(node: LabNode) -> list[list[str]]:
+    """eth1's /32, then the on-link route to the secondary ENIs' /24 from eth1's address."""
+    ns, own = node.namespace, ["scope", "link", "src", node.secondary_address]
+    return [
+        ["ip", "-n", ns, "addr", "add", f"{node.secondary_address}/32", "dev", SECONDARY],
+        ["ip", "-n", ns, "link", "set", SECONDARY, "up"],
+        ["ip", "-n", ns, "route", "add", str(SECONDARY_SUBNET), "dev", SECONDARY, *own],
+    ]
+
+
+def create_secondary_link(node: LabNode, mtu: int) -> None:
+    """The secondary ENI: a veth pair, host end in the bridge, `eth1` (its own MAC, address
+    and MTU) in the node; no-op when it exists."""
+    ns, veth = node.namespace, node.host_veth_secondary
+    if has_interface(node, SECONDARY):
+        return
+    tuning.apply_sysctls(ns, ONE_INTERFACE_ARP)
+    peer = ["peer", "name", SECONDARY, "address", node.secondary_mac]
+    sh("ip", "link", "add", veth, "mtu", str(BRIDGE_MTU), "type", "veth", *peer, "netns", ns)
+    sh("ip", "link", "set", veth, "master", BRIDGE, "up")
+    inside = [["link", "set", SECONDARY, "mtu", str(mtu)]]
+    inside += [command[3:] for command in secondary_address_commands(node)]
+    sh("ip", "-n", ns, "-batch", "-", input="".join(" ".join(c) + "\n" for c in inside))
+
+
+def remove_secondary_link(node: LabNode) -> None:
+    """Delete the secondary ENI's veth pair (no-op when absent)."""
+    sh("ip", "link", "del", node.host_veth_secondary, check=False)
+
+
+def is_live(node: LabNode) -> bool:
+    """The node belongs to a running lab (its namespace exists and `lab up` started its
+    sshd): a state folder without one (a unit test's) never touches the network."""
+    return bool(node.sshd_pid) and Path("/run/netns", node.namespace).exists()
+
+
+def has_interface(node: LabNode, interface: str) -> bool:
+    """The node has a link of that name."""
+    proc = sh("ip", "-n", node.namespace, "link", "show", interface, check=False)
+    return proc.returncode == 0
+
+
+def set_link_up(node: LabNode, interface: str, up: bool) -> None:
+    """Set one interface of the node down or up; up again, its routes come back too."""
+    sh("ip", "-n", node.namespace, "link", "set", interface, "up" if up else "down")
+    if up and interface == SECONDARY:
+        for command in secondary_address_commands(node)[2:]:
+            sh(*command, check=False)  # the kernel dropped the route with the link
+    elif up:
+        for command in node_address_commands(node)[2:]:
+            sh(*command, check=False)
+
+
+def link_info(node: LabNode, interface: str = PRIMARY) -> dict:
+    """`ip -j -s link show IF` inside the node, as a dict."""
+    proc = sh("ip", "-n", node.namespace, "-j", "-s", "link", "show", interface)
     return json.loads(proc.stdout)[0]
 
 
-def link_mtu(node: LabNode) -> int:
-    """The node's live eth0 MTU."""
-    return int(link_info(node)["mtu"])
+def link_mtu(node: LabNode, interface: str = PRIMARY) -> int:
+    """The node's live MTU of `interface`."""
+    return int(link_info(node, interface)["mtu"])
 
 
-def set_mtu(node: LabNode, mtu: int) -> None:
-    """Set the node's eth0 MTU (576 .. bridge MTU)."""
+def set_mtu(node: LabNode, mtu: int, interface: str = PRIMARY) -> None:
+    """Set the MTU of the node's `interface` (576 .. bridge MTU)."""
     if not 576 <= mtu <= BRIDGE_MTU:
         raise LabError(f"MTU must be between 576 and {BRIDGE_MTU}, got {mtu}")
-    sh("ip", "-n", node.namespace, "link", "set", "eth0", "mtu", str(mtu))
+    sh("ip", "-n", node.namespace, "link", "set", interface, "mtu", str(mtu))
 
 
 def rx_dropped(node: LabNode) -> int:

@@ -29,6 +29,38 @@ LIFECHECK_GRACE_S = 60.0
 PREFIX = "/latest/meta-data/"
 LAB_SUBNET = "198.18.0.0/24"
 """`state.SUBNET` (this script runs alone, stdlib only)."""
+VPC_CIDR = "198.18.0.0/15"
+"""The lab VPC: both ENIs' vSwitches (eth0's /24 and eth1's /24) lie inside it."""
+SECONDARY_SUBNET = "198.18.1.0/24"
+SECONDARY_VSWITCH = "vsw-lab0002"
+"""`state.SECONDARY_SUBNET` and `state.SECONDARY_VSWITCH`: the secondary ENIs (eth1)."""
+
+
+def interface_values(data: dict, node: dict) -> dict[str, str]:
+    """`network/interfaces/macs/<mac>/...` of each ENI: eth0's, and eth1's where the lab
+    gives nodes two ERIs (each ERI is an ENI, with its own MAC, address and vSwitch)."""
+    enis = [(node.get("mac", ""), node.get("address", ""), node.get("vswitch_id", ""), LAB_SUBNET)]
+    if data.get("eris") == 2 and node.get("secondary_mac"):
+        enis.append(
+            (node["secondary_mac"], node.get("secondary_address", ""), SECONDARY_VSWITCH,
+             SECONDARY_SUBNET)
+        )  # fmt: skip
+    out: dict[str, str] = {}
+    for i, (mac, address, vswitch, cidr) in enumerate(enis):
+        if not mac:
+            continue
+        base = f"network/interfaces/macs/{mac}/"
+        out |= {
+            base + "network-interface-id": f"eni-lab{node['name'][4:]}{i}",
+            base + "primary-ip-address": address,
+            base + "private-ipv4s": f'["{address}"]',
+            base + "netmask": "255.255.255.0",
+            base + "vswitch-cidr-block": cidr,
+            base + "vswitch-id": vswitch,
+            base + "vpc-cidr-block": VPC_CIDR,
+            base + "vpc-id": data.get("vpc_id", ""),
+        }
+    return out
 
 
 def node_values(state_dir: Path, name: str) -> dict[str, str] | None:
@@ -48,13 +80,14 @@ def node_values(state_dir: Path, name: str) -> dict[str, str] | None:
         "network-type": "vpc",
         "private-ipv4": node.get("address", ""),
         "region-id": data.get("region_id", ""),
-        "vpc-cidr-block": LAB_SUBNET,
+        "vpc-cidr-block": VPC_CIDR,
         "vpc-id": data.get("vpc_id", ""),
         "vswitch-cidr-block": LAB_SUBNET,
         "vswitch-id": node.get("vswitch_id", ""),
         "zone-id": node.get("zone_id", ""),
         "@token-required": "1" if node.get("metadata_token_required") else "",
         "@pid": str((node.get("pids") or {}).get("metadata", "")),
+        **interface_values(data, node),
     }
 
 

@@ -22,6 +22,10 @@ DEFAULT_STATE_DIR = Path(os.environ.get("HPCNET_LAB_STATE", "/run/hpcnet-lab"))
 SUBNET = ipaddress.ip_network("198.18.0.0/24")
 """Nodes from 198.18.0.11 up; the 246th to 256th wrap to 198.18.0.0-10 (eth0 holds a /32, so
 no address of the /24 is a broadcast one)."""
+SECONDARY_SUBNET = ipaddress.ip_network("198.18.1.0/24")
+"""The secondary ENIs (`eth1`, carrying erdma_1 with `--eris 2`): node i at the same host
+number as its eth0, in its own vSwitch's /24."""
+SECONDARY_VSWITCH = "vsw-lab0002"
 BRIDGE = "hxbr0"
 BRIDGE_ADDRESS = "169.254.18.1"
 """The host's own address on the bridge: link-local, a /32, outside the nodes' /24."""
@@ -50,6 +54,10 @@ class LabNode:
     instance_type: str = INSTANCE_TYPE
     mac: str = ""
     """The MAC of the node's eth0, fixed so it (and the eRDMA GUID) survives a re-created veth."""
+    secondary_address: str = ""
+    """The primary private address of the node's secondary ENI `eth1` (present with two ERIs)."""
+    secondary_mac: str = ""
+    """The MAC of `eth1` (erdma_1's GUID derives from it)."""
     metadata_token_required: bool = False
     """The metadata service refuses GETs without a token (hardened mode only)."""
     sshd_pid: int | None = None
@@ -67,6 +75,11 @@ class LabNode:
     @property
     def host_veth(self) -> str:
         return f"hxv-{self.name}"[:15]
+
+    @property
+    def host_veth_secondary(self) -> str:
+        """The host end of `eth1`'s veth (also `hxv-*`, so `down` removes it)."""
+        return f"hxv-{self.name}-1"[:15]
 
 
 @dataclass
@@ -143,15 +156,18 @@ def node_names(count: int) -> list[str]:
     return [f"node{i:0{width}d}" for i in range(1, count + 1)]
 
 
-def node_address(index: int) -> str:
-    """The lab address of the index-th node (0-based): .11 up, wrapping to .0 inside the /24."""
-    return str(SUBNET.network_address + (FIRST_NODE_HOST + index) % SUBNET.num_addresses)
+def node_address(index: int, nic: int = 0) -> str:
+    """The lab address of the index-th node (0-based): .11 up, wrapping to .0 inside the /24
+    (`nic` 1: its secondary ENI's, in `SECONDARY_SUBNET`)."""
+    subnet = SECONDARY_SUBNET if nic else SUBNET
+    return str(subnet.network_address + (FIRST_NODE_HOST + index) % subnet.num_addresses)
 
 
-def node_mac(index: int) -> str:
-    """A fixed MAC for the index-th node's eth0 (Alibaba's 00:16:3e OUI, the address's host)."""
+def node_mac(index: int, nic: int = 0) -> str:
+    """A fixed MAC for the index-th node's eth0 (`nic` 1: eth1); Alibaba's 00:16:3e OUI,
+    the address's host last."""
     host = (FIRST_NODE_HOST + index) % SUBNET.num_addresses
-    return f"00:16:3e:18:00:{host:02x}"
+    return f"00:16:3e:18:{nic:02x}:{host:02x}"
 
 
 @contextlib.contextmanager

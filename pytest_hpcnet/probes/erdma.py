@@ -288,6 +288,8 @@ class ErdmaDriver:
 
     loaded: bool | None = None
     version: str | None = None
+    version_source: str | None = None
+    """Where the version came from: `sysfs`, `modinfo` or `package`; None: not reported."""
     compat_mode: bool | None = None
     cc: dict[str, str | None] | None = None
     """Device -> congestion-control algorithm (`mpcc`, `cubic`, ...); None: not readable."""
@@ -306,8 +308,13 @@ def erdma_driver_command(devices: Iterable[str] | None, sysfs: str | None = "/sy
     parts = [
         f"if [ -d {sysfs_path(sysfs, 'module/erdma')} ]; then echo module=loaded; "
         "else echo module=absent; fi",
-        f"v=$(cat {sysfs_path(sysfs, 'module/erdma/version')} 2>/dev/null || "
-        'modinfo -F version erdma 2>/dev/null); echo "version=$v"',
+        # the public driver sets no MODULE_VERSION: modinfo, else the installed package
+        f"v=$(cat {sysfs_path(sysfs, 'module/erdma/version')} 2>/dev/null) || v=; s=sysfs; "
+        '[ -n "$v" ] || { v=$(modinfo -F version erdma 2>/dev/null) || v=; s=modinfo; }; '
+        "[ -n \"$v\" ] || { v=$(dpkg-query -W -f='${Version}' erdma 2>/dev/null) || v=; "
+        "s=package; }; "
+        "[ -n \"$v\" ] || { v=$(rpm -q --qf '%{VERSION}-%{RELEASE}' erdma 2>/dev/null) || v=; "
+        's=package; }; [ -n "$v" ] || s=none; echo "version=$v"; echo "version_source=$s"',
         f'echo "compat_mode=$(cat {sysfs_path(sysfs, "module/erdma/parameters/compat_mode")}'
         ' 2>/dev/null)"',
     ]
@@ -352,7 +359,7 @@ def parse_erdma_driver(text: str) -> ErdmaDriver:
                 notes[m.group(1)] = f"not readable: eadm printed {m.group(2).strip()[:60]!r}"
         elif m := re.match(r"^rate:(\S+?)=(.*)$", line):
             rates[m.group(1)] = m.group(2).strip()
-        elif m := re.match(r"^(module|version|compat_mode)=(.*)$", line):
+        elif m := re.match(r"^(module|version|version_source|compat_mode)=(.*)$", line):
             f[m.group(1)] = m.group(2).strip()
     loaded = {"loaded": True, "absent": False}.get(f.get("module", ""))
     if loaded is None:
@@ -363,6 +370,7 @@ def parse_erdma_driver(text: str) -> ErdmaDriver:
     return ErdmaDriver(
         loaded=loaded,
         version=f.get("version") or None,
+        version_source=(f.get("version_source") or None) if f.get("version") else None,
         compat_mode=compat,
         cc=cc,
         cc_notes=notes,

@@ -131,16 +131,50 @@ class FioResult:
 
 
 def _number(value: Any) -> float | None:
+    """A finite number, else None (NaN/Infinity are caught first: see `_non_finite`)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
+        number = float(value)
+    elif isinstance(value, str):
         try:
-            return float(value)
+            number = float(value)
         except ValueError:
             return None
-    return None
+    else:
+        return None
+    return number if math.isfinite(number) else None
+
+
+_READ_KEYS = ("io_bytes", "io_kbytes", "bw_bytes", "bw", "iops", "runtime", "clat_ns", "clat")
+
+
+def _non_finite(value: Any) -> bool:
+    """NaN/Infinity (as JSON numbers or strings) anywhere in `value`."""
+    if isinstance(value, dict):
+        return any(_non_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_non_finite(v) for v in value)
+    if isinstance(value, (float, str)) and not isinstance(value, bool):
+        try:
+            return not math.isfinite(float(value))
+        except ValueError:
+            return False
+    return False
+
+
+def _non_finite_cells(raw: dict[str, Any], name: str) -> list[str]:
+    """`job X read.iops: nan` for each cell the parser reads that holds NaN/Infinity."""
+    found = [f"job {name} error: {raw['error']!r}"] if _non_finite(raw.get("error")) else []
+    for side in ("read", "write"):
+        block = raw.get(side)
+        if isinstance(block, dict):
+            found += [
+                f"job {name} {side}.{key}: non-finite value"
+                for key in _READ_KEYS
+                if _non_finite(block.get(key))
+            ]
+    return found
 
 
 def _percentile(block: dict[str, Any], wanted: float) -> float | None:
@@ -216,7 +250,8 @@ def parse_fio_json(text: str, expected_runtime_s: float | None = None) -> FioRes
     """Parse `fio --output-format=json` output, tolerating text lines before the JSON.
 
     `expected_runtime_s` is the time-based runtime the caller asked for; a job that ran
-    shorter (or a run fio says it was interrupted) is an `error`. Never raises.
+    shorter (or a run fio says it was interrupted), or a figure read as NaN/Infinity, is
+    an `error`. Never raises.
     """
     text = strip_ansi(text)
     start = text.find("{")
@@ -239,6 +274,7 @@ def parse_fio_json(text: str, expected_runtime_s: float | None = None) -> FioRes
         )
 
     problems: list[str] = []
+    non_finite: list[str] = []  # cells read as NaN/Infinity: never a figure
     jobs: list[FioJob] = []
     global_options = data.get("global options")
     global_options = global_options if isinstance(global_options, dict) else {}
@@ -247,6 +283,7 @@ def parse_fio_json(text: str, expected_runtime_s: float | None = None) -> FioRes
             problems.append(f"job #{i}: not an object")
             continue
         name = str(raw.get("jobname", f"#{i}"))
+        non_finite += _non_finite_cells(raw, name)
         options = raw.get("job options") if isinstance(raw.get("job options"), dict) else {}
         jobs.append(
             FioJob(
@@ -270,7 +307,11 @@ def parse_fio_json(text: str, expected_runtime_s: float | None = None) -> FioRes
     write_bw = sum(j.write.bw_mb_s for j in jobs)
     failed = [j for j in jobs if j.error]
     error: str | None = None
-    if failed:
+    problems += non_finite
+    if non_finite:
+        more = f" (+{len(non_finite) - 1} more)" if len(non_finite) > 1 else ""
+        error = f"unparseable output: non-finite value in {non_finite[0]}{more}"
+    elif failed:
         error = "\n".join(preamble) or "; ".join(f"job {j.name}: error={j.error}" for j in failed)
     elif math.isnan(read_bw) or math.isnan(write_bw):
         error = "unparseable output: " + "; ".join(problems)

@@ -1,7 +1,8 @@
 """Network interfaces: `ip -j [-s] link`, `ip -j addr`, and the text `ip link` / `ip addr`.
 
-`parse_interfaces` reads either form; decision helpers (`mtu_matches`,
-`erdma_mtu_verdict`, `counters_verdict`) are pure and return a `Verdict`.
+`parse_interfaces` reads either form. `mtu_matches` and `erdma_mtu_verdict` (with their
+`Verdict`) remain only for suites/test_mtu.py until it moves to a judge in `requirements/`;
+the NIC counters are judged in `requirements/host.judge_nic_counters`.
 """
 
 from __future__ import annotations
@@ -392,36 +393,3 @@ def erdma_mtu_verdict(mtu: int | None, jumbo_frames: bool) -> Verdict:
         f"MTU {mtu} without jumbo frames; eRDMA with NCCL LL128 requires at most "
         f"{ERDMA_MAX_STANDARD_MTU}",
     )
-
-
-_COUNTERS = ("rx_errors", "rx_dropped", "tx_errors", "tx_dropped")
-
-
-def counters_verdict(
-    iface: Interface,
-    max_errors: int = 0,
-    max_dropped: int = 0,
-    baseline: Interface | None = None,
-) -> Verdict:
-    """Error/drop counters at most the thresholds (increase since `baseline` when given)."""
-    if iface.stats is None:
-        return Verdict(False, f"{iface.name}: no counters in output (use `ip -s`)")
-    base = baseline.stats if baseline is not None else None
-    over: list[str] = []
-    unknown: list[str] = []
-    for counter in _COUNTERS:
-        value = getattr(iface.stats, counter)
-        if value is None:
-            unknown.append(counter)
-            continue
-        if base is not None and getattr(base, counter) is not None:
-            value -= getattr(base, counter)
-        limit = max_errors if counter.endswith("errors") else max_dropped
-        if value > limit:
-            over.append(f"{counter} {value} > {limit}")
-    what = "increase" if base is not None else "counters"
-    if over:
-        return Verdict(False, f"{iface.name}: {what} above threshold: " + ", ".join(over))
-    if unknown:
-        return Verdict(False, f"{iface.name}: counters not shown: " + ", ".join(unknown))
-    return Verdict(True, f"{iface.name}: error/drop {what} within thresholds")

@@ -2,15 +2,15 @@
 
 `metadata_command` reads a few keys in one POSIX sh snippet (hardened mode with a
 token, plain GET when no token is available) and prints `key=value` or
-`key!reason` lines; the token itself is never printed. `group_by_value` compares
-one key across nodes without assuming the majority is right.
+`key!reason` lines; the token itself is never printed. Comparing a key across nodes is
+`requirements/network.judge_placement`'s.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -69,35 +69,6 @@ class MetadataFacts:
     def why_missing(self, key: str) -> str | None:
         """Why `key` was not read, or None when it was (or was not asked for)."""
         return dict(self.missing).get(key)
-
-
-@dataclass(frozen=True)
-class ValueGroup:
-    """Nodes that share one value."""
-
-    value: str
-    nodes: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class MetadataGrouping:
-    """One key compared across nodes."""
-
-    key: str
-    expected: str | None
-    groups: tuple[ValueGroup, ...]
-    """Largest first, ties by value."""
-    odd: tuple[str, ...]
-    """Nodes whose value differs from `expected` (empty when no expectation)."""
-    undetermined: tuple[tuple[str, str], ...]
-    """(node, why) for nodes whose value could not be read."""
-    findings: tuple[str, ...]
-    """Human-readable statements, empty when everything agrees."""
-
-    @property
-    def consistent(self) -> bool:
-        """All nodes read and equal (and equal to `expected` when given)."""
-        return not self.findings
 
 
 # ---------------------------------------------------------------------------
@@ -246,56 +217,3 @@ def parse_listing(text: str) -> tuple[str, ...]:
         if _ENTRY_RE.match(line) and line not in entries:
             entries.append(line)
     return tuple(entries)
-
-
-# ---------------------------------------------------------------------------
-# decisions
-
-
-def group_by_value(
-    facts: Mapping[str, MetadataFacts], key: str, expected: str | None = None
-) -> MetadataGrouping:
-    """Group nodes by the value of `key` (e.g. `vswitch-id`).
-
-    With `expected`, nodes with another value are odd. Without it, disagreeing nodes
-    are all reported by group; no majority is taken to be right.
-    """
-    by_value: dict[str, list[str]] = {}
-    undetermined: list[tuple[str, str]] = []
-    for node, fact in facts.items():
-        value = fact.value(key)
-        if value is None:
-            why = fact.why_missing(key) or (
-                "curl not installed" if fact.tool_missing else "not read"
-            )
-            undetermined.append((node, why))
-        else:
-            by_value.setdefault(value, []).append(node)
-    groups = tuple(
-        ValueGroup(value, tuple(sorted(nodes)))
-        for value, nodes in sorted(by_value.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    )
-    findings: list[str] = []
-    odd: tuple[str, ...] = ()
-    if expected is not None:
-        odd = tuple(sorted(n for g in groups if g.value != expected for n in g.nodes))
-        for g in groups:
-            if g.value != expected:
-                findings.append(
-                    f"{key} is {g.value} on {', '.join(g.nodes)}; the inventory expects {expected}"
-                )
-    elif len(groups) > 1:
-        findings.append(
-            f"{key} differs between nodes: "
-            + "; ".join(f"{g.value} on {', '.join(g.nodes)}" for g in groups)
-        )
-    for node, why in undetermined:
-        findings.append(f"{key} on {node}: cannot determine ({why})")
-    return MetadataGrouping(
-        key=key,
-        expected=expected,
-        groups=groups,
-        odd=odd,
-        undetermined=tuple(undetermined),
-        findings=tuple(findings),
-    )

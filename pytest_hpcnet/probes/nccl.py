@@ -217,6 +217,21 @@ def _bad(value: float | None) -> bool:
     return value is None or math.isnan(value) or math.isinf(value) or value < 0
 
 
+def _non_finite(row: NcclRow) -> bool:
+    """A cell of the row printed as nan/inf (a measurement or a #wrong count)."""
+    cells = (
+        row.oop_time_us,
+        row.oop_algbw_gbs,
+        row.oop_busbw_gbs,
+        row.oop_wrong,
+        row.ip_time_us,
+        row.ip_algbw_gbs,
+        row.ip_busbw_gbs,
+        row.ip_wrong,
+    )
+    return any(v is not None and not math.isfinite(v) for v in cells)
+
+
 def _header_facts(body: str, facts: dict[str, object]) -> None:
     """minBytes, maxBytes, step and validation from the `# nThread ...` header line."""
     if m := _BYTES_RE.search(body):
@@ -299,7 +314,8 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
     """Parse the output of one nccl-tests/rccl-tests run (any collective).
 
     `expected` says what was launched (max size, ranks, nodes, validation); a table
-    that does not cover it is an `error`. Never raises.
+    that does not cover it, or holds a row it cannot read or a nan/inf cell (a time, a
+    bandwidth or a #wrong count), is an `error`. Never raises.
     """
     expected = expected or NcclExpected()
     rows: list[NcclRow] = []
@@ -312,6 +328,7 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
     wrong_column: str | None = None
     saw_columns = False
     saw_avg = False
+    bad_rows: list[str] = []  # unreadable or nan/inf rows: kept out, the run unparseable
 
     for raw in strip_ansi(text).replace("\r", "").splitlines():
         line = _PREFIX_RE.sub("", raw, count=1).rstrip()
@@ -363,6 +380,10 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
             facts["tests_version"] = m.group(1)
             continue
         row = _parse_row(stripped.split(), has_root) if saw_columns else None
+        if row is not None and _non_finite(row):
+            bad_rows.append(f"non-finite value in row: {stripped}")
+            problems.append(bad_rows[-1])
+            continue
         if row is not None:
             rows.append(row)
             continue
@@ -372,8 +393,9 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
             continue
         elif _FAILURE_RE.search(stripped):
             failures.append(stripped)
-        elif stripped[0].isdigit() and saw_columns:
-            problems.append(f"unreadable row: {stripped}")
+        elif saw_columns and _num(stripped.split()[0]) is not None:  # a size as nan, -1, ...
+            bad_rows.append(f"unreadable row: {stripped}")
+            problems.append(bad_rows[-1])
 
     common = {
         "ranks": tuple(ranks),
@@ -404,6 +426,9 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
         counted = [w for r in rows for w in (r.oop_wrong, r.ip_wrong) if w is not None]
         total_wrong = int(sum(counted)) if counted else None
     why = _incomplete(rows, facts, saw_avg, expected, ranks, wrong_column, total_wrong)
+    if bad_rows:  # the row it could not read may be the largest size, or count wrong values
+        more = f" (+{len(bad_rows) - 1} more)" if len(bad_rows) > 1 else ""
+        why.insert(0, f"unparseable output: {bad_rows[0]}{more}")
     if why and failures:
         why.append(failures[0])
     return NcclResult(

@@ -23,8 +23,30 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) and value >= 0 else None
 
 
+def _int(value: Any) -> int:
+    """An integer field (`count`, `device`), 0 when absent or not a finite whole number."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return 0
+
+
+def _non_finite(value: Any) -> bool:
+    """A NaN/Infinity in a result's figures (JSON that Python reads as non-finite floats);
+    `nwrong` is left to the #wrong rules."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_non_finite(v) for k, v in value.items() if k != "nwrong")
+    if isinstance(value, list):
+        return any(_non_finite(v) for v in value)
+    return False
+
+
 def _row(item: Any) -> NcclRow | None:
-    if not isinstance(item, dict):
+    """A result row, or None when unreadable (a NaN/Infinity time, bandwidth or count)."""
+    if not isinstance(item, dict) or _non_finite(item):
         return None
     oop, ip = item.get("out_of_place"), item.get("in_place")
     if not isinstance(oop, dict) or not isinstance(item.get("size"), int):
@@ -36,7 +58,7 @@ def _row(item: Any) -> NcclRow | None:
     root = str(item.get("root", "")).strip()
     return NcclRow(
         size_bytes=item["size"],
-        count=int(item.get("count") or 0),
+        count=_int(item.get("count")),
         dtype=str(item.get("type", "")),
         redop=item.get("redop"),
         root=int(root) if root.lstrip("-").isdigit() else None,
@@ -59,7 +81,7 @@ def _ranks(config: dict) -> list[NcclRank]:
                 NcclRank(
                     rank=d["rank"],
                     host=str(d.get("hostname", "")),
-                    device=int(d.get("device") or 0),
+                    device=_int(d.get("device")),
                     bus_id=str(d.get("device_hex", "")),
                     gpu=str(d.get("device_info", "")),
                     pid=d.get("pid") if isinstance(d.get("pid"), int) else None,

@@ -8,8 +8,9 @@ is given, then in Gb/sec (10^9 bits/s). Every bandwidth in a result is Gb/s
 (10^9 bits/s): MB/sec * 2^20 * 8 / 1e9. Latencies are microseconds.
 
 Fail closed: a table that stops before the largest size asked (`expected_size`, see
-`perftest.largest_size`) or has no closing rule after its last row (perftest prints one
-when a run ends) is an `error`, never a measurement.
+`perftest.largest_size`), has no closing rule after its last row (perftest prints one
+when a run ends) or holds a `nan`/`inf` cell in any row is an `error`, never a
+measurement. Never raises.
 """
 
 from __future__ import annotations
@@ -262,6 +263,14 @@ class _Table:
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    non_finite: list[str] = field(default_factory=list)  # rows with a nan/inf cell
+
+    def non_finite_error(self) -> str | None:
+        """The error of a table with a `nan`/`inf` cell: never a measurement."""
+        if not self.non_finite:
+            return None
+        more = f" (+{len(self.non_finite) - 1} more)" if len(self.non_finite) > 1 else ""
+        return f"unparseable output: non-finite value in row: {self.non_finite[0]}{more}"
 
 
 def _scan_table(
@@ -272,7 +281,8 @@ def _scan_table(
 ) -> _Table:
     """Scan the lines of a table layout: each data line with as many tokens as the header
     has columns becomes a row (`make_row(table, tokens by column, numbers by column)`); an
-    unreadable, repeated (`duplicate`, formatted with `size`) or misshapen one is a problem;
+    unreadable, non-finite (`nan`, `inf`: also kept in `non_finite`), repeated (`duplicate`,
+    formatted with `size`) or misshapen one is a problem;
     any other line is a tool warning, error or nothing (`_classify_other`)."""
     table = _Table()
     for line in lines:
@@ -283,14 +293,23 @@ def _scan_table(
         tokens = line.split()
         if table.rows and _CLOSING_RE.match(line):
             table.closed = True
-        data = bool(table.columns and tokens and tokens[0].isdigit())
+        data = bool(table.columns and tokens and _float(tokens[0]) is not None)
         if data:
             table.closed = False
+        if data and not tokens[0].isdigit():  # #bytes as nan, inf, -1, 1e300: no size
+            table.problems.append(f"unreadable row: {line.strip()}")
+            if not math.isfinite(_float(tokens[0]) or 0.0):
+                table.non_finite.append(line.strip())
+            continue
         if data and len(tokens) == len(table.columns or ()):
             values = dict(zip(table.columns or (), tokens, strict=True))
             numbers = {k: _float(v) for k, v in values.items()}
             if any(v is None for v in numbers.values()):
                 table.problems.append(f"unreadable row: {line.strip()}")
+                continue
+            if not all(math.isfinite(v) for v in numbers.values() if v is not None):
+                table.problems.append(f"non-finite value in row: {line.strip()}")
+                table.non_finite.append(line.strip())
                 continue
             row = make_row(table, values, numbers)
             if row in table.rows:
@@ -360,6 +379,15 @@ def parse_bandwidth(
     warnings, errors, problems = table.warnings, table.errors, table.problems
     columns, unit = table.columns, _bandwidth_unit(table) if table.columns is not None else None
     warn = _summarize_warnings(warnings)
+    if nan_error := table.non_finite_error():
+        return BandwidthResult(
+            rows=tuple(rows),
+            unit_printed=unit,
+            header=header,
+            warnings=warn,
+            problems=tuple(problems),
+            error=nan_error,
+        )
     if not rows:
         return _without_rows(BandwidthResult, header, warn, errors, problems, bool(columns), text)
     error_text = "\n".join(errors) if errors else None
@@ -435,6 +463,14 @@ def parse_latency(text: str, expected_size: int | None = None) -> LatencyResult:
     rows, closed, columns = table.rows, table.closed, table.columns
     warnings, errors, problems = table.warnings, table.errors, table.problems
     warn = _summarize_warnings(warnings)
+    if nan_error := table.non_finite_error():
+        return LatencyResult(
+            rows=tuple(rows),
+            header=header,
+            warnings=warn,
+            problems=tuple(problems),
+            error=nan_error,
+        )
     if not rows:
         return _without_rows(LatencyResult, header, warn, errors, problems, bool(columns), text)
     error_text = "\n".join(errors) if errors else None

@@ -307,23 +307,6 @@ def parse_ping(text: str, expected_count: int | None = None) -> PingResult:
     )
 
 
-def replies_ok(result: PingResult) -> Verdict:
-    """Every probe asked was sent and answered, and the output is whole (latency pings)."""
-    if result.tool_missing:
-        return Verdict(False, "ping not installed")
-    if result.error:
-        return Verdict(False, f"ping failed: {result.error}")
-    if result.incomplete:
-        return Verdict(False, f"{result.incomplete}; {result.received or 0} replies")
-    if not result.received:
-        loss = f"{result.loss_percent:g}% loss" if result.loss_percent is not None else "no reply"
-        return Verdict(False, f"no ICMP reply ({loss})")
-    counted = f"{result.received} of {result.transmitted} replies"
-    if result.lost:
-        return Verdict(False, f"{counted} ({result.lost} lost)")
-    return Verdict(True, counted)
-
-
 def path_mtu_ok(result: PingResult, mtu: int | None = None) -> Verdict:
     """The path carried `mtu` (default: the packet size in the ping header) unfragmented."""
     tested = mtu if mtu is not None else result.packet_size

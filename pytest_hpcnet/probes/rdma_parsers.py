@@ -432,11 +432,12 @@ def _parse_rdma_link_json(text: str) -> RdmaDevices | None:
     drafts: dict[str, _DeviceDraft] = {}
     problems: list[str] = []
     for entry in data:
-        if not isinstance(entry, dict) or "ifname" not in entry or "port" not in entry:
+        port = entry.get("port") if isinstance(entry, dict) else None
+        if not isinstance(port, int) or isinstance(port, bool) or "ifname" not in entry:
             problems.append(f"rdma link: unreadable JSON entry {entry!r}")
             continue
         draft = drafts.setdefault(str(entry["ifname"]), _DeviceDraft(str(entry["ifname"])))
-        fields = draft.ports.setdefault(int(entry["port"]), {})
+        fields = draft.ports.setdefault(port, {})
         for key in ("state", "netdev", "lid", "sm_lid"):
             if key in entry:
                 fields[key] = str(entry[key])

@@ -1,37 +1,17 @@
-"""Kernel parameters: read several sysctl keys at once and compare them with expectations.
+"""Kernel parameters: read several sysctl keys at once (`sysctl`, or /proc/sys without it).
 
-Expectation semantics (`ExpectedSysctl.mode`):
-
-- `min`: numeric "at least". A single integer is compared with a single integer
-  (`net.core.rmem_max = 16777216`). Triples such as `tcp_rmem` (`min default max`)
-  compare elementwise when the expectation is a triple too (every field at least the
-  expected field); a single expected integer against a triple compares the last
-  field, the maximum.
-- `equal`: the value equals the expectation, whitespace-normalised
-  (`tcp_congestion_control = bbr`; `4096 87380 16777216` equals `4096\\t87380\\t16777216`).
+The parser keeps each value whitespace-normalised and each key the node would not show with
+the tool's message; `requirements/host.judge_sysctl` compares them with `expect.sysctl`.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
 
 from pytest_hpcnet.probes.text import strip_ansi
-
-Mode = Literal["min", "equal", "one_of"]
-
-
-@dataclass(frozen=True)
-class ExpectedSysctl:
-    """One expectation: `key` at least (`min`), equal to (`equal`) or one of (`one_of`,
-    comma-separated) `value`."""
-
-    key: str
-    value: str
-    mode: Mode = "equal"
 
 
 @dataclass(frozen=True)
@@ -47,17 +27,6 @@ class SysctlValues:
     def get(self, key: str) -> str | None:
         """The value of `key`, or None."""
         return dict(self.values).get(_norm_key(key))
-
-
-@dataclass(frozen=True)
-class SysctlDeviation:
-    """A key that does not meet its expectation."""
-
-    key: str
-    found: str | None
-    expected: str
-    mode: Mode
-    reason: str
 
 
 _KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")
@@ -131,63 +100,3 @@ def parse_sysctl(text: str) -> SysctlValues:
     return SysctlValues(
         values=tuple(values.items()), missing=tuple(missing.items()), problems=tuple(problems)
     )
-
-
-def _ints(value: str) -> list[int] | None:
-    fields = value.split()
-    if fields and all(re.fullmatch(r"-?\d+", f) for f in fields):
-        return [int(f) for f in fields]
-    return None
-
-
-def check_sysctl(found: str | None, expectation: ExpectedSysctl) -> SysctlDeviation | None:
-    """The deviation of one value from its expectation, or None when it meets it."""
-    exp = expectation
-
-    def deviation(reason: str) -> SysctlDeviation:
-        return SysctlDeviation(exp.key, found, exp.value, exp.mode, reason)
-
-    if found is None:
-        return deviation(f"{exp.key} could not be read")
-    norm_found = " ".join(found.split())
-    norm_exp = " ".join(exp.value.split())
-    if exp.mode == "equal":
-        if norm_found == norm_exp:
-            return None
-        return deviation(f"{exp.key} is {norm_found!r}, expected {norm_exp!r}")
-    if exp.mode == "one_of":
-        allowed = [" ".join(v.split()) for v in exp.value.split(",")]
-        if norm_found in allowed:
-            return None
-        return deviation(f"{exp.key} is {norm_found!r}, expected one of {', '.join(allowed)}")
-    have, want = _ints(norm_found), _ints(norm_exp)
-    if have is None or want is None:
-        return deviation(f"{exp.key}: cannot compare {norm_found!r} with {norm_exp!r} as numbers")
-    if len(want) == 1:
-        if have[-1] >= want[0]:
-            return None
-        which = "maximum " if len(have) > 1 else ""
-        return deviation(f"{exp.key} {which}{have[-1]} is below {want[0]}")
-    if len(have) != len(want):
-        return deviation(f"{exp.key} has {len(have)} fields ({norm_found!r}), expected {len(want)}")
-    low = [
-        f"field {i + 1}: {h} < {w}"
-        for i, (h, w) in enumerate(zip(have, want, strict=True))
-        if h < w
-    ]
-    if not low:
-        return None
-    return deviation(f"{exp.key} {norm_found!r} below {norm_exp!r} ({'; '.join(low)})")
-
-
-def compare_sysctl(
-    values: SysctlValues | Mapping[str, str], expectations: Iterable[ExpectedSysctl]
-) -> tuple[SysctlDeviation, ...]:
-    """Every expectation not met by `values`, in expectation order."""
-    lookup = values.get if isinstance(values, SysctlValues) else dict(values).get
-    out = []
-    for exp in expectations:
-        dev = check_sysctl(lookup(_norm_key(exp.key)), exp)
-        if dev is not None:
-            out.append(dev)
-    return tuple(out)

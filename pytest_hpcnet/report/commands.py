@@ -2,8 +2,9 @@
 
 Exit status: 0 when the bundle verifies (merge: the merged verdict is ACCEPTED, or PASSED
 for partial runs, which it prints as not a handover); 1 when it does not (merge: merged,
-but REJECTED or INCOMPLETE); 2 when nothing could be done
-(not a run folder, a key that exists, a merge refused: nothing was written).
+but REJECTED or INCOMPLETE, e.g. pairs across partitions that no input measured); 2 when
+nothing could be done (not a run folder, a key that exists, a merge refused, e.g. an
+unsigned input without --allow-unsigned: nothing was written).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pytest_hpcnet.report.merge import MergeRefused, merge
+from pytest_hpcnet.report.merge import MergeRefused, merge, unsigned_line
 from pytest_hpcnet.report.records import GOOD_VERDICTS
 from pytest_hpcnet.report.signing import generate_keypair
 from pytest_hpcnet.report.verify import verdict_lines, verify
@@ -39,6 +40,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         help="every input must be signed by this key (or another --public-key)",
+    )
+    join.add_argument(
+        "--allow-unsigned",
+        action="store_true",
+        help="merge unsigned inputs too (the merged summary says which were unsigned)",
     )
 
 
@@ -71,7 +77,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _merge(args: argparse.Namespace) -> int:
     try:
-        result = merge(args.out_dir, args.run_dirs, args.sign_key, args.public_key)
+        result = merge(
+            args.out_dir, args.run_dirs, args.sign_key, args.public_key, args.allow_unsigned
+        )
     except MergeRefused as exc:
         for line in exc.problems:
             print(f"hpcnet merge: {line}")
@@ -81,4 +89,8 @@ def _merge(args: argparse.Namespace) -> int:
         f"merged {result.bundles} bundles ({result.checks} checks) into {result.out_dir}"
         f"{signed}: {result.verdict}"
     )
+    for line in result.not_measured:
+        print(f"  not measured: {line}")
+    if result.unsigned_inputs:
+        print(f"  {unsigned_line(result.unsigned_inputs)}")
     return 0 if result.verdict in GOOD_VERDICTS else 1

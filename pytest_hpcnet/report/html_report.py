@@ -24,6 +24,11 @@ except ImportError:  # pragma: no cover
     metadata_key = None
 
 
+def verdict_html(line: str) -> str:
+    """The run's verdict line for the top of report.html (escaped)."""
+    return f'<p id="hpcnet-verdict">hpcnet verdict: <strong>{html.escape(line)}</strong></p>'
+
+
 def environment_rows(inventory: Inventory) -> dict[str, str]:
     """Cluster, region, node count and digests for the report's environment table."""
     return {

@@ -6,11 +6,17 @@ digests and signers), and a certificate rendered from the merged records, so its
 verdict is the one a single run with the same evidence would get. Nothing is written
 unless every input passes the checks (`MergeRefused` lists the problems).
 
-Inputs must be partitions: a node or pair checked by two inputs is refused, and so is
-a waiver whose validity differs between an input's run date and the merged one.
-Cluster-level records (subject `cluster`) are kept from every input, one per partition.
-Pairs spanning partitions and same-vSwitch placement across partitions are not checked
-by per-partition runs; the certificate lists them as a requirement that did not run.
+Inputs must be signed (`allow_unsigned` merges unsigned ones and says so in the summary)
+and be partitions: a node or pair checked by two inputs is refused, and so is a waiver
+whose validity differs between an input's run date and the merged one. Cluster-level
+records (subject `cluster`) are kept from every input, one per partition.
+
+Per-partition runs measure only the pairs inside their own partition. For every pair
+requirement the inputs ran (one with `pair` records), each pair that a ring over the whole
+merged cluster crosses partitions at, and that no input measured, gets a record that it was
+not measured, so the merged verdict is INCOMPLETE unless the inventories' scope leaves that
+requirement out. Same-vSwitch placement across partitions is not checked either; the
+certificate lists it as a requirement that did not run.
 """
 
 from __future__ import annotations
@@ -18,11 +24,12 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
 
+from pytest_hpcnet.campaigns.schedule import ring_pairs
 from pytest_hpcnet.report.certificate import CertificateContext, render_certificate
 from pytest_hpcnet.report.certificate_rows import DEFAULT_REQUIREMENTS, RequirementSpec
 from pytest_hpcnet.report.evidence import (
@@ -56,6 +63,9 @@ NOT_COVERED = [
     "same-vSwitch placement across partitions",
 ]
 MAX_NAMED = 5
+NOT_MEASURED = "not_measured"
+"""The verdict of a pair no partition measured (INCOMPLETE; no waiver covers it)."""
+UNSIGNED_HINT = "sign the partition runs with --hpcnet-sign-key, or give --allow-unsigned"
 
 
 class MergeRefused(ValueError):
@@ -99,6 +109,9 @@ class MergeResult:
     checks: int
     verdict: str
     signed: bool
+    unsigned_inputs: list[str] = field(default_factory=list)
+    not_measured: list[str] = field(default_factory=list)
+    """One line per requirement and reason that was not measured (`check [subjects]: why`)."""
 
 
 def _distinct(values: Iterable[Any], ordered: bool = False) -> str:
@@ -107,8 +120,11 @@ def _distinct(values: Iterable[Any], ordered: bool = False) -> str:
     return ", ".join(unique)
 
 
-def load_partition(run_dir: PathLike, key_fingerprints: Sequence[str] = ()) -> Partition:
-    """Verify and read one input bundle; with `key_fingerprints`, it must be signed by one."""
+def load_partition(
+    run_dir: PathLike, key_fingerprints: Sequence[str] = (), allow_unsigned: bool = False
+) -> Partition:
+    """Verify and read one input bundle: signed (unless `allow_unsigned`), and with
+    `key_fingerprints` signed by one of them."""
     root = Path(run_dir)
     if not root.is_dir():
         raise MergeRefused([f"{root}: not a run folder (reports/<run-id>/)"])
@@ -118,6 +134,8 @@ def load_partition(run_dir: PathLike, key_fingerprints: Sequence[str] = ()) -> P
         problems.append(f"{root}: bundle is not signed, but --public-key was given")
     elif result.ok and key_fingerprints and result.key_fingerprint not in key_fingerprints:
         problems.append(f"{root}: signed by key {result.key_fingerprint}, not a given key")
+    elif result.ok and not result.signed and not allow_unsigned:
+        problems.append(f"{root}: bundle is not signed ({UNSIGNED_HINT})")
     if problems:
         raise MergeRefused(problems)
     try:
@@ -250,7 +268,8 @@ def _unreachable(parts: Sequence[Partition]) -> set[str]:
 
 def merged_scope(parts: Sequence[Partition]) -> dict[str, Any]:
     """Scope, profile and lab marking of the merged run: a handover only when every part
-    was one; the inventories' exclusions and requirements joined; lab when any part was."""
+    was one; the inventories' exclusions, requirements and planned subjects joined; lab when
+    any part was."""
     summaries = [p.summary or RunSummary(run_id=p.run_id) for p in parts]
     scopes = [s.scope for s in summaries]
     handover = all(s.handover for s in scopes)
@@ -258,11 +277,16 @@ def merged_scope(parts: Sequence[Partition]) -> dict[str, Any]:
     excluded = {
         (e.check_id, e.reason): e for s in scopes for e in s.excluded if e.kind == "inventory"
     }
+    expected: dict[str, list[str]] = {}  # every partition's planned subjects stay planned
+    for part_scope in scopes:
+        for check_id, subjects in part_scope.expected.items():
+            expected.setdefault(check_id, []).extend(subjects)
     scope = RunScope(
         handover=handover,
         label="handover" if handover else (labels[0] if len(labels) == 1 else "selected checks"),
         selection="; ".join(dict.fromkeys(s.selection for s in scopes if s.selection)),
         required=list(dict.fromkeys(i for s in scopes for i in s.required)) if handover else [],
+        expected={k: list(dict.fromkeys(v)) for k, v in expected.items()},
         excluded=list(excluded.values()),
     )
     profiles = dict.fromkeys(s.profile for s in summaries if s.profile)
@@ -273,6 +297,68 @@ def merged_scope(parts: Sequence[Partition]) -> dict[str, Any]:
         "profile_sources": sources,
         "lab": any(s.lab for s in summaries),
     }
+
+
+def _partition_of(parts: Sequence[Partition]) -> dict[str, int]:
+    """Each node's partition (index of the first input naming it), in the merged order."""
+    found: dict[str, int] = {}
+    for index, part in enumerate(parts):
+        names = [n["name"] for n in part.facts.get("nodes", [])]
+        names += [e for r in part.records if r.kind != "cluster" for e in r.subject.split("->")]
+        for name in names:
+            if name and name != "all-nodes":
+                found.setdefault(name, index)
+    return found
+
+
+def unmeasured_pairs(parts: Sequence[Partition]) -> list[CheckRecord]:
+    """A not-measured record per pair requirement the inputs ran and per pair of the merged
+    ring that spans two partitions and that no input measured; none for a requirement the
+    inputs' scope leaves out."""
+    if len(parts) < 2:
+        return []
+    partition = _partition_of(parts)
+    records = [r for p in parts for r in p.records]
+    out = {  # left out by an inventory's scope.exclude (not "not applicable" in one part)
+        e.check_id
+        for p in parts
+        if p.summary
+        for e in p.summary.scope.excluded
+        if e.kind == "inventory"
+    }
+    measured = {(r.check_id, r.subject) for r in records if r.kind == "pair"}
+    titles = {r.check_id: r.requirement for r in records if r.kind == "pair"}
+    start = _merged_start(parts)
+    seams = [p for p in ring_pairs(list(partition)) if partition[p.a] != partition[p.b]]
+    found = []
+    for check_id, requirement in titles.items():
+        if check_id in out:
+            continue
+        for pair in seams:
+            subject = f"{pair.a}->{pair.b}"
+            if (check_id, subject) in measured:
+                continue
+            first, second = sorted((partition[pair.a], partition[pair.b]))
+            found.append(
+                CheckRecord(
+                    check_id=check_id,
+                    requirement=requirement,
+                    subject=subject,
+                    kind="pair",
+                    verdict=NOT_MEASURED,
+                    message=(
+                        f"the pair spans partitions {parts[first].run_id} and "
+                        f"{parts[second].run_id}: no partition run measured it"
+                    ),
+                    started_at=start,
+                    ended_at=start,
+                )
+            )
+    return found
+
+
+def _unsigned(parts: Sequence[Partition]) -> list[str]:
+    return [p.run_id for p in parts if p.signed_by is None]
 
 
 def merged_summary(parts: Sequence[Partition]) -> dict[str, Any]:
@@ -303,12 +389,21 @@ def merged_summary(parts: Sequence[Partition]) -> dict[str, Any]:
         "not_covered": NOT_COVERED if len(parts) > 1 else [],
         **merged_scope(parts),
     }
+    unsigned = _unsigned(parts)
+    if unsigned:
+        summary["unsigned_inputs"] = unsigned
+        summary["not_covered"] = [*summary["not_covered"], unsigned_line(unsigned)]
     start = _merged_start(parts)
     if start is not None:
         summary["started_at"] = start
     if ends:
         summary["ended_at"] = max(ends)
     return summary
+
+
+def unsigned_line(run_ids: Sequence[str]) -> str:
+    """What the summary and `hpcnet merge` say about inputs merged unsigned."""
+    return f"inputs not signed: {', '.join(run_ids)} (merged with --allow-unsigned)"
 
 
 def _check_keys(sign_key: PathLike | None, public_keys: Sequence[PathLike]) -> list[str]:
@@ -334,9 +429,12 @@ def merge(
     run_dirs: Sequence[PathLike],
     sign_key: PathLike | None = None,
     public_keys: Sequence[PathLike] = (),
+    allow_unsigned: bool = False,
 ) -> MergeResult:
-    """Merge verified partition bundles into the new bundle `out_dir`, render its
-    certificate and sign it with `sign_key` when given. Raises `MergeRefused`."""
+    """Merge verified, signed partition bundles (`allow_unsigned`: unsigned ones too) into
+    the new bundle `out_dir`, with the pairs across partitions that none measured recorded
+    as not measured; render its certificate and sign it with `sign_key` when given.
+    Raises `MergeRefused`."""
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise MergeRefused([f"{out}: exists and is not empty; give a new folder"])
@@ -345,7 +443,7 @@ def merge(
     problems: list[str] = []
     for run_dir in run_dirs:
         try:
-            parts.append(load_partition(run_dir, fingerprints))
+            parts.append(load_partition(run_dir, fingerprints, allow_unsigned))
         except MergeRefused as exc:
             problems.extend(exc.problems)
     if problems:
@@ -356,6 +454,8 @@ def merge(
     if problems:
         raise MergeRefused(problems)
     bundle = merge_bundles(out, [p.run_dir for p in parts])
+    for record in unmeasured_pairs(parts):
+        bundle.append(record)
     summary = bundle.close(merged_summary(parts))
     context = merged_context(parts)
     if sign_key is not None:  # checked by _check_keys above
@@ -364,4 +464,17 @@ def merge(
     if sign_key is not None:
         sign(out, sign_key)
     checks = sum(len(p.records) for p in parts)
-    return MergeResult(out, len(parts), checks, summary.verdict, sign_key is not None)
+    not_measured = [
+        f"{e.check_id}{f' [{e.subject}]' if e.subject else ''}: "
+        + e.reason.removeprefix("not measured: ")
+        for e in summary.scope.incomplete
+    ]
+    return MergeResult(
+        out,
+        len(parts),
+        checks,
+        summary.verdict,
+        sign_key is not None,
+        _unsigned(parts),
+        not_measured,
+    )

@@ -19,6 +19,7 @@ from pytest_hpcnet.probes.erdma import (
     expected_active_mtu,
 )
 from pytest_hpcnet.probes.erdma_gdr import GdrState
+from pytest_hpcnet.probes.eri_address import EriAddress
 from pytest_hpcnet.probes.nccl_debug import NcclNetLog
 from pytest_hpcnet.probes.rdma import RdmaDevices
 from pytest_hpcnet.requirements.erdma_judges import (
@@ -78,14 +79,19 @@ def judge_erdma_identity(
 
 
 def judge_erdma_driver(node: str, driver: ErdmaDriver, expect: Expectations) -> Verdict:
-    """erdma loaded, its version readable, `compat_mode` and (where set) the congestion
-    control as `expect.erdma` says. CC not readable (no `eadm`) fails only when expected."""
+    """erdma loaded, `compat_mode` and (where set) the congestion control and version as
+    `expect.erdma` says. CC not readable (no `eadm`) fails only when expected; so does a
+    version sysfs, modinfo and the package all leave unreported (the public driver sets no
+    MODULE_VERSION) only where `driver_version` pins one."""
     if driver.loaded is not True:
         why = "not loaded" if driver.loaded is False else driver.problems[0]
         return Verdict(False, reason=f"{node}: erdma module {why}")
     problems = []
-    if driver.version is None:
-        problems.append("erdma module version not readable")
+    pin = expect.erdma.driver_version
+    if pin is not None and driver.version is None:
+        problems.append(f"erdma version not reported (sysfs, modinfo, package), {pin} pinned")
+    elif pin is not None and driver.version != pin:
+        problems.append(f"erdma {driver.version} ({driver.version_source}), {pin} pinned")
     want = expect.erdma.compat_mode
     if want is not None and driver.compat_mode is not want:
         seen = {True: "Y", False: "N", None: "unreadable"}[driver.compat_mode]
@@ -101,7 +107,12 @@ def judge_erdma_driver(node: str, driver: ErdmaDriver, expect: Expectations) -> 
         return Verdict(False, reason=f"{node}: {'; '.join(problems)}")
     algos = ", ".join(f"{d} {a or 'cc not readable'}" for d, a in sorted((driver.cc or {}).items()))
     mode = {True: "Y", False: "N", None: "unread"}[driver.compat_mode]
-    return Verdict(True, reason=f"{node}: erdma {driver.version}, compat_mode {mode}; {algos}")
+    version = (
+        f"{driver.version} ({driver.version_source})"
+        if driver.version
+        else "version not reported (no MODULE_VERSION, modinfo or package)"
+    )
+    return Verdict(True, reason=f"{node}: erdma {version}, compat_mode {mode}; {algos}")
 
 
 def judge_erdma_active_mtu(
@@ -137,12 +148,23 @@ def judge_erdma_gid(
     tables: GidTables,
     eris: Sequence[str],
     used: Mapping[str, int | None],
-    address: str | None,
+    addresses: Mapping[str, EriAddress],
 ) -> Verdict:
-    """The GID index perftest and NCCL get on each ERI is its IPv4 one (`ibv_devinfo -v`)."""
-    return from_findings(
-        [judge_gid_index(node, dev, tables, used.get(dev), address) for dev in eris]
-    )
+    """The GID index perftest and NCCL get on each ERI is the IPv4 GID of that ERI's own
+    interface address (`ibv_devinfo -v`; erdma_1 carries eth1's); an ERI whose netdev has
+    no IPv4 address fails, one whose netdev is unknown is judged on the data-plane
+    interface's address and says so."""
+    findings = []
+    for dev in eris:
+        own = addresses.get(dev)
+        if own is not None and own.address is None:
+            findings.append(finding(False, f"{node} {own.note}", node, dev))
+            continue
+        found = judge_gid_index(node, dev, tables, used.get(dev), own.address if own else None)
+        if own is not None and own.fallback:
+            found = finding(found.ok, f"{found.reason} ({own.note})", node, dev)
+        findings.append(found)
+    return from_findings(findings)
 
 
 def judge_erdma_numa(node: str, ids: EriIdentities, expect: Expectations) -> Verdict:

@@ -1,92 +1,158 @@
 """Node-wide GPU judges: memlock, kernel modules, PCIe of the RDMA devices, versions across
 nodes, GPU-NIC topology.
 
-Same contract as `gpu`: pure, fail closed, a Verdict naming node, value and fix, reading
-only `expect.gpu` and `expect.versions`.
+Same contract as `gpu`: pure, reading only `expect.gpu`, `expect.rdma` and `expect.versions`;
+a Verdict naming node, value and fix, with the values as measurements (subject the device or
+GPU); an output that could not be read whole is not measured, never a pass or a failure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import GpuQuery
 from pytest_hpcnet.probes.gpu_host import LoadedModules, Memlock
 from pytest_hpcnet.probes.gpu_rdma import RdmaSysfs
 from pytest_hpcnet.probes.gpu_topo import Topology, hca_selects
-from pytest_hpcnet.requirements.gpu import PASS
-from pytest_hpcnet.requirements.judges import Verdict
+from pytest_hpcnet.requirements.verdict import (
+    Measurement,
+    Verdict,
+    failing,
+    not_measured,
+    passing,
+)
 
 COMPARED = ("nvidia_driver", "cuda", "nccl", "kernel", "erdma", "rdma-core")
 """The components whose version must be identical on every node (where any node has them)."""
+FIX_RERUN = "re-run; if the output is cut short again, run the command on the node by hand"
 
 
-def _verdict(node: str | None, problems: list[str], fix: str) -> Verdict:
-    """Pass without problems; else fail naming each (after `node: ` when given), with `fix`."""
-    if not problems:
-        return PASS
-    reason = "; ".join(problems)
-    return Verdict(
-        False,
-        measured=len(problems),
-        bound=0,
-        reason=f"{node}: {reason}" if node else reason,
-        fix=fix,
-    )
+def _verdict(
+    node: str | None,
+    problems: Sequence[str],
+    fix: str,
+    unread: Sequence[str] = (),
+    **kw,
+) -> Verdict:
+    """Fail naming each problem (after `node: ` when given) with `fix`; else not measured
+    naming what could not be read; else pass. `kw` (measurements, sections) is kept."""
+    named = [*problems, *unread]
+    reason = "; ".join(named)
+    reason = f"{node}: {reason}" if node and reason else reason
+    if problems:
+        return failing(reason, fix, measured=len(problems), bound=0, **kw)
+    if unread:
+        return not_measured(reason, FIX_RERUN, **kw)
+    return passing(**kw)
 
 
 def judge_memlock(node: str, memlock: Memlock, expect: Expectations) -> Verdict:
     """Locked memory unlimited for the NCCL user, or at least `expect.gpu.memlock_min_kib`
-    (NCCL: `Call to ibv_create_qp failed ... -12` otherwise)."""
+    (NCCL: `Call to ibv_create_qp failed ... -12` otherwise). An unreadable `ulimit -l`
+    (no value, `command not found`, an unknown user) is not measured, whatever the floor."""
     user = expect.gpu.nccl_user or "the SSH user"
     floor = expect.gpu.memlock_min_kib
-    if memlock.unlimited or (floor is not None and (memlock.kib or 0) >= floor):
-        return PASS
-    value = memlock.error or f"{memlock.kib} KiB"
+    shown = "unlimited" if memlock.unlimited else memlock.kib
+    measured = Measurement(
+        "memlock",
+        shown,
+        "KiB",
+        "unlimited" if floor is None else floor,
+        ">=",
+        "expect.gpu.memlock_min_kib",
+    )
+    common = {"measurements": (measured,), "sections": ("gpu_memlock",)}
+    if memlock.unlimited:
+        return passing(**common)
+    if memlock.error is not None or memlock.kib is None:
+        return not_measured(
+            f"{node}: memlock (ulimit -l) for {user} unreadable: {memlock.error or 'no value'}",
+            "check that the NCCL user exists (expect.gpu.nccl_user) and `ulimit -l` runs "
+            "in its login shell",
+            **common,
+        )
+    if floor is not None and memlock.kib >= floor:
+        return passing(**common, measured=memlock.kib, bound=floor)
     want = "unlimited" if floor is None else f"at least {floor} KiB"
-    return Verdict(
-        False,
+    return failing(
+        f"{node}: memlock (ulimit -l) for {user} is {memlock.kib} KiB, expected {want}",
+        "set `* - memlock unlimited` in /etc/security/limits.d/ (and LimitMEMLOCK=infinity "
+        "for containerd/slurmd), then log in again",
         measured=memlock.kib,
         bound=floor,
-        reason=f"{node}: memlock (ulimit -l) for {user} is {value}, expected {want}",
-        fix="set `* - memlock unlimited` in /etc/security/limits.d/ (and LimitMEMLOCK=infinity "
-        "for containerd/slurmd), then log in again",
+        **common,
     )
 
 
 def judge_modules(node: str, modules: LoadedModules, expect: Expectations) -> Verdict:
-    """Every `expect.gpu.modules` kernel module loaded (`nvidia`; `nvidia_peermem` for GDR)."""
+    """Every `expect.gpu.modules` kernel module loaded (`nvidia`; `nvidia_peermem` for GDR);
+    each module measured `loaded` or `not loaded`."""
+    sections = ("gpu_modules",)
     if modules.error is not None:
-        return Verdict(False, reason=f"{node}: {modules.error}", fix="re-run")
+        return not_measured(f"{node}: {modules.error}", FIX_RERUN, sections=sections)
+    measurements = tuple(
+        Measurement(
+            name,
+            "loaded" if modules.loaded(name) else "not loaded",
+            "",
+            "loaded",
+            "==",
+            "expect.gpu.modules",
+        )
+        for name in expect.gpu.modules
+    )
     missing = [m for m in expect.gpu.modules if not modules.loaded(m)]
     if not missing:
-        return PASS
-    return Verdict(
-        False,
-        reason=f"{node}: kernel module(s) not loaded: {', '.join(missing)}",
-        fix=f"`modprobe {' '.join(missing)}` and make it persistent in /etc/modules-load.d/",
+        return passing(measurements=measurements, sections=sections)
+    return failing(
+        f"{node}: kernel module(s) not loaded: {', '.join(missing)}",
+        f"`modprobe {' '.join(missing)}` and make it persistent in /etc/modules-load.d/",
+        measurements=measurements,
+        sections=sections,
     )
 
 
 def judge_rdma_pcie(node: str, sysfs: RdmaSysfs, expect: Expectations) -> Verdict:
-    """Every RDMA device's PCIe link at its maximum speed and width (sysfs), and at least
-    `expect.rdma.min_devices` devices described there."""
+    """Every RDMA device's PCIe link at its maximum speed and width (sysfs; `pcie_speed` and
+    `pcie_width` per device), and at least `expect.rdma.min_devices` devices described there.
+    A device whose link sysfs does not report is not measured."""
+    sections = ("rdma_sysfs",)
     if sysfs.error is not None:
-        return Verdict(False, reason=f"{node}: RDMA sysfs: {sysfs.error}", fix="re-run")
-    problems = []
-    if len(sysfs.devices) < expect.rdma.min_devices:
+        return not_measured(f"{node}: RDMA sysfs: {sysfs.error}", FIX_RERUN, sections=sections)
+    want = expect.rdma.min_devices
+    measurements = [
+        Measurement("rdma_devices", len(sysfs.devices), "", want, ">=", "expect.rdma.min_devices")
+    ]
+    problems, unread = [], []
+    if len(sysfs.devices) < want:
         problems.append(
-            f"{len(sysfs.devices)} devices in /sys/class/infiniband, "
-            f"expected at least {expect.rdma.min_devices}"
+            f"{len(sysfs.devices)} devices in /sys/class/infiniband, expected at least {want}"
         )
     for dev in sysfs.devices:
         pairs = (
             ("", dev.speed_gts, dev.speed_max_gts, " GT/s"),
             ("x", dev.width, dev.width_max, ""),
         )
+        measurements += [
+            Measurement(
+                "pcie_speed",
+                dev.speed_gts,
+                "GT/s",
+                dev.speed_max_gts,
+                ">=",
+                "max_link_speed",
+                dev.device,
+            ),
+            Measurement(
+                "pcie_width", dev.width, "lanes", dev.width_max, ">=", "max_link_width", dev.device
+            ),
+        ]
         if any(cur is None or top is None for _, cur, top, _ in pairs):
             shown = ", ".join(f"{k}={v}" for k, v in dev.raw if k != "numa_node")
-            problems.append(f"{dev.device} PCIe link not reported ({shown})")
+            unread.append(f"{dev.device} PCIe link not reported ({shown})")
             continue
         low = [f"{k}{cur:g}{u} of {k}{top:g}{u}" for k, cur, top, u in pairs if cur < top]  # type: ignore[operator]
         if low:
@@ -96,6 +162,9 @@ def judge_rdma_pcie(node: str, sysfs: RdmaSysfs, expect: Expectations) -> Verdic
         problems,
         "a lasting downgrade is a bad slot, riser or BIOS setting: have the host repaired "
         "(on a virtual function without link data, set expect.gpu.rdma_sysfs: false)",
+        unread,
+        measurements=tuple(measurements),
+        sections=sections,
     )
 
 
@@ -104,22 +173,30 @@ def _matches(found: str, version: str) -> bool:
     return found == version or (found.startswith(version) and found[len(version)] in "-+~_ ")
 
 
-def judge_versions(versions: Mapping[str, Mapping[str, str]], expect: Expectations) -> Verdict:
+def judge_versions(
+    versions: Mapping[str, Mapping[str, str] | None], expect: Expectations
+) -> Verdict:
     """Each COMPARED component identical on every node, equal to `expect.versions.pin`, not in
-    `expect.versions.known_bad` (with its reason).
+    `expect.versions.known_bad` (with its reason); each component's versions measured.
 
     `versions` is node -> component -> version (a node lacking a component others have is a
-    mismatch: `missing`).
+    mismatch: `missing`); None for a node whose versions could not be read (not measured,
+    unless the others already disagree). `extra["suspects"]` names the nodes at fault.
     """
     pins = expect.versions.pin
-    present = {c for found in versions.values() for c in found}
+    read = {n: found for n, found in versions.items() if found is not None}
+    unread = sorted(n for n, found in versions.items() if found is None)
+    present = {c for found in read.values() for c in found}
     components = [c for c in COMPARED if c in present] + sorted(set(pins) - set(COMPARED))
     problems: list[str] = []
+    measurements: list[Measurement] = []
     for comp in components:
         seen: dict[str, list[str]] = {}
-        for node, found in versions.items():
+        for node, found in read.items():
             seen.setdefault(found.get(comp, "missing"), []).append(node)
         pin = pins.get(comp)
+        source = "expect.versions.pin" if pin else "all nodes agree"
+        measurements.append(Measurement(comp, ", ".join(sorted(seen)), "", pin, "==", source))
         if pin is not None:
             off = {v: n for v, n in seen.items() if not _matches(v, pin)}
             problems += [f"{comp} {v} on {', '.join(n)} (pinned {pin})" for v, n in off.items()]
@@ -138,11 +215,17 @@ def judge_versions(versions: Mapping[str, Mapping[str, str]], expect: Expectatio
                 for v, n in seen.items()
                 if _matches(v, bad.version)
             ]
+    reason = "; ".join(problems)
+    suspects = [n for n in read if re.search(rf"\b{re.escape(n)}\b", reason)]
     return _verdict(
         None,
         problems,
         "install the same (pinned, not known-bad) version on every node and reboot if it is "
         "the driver",
+        [f"versions unreadable on {', '.join(unread)}"] if unread else [],
+        measurements=tuple(measurements),
+        sections=("versions", "gpu_query", "gpu_driver", "gpu_cuda"),
+        extra={"suspects": suspects},
     )
 
 
@@ -160,69 +243,101 @@ def _link_to(topo: Topology, gpu: str, nic: str) -> str | None:
     return link.strip() if link else None
 
 
+def _topo_unreadable(node: str, topo: Topology) -> Verdict | None:
+    if topo.error is None:
+        return None
+    return not_measured(
+        f"{node}: nvidia-smi topo -m unreadable: {topo.error}", FIX_RERUN, sections=("gpu_topo",)
+    )
+
+
 def judge_gpu_nic_numa(
     node: str, topo: Topology, sysfs: RdmaSysfs, query: GpuQuery | None = None
 ) -> Verdict:
-    """Each GPU's NUMA node (`topo -m`) is that of one of its nearest RDMA devices (sysfs).
-    A GPU on a NUMA node with no RDMA device at all, which `topo -m` also shows crossing the
-    SMP link (SYS), is the instance's layout: said in the reason, not failed."""
-    if topo.error is not None:
-        return Verdict(
-            False, reason=f"{node}: nvidia-smi topo -m unreadable: {topo.error}", fix="re-run"
-        )
+    """Each GPU's NUMA node (`topo -m`) is that of one of its nearest RDMA devices (sysfs;
+    `numa_node` per GPU). A GPU on a NUMA node with no RDMA device at all, which `topo -m`
+    also shows crossing the SMP link (SYS), is the instance's layout: said in the reason, not
+    failed. A NUMA node neither side reports is not measured."""
+    bad = _topo_unreadable(node, topo)
+    if bad is not None:
+        return bad
+    sections = ("gpu_topo", "rdma_sysfs", "gpu_query") if query else ("gpu_topo", "rdma_sysfs")
     if sysfs.error is not None:
-        return Verdict(False, reason=f"{node}: RDMA sysfs: {sysfs.error}", fix="re-run")
+        return not_measured(f"{node}: RDMA sysfs: {sysfs.error}", FIX_RERUN, sections=sections)
     nic_numa = {d.device: d.numa_node for d in sysfs.devices}
     local = {str(v) for v in nic_numa.values() if v is not None}
-    problems, remote = [], {}
+    problems, unread, remote = [], [], {}
+    measurements = []
     for row in topo.gpus:
         nearest = topo.nearest_nics(row.device)
         numas = {nic: nic_numa.get(nic) for nic in nearest}
         gpu_numa = row.numa_affinity
-        if gpu_numa is not None and gpu_numa in {str(v) for v in numas.values()}:
+        subject = f"GPU {row.device.removeprefix('GPU')}"
+        wanted = sorted({str(v) for v in numas.values() if v is not None})
+        measurements.append(
+            Measurement("numa_node", gpu_numa, "", wanted, "in", "nearest RDMA device", subject)
+        )
+        if gpu_numa is not None and gpu_numa in wanted:
             continue
-        known = bool(numas) and None not in numas.values()
+        known = None not in numas.values()  # no nearest device at all is known too: a fault
         crossing = all(_link_to(topo, row.device, nic) == "SYS" for nic in nearest)
-        if gpu_numa is not None and known and crossing and gpu_numa not in local:
-            remote.setdefault(gpu_numa, []).append(f"GPU {row.device.removeprefix('GPU')}")
+        if gpu_numa is not None and numas and known and crossing and gpu_numa not in local:
+            remote.setdefault(gpu_numa, []).append(subject)
+            measurements[-1] = replace(measurements[-1], comparison=None)  # not judged
             continue  # the instance's layout: no RDMA device at all on this GPU's NUMA node
         shown = ", ".join(f"{n} on NUMA {v if v is not None else '?'}" for n, v in numas.items())
-        problems.append(
-            f"{_label(row.device, query)} on NUMA {row.numa_affinity or '?'}, "
+        found = (
+            f"{_label(row.device, query)} on NUMA {gpu_numa or '?'}, "
             f"nearest RDMA device {shown or 'none'}"
         )
+        (problems if gpu_numa is not None and known else unread).append(found)
     verdict = _verdict(
         node,
         problems,
         "check the instance type's NIC/GPU layout and "
         "/sys/class/infiniband/*/device/numa_node; pin each rank to its GPU's NUMA node",
+        unread,
+        measurements=tuple(measurements),
+        sections=sections,
     )
     if verdict and remote:
         layout = "; ".join(
             f"no RDMA device on NUMA {n} ({', '.join(g)})" for n, g in remote.items()
         )
-        return Verdict(True, reason=f"{node}: {layout}: their traffic crosses the SMP link")
+        return verdict.with_reason(f"{node}: {layout}: their traffic crosses the SMP link")
     return verdict
 
 
+def nic_map(topo: Topology) -> str:
+    """`GPU0=erdma_0,GPU1=erdma_0,...`: each GPU's nearest RDMA device(s) (`+` between ties)."""
+    return ",".join(f"{r.device}={'+'.join(topo.nearest_nics(r.device)) or '-'}" for r in topo.gpus)
+
+
 def judge_nccl_ib_hca(node: str, topo: Topology, hca: str | None) -> Verdict:
-    """NCCL_IB_HCA selects every RDMA device that topology makes nearest to some GPU."""
-    if topo.error is not None:
-        return Verdict(
-            False, reason=f"{node}: nvidia-smi topo -m unreadable: {topo.error}", fix="re-run"
-        )
+    """NCCL_IB_HCA selects every RDMA device that topology makes nearest to some GPU; the
+    GPU-NIC map (`nic_map`) and NCCL_IB_HCA measured as they are."""
+    bad = _topo_unreadable(node, topo)
+    if bad is not None:
+        return bad
+    common = {
+        "measurements": (
+            Measurement("nic_map", nic_map(topo) or None, "", None, None, "nvidia-smi topo -m"),
+            Measurement("NCCL_IB_HCA", hca or "unset (all)", "", None, None, "benchmarks.nccl.env"),
+        ),
+        "sections": ("gpu_topo",),
+    }
     needed = dict.fromkeys(nic for row in topo.gpus for nic in topo.nearest_nics(row.device))
     if not needed:
-        return Verdict(
-            False,
-            reason=f"{node}: topo -m shows no RDMA device near any GPU",
-            fix="check that the eRDMA devices are up (ibv_devinfo) and seen by nvidia-smi topo -m",
+        return failing(
+            f"{node}: topo -m shows no RDMA device near any GPU",
+            "check that the eRDMA devices are up (ibv_devinfo) and seen by nvidia-smi topo -m",
+            **common,
         )
     missed = [nic for nic in needed if not hca_selects(hca, nic)]
     if not missed:
-        return PASS
-    return Verdict(
-        False,
-        reason=f"{node}: NCCL_IB_HCA={hca} leaves out {', '.join(missed)} (nearest to some GPU)",
-        fix=f"set NCCL_IB_HCA to cover {', '.join(needed)} (a prefix such as `erdma` covers all)",
+        return passing(**common)
+    return failing(
+        f"{node}: NCCL_IB_HCA={hca} leaves out {', '.join(missed)} (nearest to some GPU)",
+        f"set NCCL_IB_HCA to cover {', '.join(needed)} (a prefix such as `erdma` covers all)",
+        **common,
     )

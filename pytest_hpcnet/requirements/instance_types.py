@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 
-from pytest_hpcnet.requirements.judges import Verdict
-
-MAX_NAMED = 8
-
-
-def _named(nodes: list[str]) -> str:
-    more = f" and {len(nodes) - MAX_NAMED} more" if len(nodes) > MAX_NAMED else ""
-    return ", ".join(nodes[:MAX_NAMED]) + more
+from pytest_hpcnet.requirements.network import named
+from pytest_hpcnet.requirements.verdict import (
+    Measurement,
+    Verdict,
+    failing,
+    not_measured,
+    passing,
+)
 
 
 def mismatched(reported: Mapping[str, str | None], patterns: Sequence[str]) -> list[str]:
@@ -26,20 +26,59 @@ def judge_instance_types(
     reported: Mapping[str, str | None], patterns: Sequence[str], profile: str = ""
 ) -> Verdict:
     """Pass when every node reported an instance type matching one of `patterns` (globs such
-    as `ecs.ebmgn8is.*`); fail closed on a node that reported none, naming nodes and types."""
+    as `ecs.ebmgn8is.*`), each type measured with the nodes reporting it. No pattern set, no
+    node reporting, or a node whose metadata lacks its type: not measured (unless another
+    node's type is already wrong). `extra["suspects"]`: the nodes at fault or unread."""
+    if not patterns:
+        return not_measured(
+            "no bound set (expect.instance_types): the instance types the profile is for",
+            "set expect.instance_types (or use a profile that sets it)",
+        )
     expected = ", ".join(patterns)
     whose = f"profile {profile}" if profile else "expect.instance_types"
     unknown = sorted(n for n, t in reported.items() if not t)
-    wrong: dict[str, list[str]] = {}
+    by_kind: dict[str, list[str]] = {}
     for node, kind in sorted(reported.items()):
-        if kind and not any(fnmatchcase(kind, p) for p in patterns):
-            wrong.setdefault(kind, []).append(node)
-    problems = [
-        f"{_named(nodes)} report {kind}, {whose} is for {expected}" for kind, nodes in wrong.items()
+        if kind:
+            by_kind.setdefault(kind, []).append(node)
+    wrong = {k: n for k, n in by_kind.items() if not any(fnmatchcase(k, p) for p in patterns)}
+    measurements = [
+        Measurement(
+            "instance_type", kind, "", list(patterns), "in", "expect.instance_types", named(nodes)
+        )
+        for kind, nodes in by_kind.items()
     ]
     if unknown:
-        problems.append(f"{_named(unknown)}: no instance type in the metadata")
-    if not reported:
-        problems.append("no node reported its metadata")
-    matched = sum(1 for t in reported.values() if t and any(fnmatchcase(t, p) for p in patterns))
-    return Verdict(not problems, float(matched), float(len(reported)), None, "; ".join(problems))
+        measurements.append(
+            Measurement(
+                "instance_type",
+                None,
+                "",
+                list(patterns),
+                "in",
+                "expect.instance_types",
+                named(unknown),
+            )
+        )
+    matched = sum(len(n) for k, n in by_kind.items() if k not in wrong)
+    kw = {
+        "measurements": tuple(measurements),
+        "sections": ("metadata",),
+        "extra": {"suspects": mismatched(reported, patterns)},
+        "measured": float(matched),
+        "bound": float(len(reported)),
+    }
+    problems = [
+        f"{named(nodes)} report {kind}, {whose} is for {expected}" for kind, nodes in wrong.items()
+    ]
+    unread = [f"{named(unknown)}: no instance type in the metadata"] if unknown else []
+    if problems:
+        return failing(
+            "; ".join([*problems, *unread]),
+            "use the instance type the profile is for, or a profile for this one",
+            **kw,
+        )
+    if unread or not reported:
+        reason = "; ".join(unread) or "no node reported its metadata"
+        return not_measured(reason, "check the metadata service on those nodes", **kw)
+    return passing(**kw)

@@ -139,7 +139,9 @@ def test_every_eri_present_by_driver(cluster, node, check):
 def test_erdma_driver_state(cluster, node, check):
     driver = parse_erdma_driver(cluster.facts(node, check).text("erdma_driver"))
     e = cluster.expect.erdma
-    check.measure("version", driver.version, "", None, None, "erdma module version")
+    pin = e.driver_version
+    where = f"erdma version ({driver.version_source or 'not reported'})"
+    check.measure("version", driver.version, "", pin, "==" if pin else None, where)
     want = None if e.compat_mode is None else str(e.compat_mode)  # unset: reported only
     check.measure("compat_mode", str(driver.compat_mode), "", want, "==" if want else None,
                   "expect.erdma.compat_mode")  # fmt: skip
@@ -164,12 +166,10 @@ def test_eri_active_mtu_follows_the_interface(cluster, node, check):
     facts = cluster.facts(node, check)
     devinfo = parse_ibv_devinfo(facts.text("ibv_devinfo_v"))
     mtus = {i.name: i.mtu for i in parse_interfaces(facts.text("links")).interfaces if i.mtu}
-    netdev_of = {d.name: d.netdevs[0] for d in eri_identities(cluster, node, check).devices
-                 if d.netdevs}  # fmt: skip
-    for dev in parse_rdma_link(facts.text("rdma_link")).devices:
-        port = dev.port(1)
-        if dev.name not in netdev_of and port is not None and port.netdev:
-            netdev_of[dev.name] = port.netdev
+    eri_identities(cluster, node, check)
+    facts.text("rdma_link")  # both sources of each ERI's netdev (sysfs, else rdma link)
+    found = cluster.facts_campaign.eri_netdevs(node.name)
+    netdev_of = {dev: netdev for dev, (netdev, _) in found.items()}
     eris = _eris(cluster, node)
     verdict = judge_erdma_active_mtu(node.name, devinfo, eris, netdev_of, mtus)
     check.measure("active_mtu", "ok" if verdict else "mismatch", "", None, None,
@@ -185,8 +185,10 @@ def test_eri_gid_index_is_the_ipv4_one(cluster, node, check):
     used = {dev: cluster.facts_campaign.gid_index(node.name, dev) for dev in eris}
     for dev, index in used.items():
         check.measure(f"{dev} gid_index", index, "", None, None, "ibv_devinfo -v (IPv4 GID)")
-    address = cluster.data_address(node.name)
-    verdict = judge_erdma_gid(node.name, tables, eris, used, address)
+    addresses = {dev: cluster.facts_campaign.eri_address(node.name, dev) for dev in eris}
+    for dev, own in addresses.items():
+        check.measure(f"{dev} address", own.address, "", None, None, own.note)
+    verdict = judge_erdma_gid(node.name, tables, eris, used, addresses)
     assert verdict, verdict.reason
 
 

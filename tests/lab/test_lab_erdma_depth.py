@@ -86,11 +86,11 @@ def test_two_eris_and_gid_shift_names_the_device(lab):
         assert devinfo.names() == ERIS and not devinfo.problems
     healthy = _gid_findings(transport, used=1)
     assert all(f.ok for f in healthy), [f.reason for f in healthy if not f.ok]
-    inject("gid-shift", "node04")  # default: the last ERI, erdma_1
+    inject("gid-shift", "node04")  # default: the last ERI, erdma_1 (on eth1: 198.18.1.14)
     bad = [f for f in _gid_findings(transport, used=1) if not f.ok]
     assert [f.where for f in bad] == ["node04 erdma_1"]
     assert bad[0].reason == (
-        "node04 erdma_1: GID index 1 is 2001:db8:18::2; the IPv4 GID 198.18.0.14 is at index 2"
+        "node04 erdma_1: GID index 1 is 2001:db8:18::2; the IPv4 GID 198.18.1.14 is at index 2"
     )
 
 

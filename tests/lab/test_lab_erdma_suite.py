@@ -70,8 +70,8 @@ def test_healthy_two_eri_lab_passes_every_erdma_check(lab2, tmp_path):
         "nccl_transport",
     } <= passed
     eri = [r for r in records if r["check_id"] == "erdma_eri_bw"]
-    measured = {m["name"] for r in eri for m in r["measured"]}
-    assert {"erdma_0 bw_avg", "erdma_1 bw_avg"} <= measured  # every ERI, not the first
+    measured = {(m.get("subject"), m["name"]) for r in eri for m in r["measured"]}
+    assert {("erdma_0", "bw_avg"), ("erdma_1", "bw_avg")} <= measured  # every ERI
 
 
 def test_eri_down_fails_that_node_and_device(lab2, tmp_path):
@@ -122,7 +122,7 @@ def test_gid_shift_is_followed_and_a_pinned_index_fails(lab2, tmp_path):
     code, records = run(lab2, tmp_path / "a", "static", "gid_index", "gid-shift", DEV)
     assert code == 0, [r["message"] for r in failing(records)]
     mine = [r for r in records if r["subject"] == NODE and r["check_id"] == "erdma_port"]
-    chosen = {m["name"]: m["value"] for r in mine for m in r["measured"]}
+    chosen = {m["name"]: m["value"] for r in mine for m in r["measured"] if "gid" in m["name"]}
     assert chosen == {"erdma_0 gid_index": 1, "erdma_1 gid_index": 2}, chosen
     data = yaml.safe_load(Path(lab2.inventory).read_text())
     for node in data["nodes"]:
@@ -161,5 +161,5 @@ def test_gpudirect_perftest_runs_each_eri_with_its_nearest_gpu(lab2, tmp_path):
     commands = [c["command"] for r in gdr for c in r["commands"]]
     assert any("-d erdma_0" in c and "--use_cuda=0" in c for c in commands), commands
     assert any("-d erdma_1" in c and "--use_cuda=4" in c for c in commands), commands
-    measured = {m["name"] for r in gdr for m in r["measured"]}
-    assert measured == {"erdma_0 gdr bw_avg", "erdma_1 gdr bw_avg"}
+    measured = {(m.get("subject"), m["name"]) for r in gdr for m in r["measured"]}
+    assert measured == {("erdma_0", "gdr bw_avg"), ("erdma_1", "gdr bw_avg")}

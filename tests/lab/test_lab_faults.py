@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.cli import main
+from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.lab import fault_actions, faults, links
 from pytest_hpcnet.lab.state import LabState
-from pytest_hpcnet.probes.links import counters_verdict, parse_ip_json
+from pytest_hpcnet.probes.links import parse_ip_json
 from pytest_hpcnet.probes.ports import (
     connect_command,
     listener_command,
@@ -26,6 +27,7 @@ from pytest_hpcnet.probes.ports import (
 )
 from pytest_hpcnet.probes.rdma import ibv_devinfo_command
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
+from pytest_hpcnet.requirements.host import judge_nic_counters
 from pytest_hpcnet.transport.fanout import Transport
 
 pytestmark = pytest.mark.lab
@@ -181,8 +183,8 @@ def test_nic_errors_are_real_counters_and_heal_recreates_the_link(lab, ssh):
     mac = eth0("hx-node04")["address"]
     inject("nic-errors", "node04")
     assert eth0("hx-node04")["stats64"]["rx"]["dropped"] >= links.DROP_FRAMES
-    iface = parse_ip_json(ssh("node04", "ip -j -s link show eth0").stdout).get("eth0")
-    assert not counters_verdict(iface).ok
+    found = parse_ip_json(ssh("node04", "ip -j -s link show eth0").stdout)
+    assert judge_nic_counters(found, "eth0", Expectations()).outcome == "fail"
     assert "nic-errors" in LabState.load(state_dir).node("node04").faults
     faults.heal("node04", state_dir)
     after = eth0("hx-node04")

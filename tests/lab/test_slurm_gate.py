@@ -107,29 +107,32 @@ def test_faulted_node_is_drained_then_resumed_and_others_drain_is_kept(slurm_lab
     scontrol(lab, "update", "NodeName=node03", "State=DRAIN", f"Reason={OPS_REASON}")
     try:
         faults.inject("mtu", "node02", None, Path(lab.state_dir))
-        try:
+        try:  # the fault stays while the gate re-runs node02's failed checks to confirm them
             code, _ = run_static(str(inventory), tmp_path / "reports")
+            assert code == 1
+            failed_run = latest(tmp_path / "reports")
+
+            dry_code, dry = gate(lab, failed_run, inventory)
+            assert dry_code == 1, dry
+            scontrol_path = str(inventory.parent / "scontrol")
+            printed = [line for line in dry if line.startswith(scontrol_path)]
+            assert logged(log) == [[scontrol_path, "show", "node", "-o"]]
+            assert len(printed) == 1 and "NodeName=node02 State=DRAIN" in printed[0], dry
+            assert any(line.startswith("  confirmed node02: mtu") for line in dry), dry
+            assert any(
+                line.startswith("  untouched node03: reason set by someone else") for line in dry
+            )
+
+            log.unlink()
+            act_code, act = gate(lab, failed_run, inventory, "--act")
         finally:
             faults.heal("node02", Path(lab.state_dir))
-        assert code == 1
-        failed_run = latest(tmp_path / "reports")
-
-        dry_code, dry = gate(lab, failed_run, inventory)
-        assert dry_code == 1, dry
-        printed = [line for line in dry if line.startswith(str(inventory.parent / "scontrol"))]
-        assert logged(log) == [[str(inventory.parent / "scontrol"), "show", "node", "-o"]]
-        assert len(printed) == 1 and "NodeName=node02 State=DRAIN" in printed[0], dry
-        assert any(
-            line.startswith("  untouched node03: reason set by someone else") for line in dry
-        )
-
-        log.unlink()
-        act_code, act = gate(lab, failed_run, inventory, "--act")
         assert act_code == 1, act
         updates = [argv for argv in logged(log) if argv[1] == "update"]
         assert updates == [shlex.split(line) for line in printed]  # exactly what was printed
         drained = states(lab)
         assert drained["node02"].drained and drained["node02"].reason.startswith("hpcnet: mtu")
+        assert "(confirmed by a re-run)" in drained["node02"].reason
         assert drained["node03"].drained and drained["node03"].reason == OPS_REASON
         assert not drained["node01"].drained and not drained["node04"].drained
 

@@ -12,6 +12,7 @@ from pytest_hpcnet.cli import main
 from pytest_hpcnet.report.certificate import render_certificate
 from pytest_hpcnet.report.evidence import CheckRecord, EvidenceBundle, Waiver
 from pytest_hpcnet.report.merge import MergeRefused, merge
+from pytest_hpcnet.report.records import RunScope, ScopeEntry
 from pytest_hpcnet.report.signing import generate_keypair, sign
 from pytest_hpcnet.report.verify import verify
 from tests.unit.test_certificate import CONTEXT, RUN_START, bandwidth, latency, mtu
@@ -27,14 +28,17 @@ def partition(
     cluster: str = "prod-gpu-01",
     started: datetime = RUN_START,
     extra: tuple[CheckRecord, ...] = (),
+    pairs: bool = True,
+    signed: bool = True,
     **summary,
 ):
-    """A closed, rendered partition run: MTU per node, bandwidth per ordered pair."""
+    """A closed, rendered partition run: MTU per node, bandwidth per ordered pair (unless
+    `pairs` is False), signed by the partitions' key (unless `signed` is False)."""
     bundle = EvidenceBundle(tmp_path / run_id)
     digest = bundle.store_output(f"{run_id}: 65536 5000 196.52 196.40 0.374\n")
     for node in nodes:
         bundle.append(mtu(node, 1500 if node == slow_mtu else 9000))
-    for source, target in permutations(nodes, 2):
+    for source, target in permutations(nodes, 2) if pairs else ():
         bundle.append(bandwidth(source, target, 196.5, digest))
     for record in extra:
         bundle.append(record)
@@ -46,6 +50,27 @@ def partition(
         "nodes": [{"name": n, "instance_type": "ecs.ebmgn8is.32xlarge"} for n in nodes],
     }
     render_certificate(bundle.run_dir, context)
+    if signed:
+        sign(bundle.run_dir, partition_key(tmp_path))
+    return bundle.run_dir
+
+
+def partition_key(tmp_path):
+    """The private key every signed partition of a test is signed with (made once)."""
+    private = tmp_path / "partition-signer.pem"
+    if not private.exists():
+        generate_keypair(private, tmp_path / "partition-signer.pub.pem")
+    return private
+
+
+def seams(tmp_path, run_id: str = "seams", pairs=(("gpu-b", "gpu-c"), ("gpu-d", "gpu-a"))):
+    """A run that measured the pairs across the partitions A and B (the merged ring's seams)."""
+    bundle = EvidenceBundle(tmp_path / run_id)
+    for source, target in pairs:
+        bundle.append(bandwidth(source, target, 196.5))
+    bundle.close({"cluster": "prod-gpu-01", "started_at": RUN_START})
+    render_certificate(bundle.run_dir, {**CONTEXT, "cluster": "prod-gpu-01", "nodes": []})
+    sign(bundle.run_dir, partition_key(tmp_path))
     return bundle.run_dir
 
 
@@ -83,19 +108,93 @@ def summary_of(run_dir) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 
 
-def test_two_accepted_partitions_merge_into_one_accepted_certificate(tmp_path, parts):
+def test_two_accepted_partitions_leave_the_pairs_across_them_not_measured(tmp_path, parts):
     out = tmp_path / "merged"
     result = merge(out, parts)
-    assert (result.verdict, result.bundles, result.checks) == ("ACCEPTED", 2, 8)
+    assert (result.verdict, result.bundles, result.checks) == ("INCOMPLETE", 2, 8)
     facts = facts_of(out)
-    assert facts["verdict"] == "ACCEPTED"
+    assert facts["verdict"] == "INCOMPLETE"
     assert [n["name"] for n in facts["nodes"]] == PART_A + PART_B
     assert facts["cluster"]["name"] == "prod-gpu-01"
     assert facts["cluster"]["vswitch_id"] == "vsw-part-a, vsw-part-b"
     assert facts["counts"]["pass"] == 8
-    assert len((out / "evidence.jsonl").read_text().splitlines()) == 8
+    records = [json.loads(line) for line in (out / "evidence.jsonl").read_text().splitlines()]
+    assert len(records) == 10
+    unmeasured = [r for r in records if r["verdict"] not in ("pass", "fail")]
+    assert [(r["check_id"], r["subject"], r["kind"]) for r in unmeasured] == [
+        ("ib_write_bw", "gpu-b->gpu-c", "pair"),
+        ("ib_write_bw", "gpu-d->gpu-a", "pair"),
+    ]
+    assert all(r["verdict"] == "not_measured" for r in unmeasured)
+    assert "part-a and part-b" in unmeasured[0]["message"]
+    [entry] = summary_of(out)["scope"]["incomplete"]
+    assert entry["check_id"] == "ib_write_bw"
+    assert entry["subject"] == "gpu-b->gpu-c, gpu-d->gpu-a"
+    assert entry["reason"] == (
+        "not measured: the pair spans partitions part-a and part-b: no partition run measured it"
+    )
     assert len(list((out / "outputs").iterdir())) == 2
     assert verify(out).ok, verify(out).problems
+
+
+def test_partitions_merge_into_one_accepted_certificate_with_the_pairs_across_them(tmp_path, parts):
+    out = tmp_path / "merged"
+    result = merge(out, [*parts, seams(tmp_path)])
+    assert (result.verdict, result.bundles, result.checks) == ("ACCEPTED", 3, 10)
+    assert facts_of(out)["counts"]["pass"] == 10
+    assert verify(out).ok, verify(out).problems
+
+
+def test_only_the_missing_pairs_across_partitions_are_listed(tmp_path, parts):
+    out = tmp_path / "merged"
+    result = merge(out, [*parts, seams(tmp_path, pairs=(("gpu-b", "gpu-c"),))])
+    assert result.verdict == "INCOMPLETE"
+    [entry] = summary_of(out)["scope"]["incomplete"]
+    assert (entry["check_id"], entry["subject"]) == ("ib_write_bw", "gpu-d->gpu-a")
+
+
+def test_pairs_across_partitions_of_a_requirement_out_of_scope_are_not_listed(tmp_path):
+    scope = RunScope(excluded=[ScopeEntry(check_id="ib_write_bw", reason="no perftest")])
+    a = partition(tmp_path, "part-a", PART_A, scope=scope.model_dump())
+    b = partition(tmp_path, "part-b", PART_B, scope=scope.model_dump())
+    out = tmp_path / "merged"
+    assert merge(out, [a, b]).verdict == "ACCEPTED"
+    assert summary_of(out)["scope"]["incomplete"] == []
+    assert len((out / "evidence.jsonl").read_text().splitlines()) == 8
+
+
+def test_three_partitions_list_each_seam_of_the_ring(tmp_path):
+    parts = [
+        partition(tmp_path, "part-a", ["gpu-a", "gpu-b"]),
+        partition(tmp_path, "part-b", ["gpu-c"]),
+        partition(tmp_path, "part-c", ["gpu-d", "gpu-e"]),
+    ]
+    out = tmp_path / "merged"
+    assert merge(out, parts).verdict == "INCOMPLETE"
+    entries = summary_of(out)["scope"]["incomplete"]
+    assert sorted((e["subject"], e["reason"].split(": ")[1]) for e in entries) == [
+        ("gpu-b->gpu-c", "the pair spans partitions part-a and part-b"),
+        ("gpu-c->gpu-d", "the pair spans partitions part-b and part-c"),
+        ("gpu-e->gpu-a", "the pair spans partitions part-a and part-c"),
+    ]
+
+
+def test_unsigned_inputs_are_refused_unless_allowed_and_then_said(tmp_path):
+    a = partition(tmp_path, "part-a", PART_A, pairs=False)
+    b = partition(tmp_path, "part-b", PART_B, pairs=False, signed=False)
+    out = tmp_path / "merged"
+    with pytest.raises(MergeRefused) as refused:
+        merge(out, [a, b])
+    assert refused.value.problems == [
+        f"{b}: bundle is not signed (sign the partition runs with --hpcnet-sign-key, "
+        "or give --allow-unsigned)"
+    ]
+    assert not out.exists()
+    result = merge(out, [a, b], allow_unsigned=True)
+    assert result.verdict == "ACCEPTED" and result.unsigned_inputs == ["part-b"]
+    summary = summary_of(out)
+    assert summary["unsigned_inputs"] == ["part-b"]
+    assert "inputs not signed: part-b (merged with --allow-unsigned)" in summary["not_covered"]
 
 
 def test_summary_names_its_inputs_and_merges_retries(tmp_path, parts):
@@ -117,13 +216,24 @@ def test_cross_partition_checks_are_listed_as_not_run(tmp_path, parts):
     merge(out, parts)
     rows = {r["check_id"]: r["verdict"] for r in facts_of(out)["requirements"]}
     assert rows["cross_partition"] == "not_run"
-    assert rows["mtu"] == rows["ib_write_bw"] == "pass"
+    assert (rows["mtu"], rows["ib_write_bw"]) == ("pass", "not_measured")
     assert "across partitions" in (out / "certificate.html").read_text()
 
 
+def test_subjects_a_partition_planned_and_did_not_record_stay_not_measured(tmp_path):
+    scope = RunScope(expected={"mtu": [*PART_B, "gpu-x"]})
+    a = partition(tmp_path, "part-a", PART_A, pairs=False)
+    b = partition(tmp_path, "part-b", PART_B, pairs=False, scope=scope.model_dump())
+    assert facts_of(b)["verdict"] == "INCOMPLETE"
+    out = tmp_path / "merged"
+    assert merge(out, [a, b]).verdict == "INCOMPLETE"
+    [entry] = summary_of(out)["scope"]["incomplete"]
+    assert (entry["check_id"], entry["subject"]) == ("mtu", "gpu-x")
+
+
 def test_one_rejected_partition_rejects_the_merge_and_names_the_failure(tmp_path):
-    good = partition(tmp_path, "part-a", PART_A)
-    bad = partition(tmp_path, "part-b", PART_B, slow_mtu="gpu-c")
+    good = partition(tmp_path, "part-a", PART_A, pairs=False)
+    bad = partition(tmp_path, "part-b", PART_B, slow_mtu="gpu-c", pairs=False)
     out = tmp_path / "merged"
     assert merge(out, [good, bad]).verdict == "REJECTED"
     facts = facts_of(out)
@@ -182,7 +292,7 @@ def test_non_empty_out_dir_is_refused_but_an_empty_one_is_used(tmp_path, parts):
         merge(out, parts)
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     (out / "notes.txt").unlink()
-    assert merge(out, parts).verdict == "ACCEPTED"
+    assert merge(out, parts).verdict == "INCOMPLETE"
 
 
 def test_overlapping_partitions_are_refused_naming_the_duplicate_checks(tmp_path):
@@ -197,8 +307,8 @@ def test_overlapping_partitions_are_refused_naming_the_duplicate_checks(tmp_path
 
 
 def test_cluster_level_checks_are_kept_from_every_partition(tmp_path):
-    a = partition(tmp_path, "part-a", PART_A, extra=(placement(),))
-    b = partition(tmp_path, "part-b", PART_B, extra=(placement("fail"),))
+    a = partition(tmp_path, "part-a", PART_A, extra=(placement(),), pairs=False)
+    b = partition(tmp_path, "part-b", PART_B, extra=(placement("fail"),), pairs=False)
     out = tmp_path / "merged"
     assert merge(out, [a, b]).verdict == "REJECTED"
     row = next(r for r in facts_of(out)["requirements"] if r["check_id"] == "placement")
@@ -235,8 +345,12 @@ def test_signed_merge_verifies_with_the_public_key_only(tmp_path, parts, keys):
     assert not verify(out, other_public).ok
 
 
-def test_public_key_requires_every_input_signed_by_it(tmp_path, parts, keys):
+def test_public_key_requires_every_input_signed_by_it(tmp_path, keys):
     private, public = keys
+    parts = [
+        partition(tmp_path, run, nodes, pairs=False, signed=False)
+        for run, nodes in (("part-a", PART_A), ("part-b", PART_B))
+    ]
     sign(parts[0], private)
     with pytest.raises(MergeRefused) as refused:
         merge(tmp_path / "merged", parts, public_keys=[public])
@@ -268,20 +382,51 @@ def test_unreadable_sign_key_is_refused_before_writing(tmp_path, parts):
 def test_cli_merge_accepted_signed_and_verified(tmp_path, parts, keys, capsys):
     private, public = keys
     out = tmp_path / "merged"
-    code = main(["merge", str(out), *map(str, parts), "--sign-key", str(private)])
+    inputs = [*parts, seams(tmp_path)]
+    code = main(["merge", str(out), *map(str, inputs), "--sign-key", str(private)])
     assert code == 0
     assert capsys.readouterr().out == (
-        f"merged 2 bundles (8 checks) into {out}, signed: ACCEPTED\n"
+        f"merged 3 bundles (10 checks) into {out}, signed: ACCEPTED\n"
     )
     assert main(["verify", str(out), "--public-key", str(public)]) == 0
 
 
 def test_cli_merge_rejected_returns_1(tmp_path, capsys):
-    a = partition(tmp_path, "part-a", PART_A)
-    b = partition(tmp_path, "part-b", PART_B, slow_mtu="gpu-d")
+    a = partition(tmp_path, "part-a", PART_A, pairs=False)
+    b = partition(tmp_path, "part-b", PART_B, slow_mtu="gpu-d", pairs=False)
     out = tmp_path / "merged"
     assert main(["merge", str(out), str(a), str(b)]) == 1
-    assert capsys.readouterr().out == f"merged 2 bundles (8 checks) into {out}: REJECTED\n"
+    assert capsys.readouterr().out == f"merged 2 bundles (4 checks) into {out}: REJECTED\n"
+
+
+def test_cli_merge_with_pairs_across_partitions_unmeasured_returns_1(tmp_path, parts, capsys):
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), *map(str, parts)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        f"merged 2 bundles (8 checks) into {out}: INCOMPLETE",
+        "  not measured: ib_write_bw [gpu-b->gpu-c, gpu-d->gpu-a]: "
+        "the pair spans partitions part-a and part-b: no partition run measured it",
+    ]
+
+
+def test_cli_merge_refuses_unsigned_inputs_in_one_line_and_allows_them_when_told(tmp_path, capsys):
+    a = partition(tmp_path, "part-a", PART_A, pairs=False, signed=False)
+    b = partition(tmp_path, "part-b", PART_B, pairs=False, signed=False)
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), str(a), str(b)]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        f"hpcnet merge: {run}: bundle is not signed (sign the partition runs with "
+        "--hpcnet-sign-key, or give --allow-unsigned)"
+        for run in (a, b)
+    ]
+    assert not out.exists()
+    assert main(["merge", str(out), str(a), str(b), "--allow-unsigned"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"merged 2 bundles (4 checks) into {out}: ACCEPTED",
+        "  inputs not signed: part-a, part-b (merged with --allow-unsigned)",
+    ]
 
 
 def test_cli_merge_refusal_returns_2_with_one_line_per_problem(tmp_path, parts, capsys):

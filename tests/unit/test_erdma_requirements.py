@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.erdma import parse_erdma_driver, parse_erdma_identity, parse_gid_tables
+from pytest_hpcnet.probes.eri_address import EriAddress
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo
 from pytest_hpcnet.requirements.erdma import (
     judge_erdma_active_mtu,
@@ -90,8 +91,9 @@ def test_gid_index_used_must_be_the_ipv4_one_per_device():
     )
     tables = parse_gid_tables(text)
     eris = ["erdma_0", "erdma_1"]
-    assert judge_erdma_gid("n2", tables, eris, {"erdma_0": 1, "erdma_1": 2}, "198.18.0.11")
-    got = judge_erdma_gid("n2", tables, eris, {"erdma_0": 1, "erdma_1": 1}, "198.18.0.11")
+    own = {d: EriAddress(d, "eth0", "198.18.0.11", "rdma link") for d in eris}
+    assert judge_erdma_gid("n2", tables, eris, {"erdma_0": 1, "erdma_1": 2}, own)
+    got = judge_erdma_gid("n2", tables, eris, {"erdma_0": 1, "erdma_1": 1}, own)
     assert not got and got.reason.startswith("n2 erdma_1: GID index 1 is 2001:db8::1")
 
 

@@ -227,3 +227,15 @@ def test_run_fio_holds_each_node_to_the_runtime_it_asked():
 
     runs = run_fio(Fake(), ["n1"], "/mnt/cpfs", FioSettings(runtime_s=30))
     assert not runs["n1"].write.ok and "2.8 s of 30 s" in runs["n1"].write.error
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", '"nan"'])
+@pytest.mark.parametrize("cell", ['"error": 0', '"runtime": 60000', '"iops": '])
+def test_a_non_finite_cell_is_an_error_never_a_raise(fixture_text, value, cell):
+    """fio `error`, `runtime` (read as ints) or a rate as NaN/Infinity: never a figure."""
+    text = fixture_text(AREA, "fio3-two-jobs-read-write.json")
+    assert parse_fio_json(text).ok
+    start = text.index(cell)
+    end = text.index(",", start)
+    r = parse_fio_json(text[:start] + cell.split(":")[0] + ": " + value + text[end:])
+    assert not r.ok and r.error.startswith("unparseable output: non-finite value in job")

@@ -80,10 +80,44 @@ def test_error_and_unreachable_nodes_are_unjudged():
     assert found["node02"].status == "pass"
 
 
-def test_an_unreachable_node_with_a_failure_still_fails():
-    records = [rec("mtu", "node03", "fail", "bad")]
+def test_an_unreachable_node_is_never_blamed_for_what_failed_on_it():
+    records = [
+        rec("erdma_eri_bw", "node03", "fail", "node03: 0 ERI(s)"),
+        rec("cpfs", "node03", "fail", "fio did not run"),
+        rec("mtu", "node02", "fail", "node02: eth0 MTU 1500"),
+    ]
     found = judge(records, summary(unreachable_nodes=["node03"]), NODES)
-    assert found["node03"].status == "fail"
+    assert found["node03"].status == "unjudged"
+    assert found["node03"].why == (
+        "unreachable in this run (erdma_eri_bw, cpfs failed: not measured, not blamed)"
+    )
+    assert found["node02"].status == "fail"
+
+
+def test_a_check_not_measured_on_a_node_blocks_it_like_an_error():
+    records = [
+        rec("mtu", "node01", "pass"),
+        rec("gpu_health", "node01", "not_measured", "nvidia-smi timed out"),
+    ]
+    found = judge(records, summary(), NODES)
+    assert found["node01"].status == "unjudged" and found["node01"].why == (
+        "gpu_health not measured"
+    )
+
+
+def test_failed_records_carry_their_test_ids_and_whether_they_are_node_checks():
+    records = [
+        rec("mtu", "node02", "fail", "a", nodeid="suites/test_mtu.py::test_mtu[node02]"),
+        rec("mtu", "node02", "fail", "b", nodeid="suites/test_mtu.py::test_rule[node02]"),
+        rec("path_mtu", "node01->node03", "fail", "c", suspect_nodes=["node03"], nodeid="p"),
+    ]
+    found = judge(records, summary(), NODES)
+    assert found["node02"].nodeids == [
+        "suites/test_mtu.py::test_mtu[node02]",
+        "suites/test_mtu.py::test_rule[node02]",
+    ]
+    assert found["node02"].local and not found["node03"].local
+    assert found["node03"].nodeids == ["p"] and found["node03"].partners == ["node01"]
 
 
 def test_no_summary_or_interrupted_run_resumes_nobody_but_failures_count():

@@ -19,11 +19,15 @@ actions:
 """
 
 SUITE = """\
-import os, pytest
+import os, pathlib, pytest
 
 @pytest.mark.static
 @pytest.mark.check("mtu", "jumbo frames")
 def test_mtu(node, check):
+    once = pathlib.Path(f"failed-once-{node.name}")
+    if os.environ.get("HX_FLAKY") == node.name and not once.exists():
+        once.touch()
+        assert False, f"{node.name}: eth0 MTU 1500 (once)"
     bad = os.environ.get("HX_BAD", "")
     if os.environ.get("HX_ERR") == node.name:
         raise RuntimeError("probe crashed")
@@ -54,7 +58,7 @@ def gate_run(tmp_path: Path, *extra: str, env: dict[str, str] | None = None):
 def site(tmp_path, monkeypatch):
     (tmp_path / "inv.yaml").write_text(INVENTORY)
     (tmp_path / "suite_test.py").write_text(SUITE)
-    for name in ("HX_BAD", "HX_BW", "HX_NCCL", "HX_ERR"):
+    for name in ("HX_BAD", "HX_BW", "HX_NCCL", "HX_ERR", "HX_FLAKY"):
         monkeypatch.delenv(name, raising=False)
     return tmp_path
 
@@ -132,3 +136,41 @@ def test_errored_check_is_an_incomplete_run_3(site, monkeypatch):
     out = gate_run(site)
     assert out.returncode == 3, out.stdout
     assert "(INCOMPLETE), dry run: 2 passed, 0 failed, 1 unjudged" in out.stdout
+
+
+def test_a_failure_is_re_run_once_and_only_a_lasting_one_is_acted_on(site, monkeypatch):
+    monkeypatch.setenv("HX_FLAKY", "n1")
+    monkeypatch.setenv("HX_BAD", "n2")
+    out = gate_run(site)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "ticket --node n2 --why 'n2: eth0 MTU 1500, expected 8500'" in out.stdout
+    assert "ticket --node n1" not in out.stdout
+    rerun = "  re-run to confirm: pytest -q -p no:cacheprovider --hpcnet-inventory inv.yaml"
+    assert rerun in out.stdout
+    assert "--hpcnet-nodes n1,n2 suite_test.py::test_mtu[n1] suite_test.py::test_mtu[n2]" in (
+        out.stdout
+    )
+    assert "  flaky n1: mtu failed, then passed on a re-run (re-run " in out.stdout
+    assert "  confirmed n2: mtu failed again (re-run " in out.stdout
+    assert "dry run: 1 passed, 1 failed, 0 unjudged, 1 flaky" in out.stdout
+    [run] = [p for p in (site / "r").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    [rerun] = list((site / "r" / ".gate" / run.name / "confirm").iterdir())
+    assert (rerun / "summary.json").exists()
+
+
+def test_confirm_runs_0_acts_on_the_run_alone(site, monkeypatch):
+    (site / "inv.yaml").write_text(INVENTORY + "scheduler: {confirm_runs: 0}\n")
+    monkeypatch.setenv("HX_FLAKY", "n1")
+    out = gate_run(site)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "ticket --node n1" in out.stdout and "re-run" not in out.stdout
+
+
+def test_hpcnet_nodes_narrows_the_inventory_and_refuses_an_unknown_name(site):
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--inventory"]
+    argv += ["inv.yaml", "--reports-dir", "r", "suite_test.py", "-k", "mtu"]
+    out = subprocess.run([*argv, "--hpcnet-nodes", "n2"], cwd=site, capture_output=True, text=True)
+    assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout + out.stderr
+    bad = subprocess.run([*argv, "--hpcnet-nodes", "n9"], cwd=site, capture_output=True, text=True)
+    assert bad.returncode == 4
+    assert "--hpcnet-nodes n9: 'n9' is not a node of the inventory" in bad.stderr

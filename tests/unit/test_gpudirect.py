@@ -57,7 +57,15 @@ def test_runs_use_the_gpus_and_a_missing_gpu_fails_that_device():
 
     pair = Pair("n1", "n2")
     runs = gpudirect_runs(
-        Fake(), lambda _: None, [pair], 5, settings, {"n1": "a", "n2": "b"}, devices, gpus, side
+        Fake(),
+        lambda _: None,
+        [pair],
+        5,
+        settings,
+        lambda i: {"n1": f"a{i}", "n2": f"b{i}"},
+        devices,
+        gpus,
+        side,
     )[pair]
     assert runs["erdma_0"].value == pytest.approx(363.47)
     assert runs["erdma_1"].value is None
@@ -65,6 +73,7 @@ def test_runs_use_the_gpus_and_a_missing_gpu_fails_that_device():
     server, client, _stop = seen  # one round: n2's server, n1's client, the stop
     assert "-d erdma_0" in server and "--use_cuda=1" in server
     assert "-d erdma_0" in client and "--use_cuda=0" in client
+    assert client.endswith(" b0")  # the server's address on device index 0
 
 
 def test_gdr_judge_names_the_gpus():

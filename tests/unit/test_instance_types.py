@@ -21,10 +21,28 @@ def test_a_mismatch_names_the_nodes_and_both_types():
     assert mismatched(reported, EBMGN8IS) == ["b"]
 
 
-def test_a_node_without_an_instance_type_fails_closed():
+def test_a_node_without_an_instance_type_is_not_measured():
     verdict = judge_instance_types({"a": None}, EBMGN8IS)
-    assert not verdict and "a: no instance type in the metadata" in verdict.reason
-    assert not judge_instance_types({}, EBMGN8IS)
+    assert verdict.outcome == "not_measured"
+    assert "a: no instance type in the metadata" in verdict.reason
+    assert judge_instance_types({}, EBMGN8IS).outcome == "not_measured"
+    wrong = judge_instance_types({"a": None, "b": "ecs.g7.large"}, EBMGN8IS)
+    assert wrong.outcome == "fail" and wrong.extra["suspects"] == ["a", "b"]
+
+
+def test_no_pattern_is_no_bound_not_a_pass():
+    verdict = judge_instance_types({"a": "ecs.ebmgn8is.32xlarge"}, [])
+    assert verdict.outcome == "not_measured"
+    assert verdict.reason.startswith("no bound set (expect.instance_types)")
+
+
+def test_each_type_is_measured_with_its_nodes():
+    reported = {"a": "ecs.ebmgn8is.32xlarge", "b": "ecs.ebmgn8is.32xlarge", "c": "ecs.g7.large"}
+    verdict = judge_instance_types(reported, EBMGN8IS)
+    assert [(m.value, m.subject, m.comparison) for m in verdict.measurements] == [
+        ("ecs.ebmgn8is.32xlarge", "a, b", "in"),
+        ("ecs.g7.large", "c", "in"),
+    ]
 
 
 def test_the_lab_profile_matches_only_the_lab():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import textwrap
-from datetime import date
 from pathlib import Path
 
 import pytest
@@ -36,7 +35,7 @@ def test_example_inventory_loads(ssh_home):
     assert inv.node("gpu-017").ssh.port == 2222
     assert inv.expect.ib_write_bw.bound_gbps == 90  # inventory bound replaces the profile reference
     assert inv.expect.rdma.min_devices == 2  # from the ebmgn7ex profile
-    assert inv.waivers[0].expires == date(2026, 12, 31)
+    assert inv.waivers == []  # a commented example: nobody copying it inherits a waiver
     assert len(inv.sha256) == 64 and len(inv.expect_sha256) == 64
 
 

@@ -99,32 +99,6 @@ def test_erdma_mtu_rule(mtu, jumbo, ok, words):
     assert words in verdict.reason
 
 
-def test_counters_verdict(fixture_text):
-    result = links.parse_interfaces(fixture_text("links", "ip-j-s-link.json"))
-    eth0 = result.get("eth0")
-    bad = links.counters_verdict(eth0)
-    assert not bad
-    assert "rx_dropped 17 > 0" in bad.reason and "tx_errors 3 > 0" in bad.reason
-    assert links.counters_verdict(eth0, max_errors=3, max_dropped=20)
-    assert links.counters_verdict(result.get("lo"))
-    assert not links.counters_verdict(result.get("ib0.8002"))  # no counters shown
-
-
-def test_counters_against_baseline(fixture_text):
-    eth0 = links.parse_interfaces(fixture_text("links", "ip-j-s-link.json")).get("eth0")
-    before = links.Interface(
-        name="eth0",
-        stats=links.InterfaceStats(rx_errors=0, rx_dropped=17, tx_errors=3, tx_dropped=0),
-    )
-    assert links.counters_verdict(eth0, baseline=before)
-    earlier = links.Interface(
-        name="eth0",
-        stats=links.InterfaceStats(rx_errors=0, rx_dropped=10, tx_errors=3, tx_dropped=0),
-    )
-    verdict = links.counters_verdict(eth0, baseline=earlier)
-    assert not verdict and "rx_dropped 7 > 0" in verdict.reason
-
-
 def test_commands():
     assert links.ip_link_command("eth0; reboot").count("'eth0; reboot'") == 1
     assert "ip -j -s link show" in links.ip_link_command()

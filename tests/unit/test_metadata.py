@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.probes import metadata
-from pytest_hpcnet.probes.metadata import MetadataFacts
 
 SECRET = "TOKEN-must-not-leak-7f3a"
 
@@ -60,41 +59,6 @@ def test_listing_ignores_noise(fixture_text):
     entries = metadata.parse_listing(fixture_text("metadata", "latest-listing-html-noise.txt"))
     assert entries == ("dns-conf/", "instance-id", "instance/", "vswitch-id")
     assert metadata.parse_listing("a\r\nb/\r\n\r\na\r\n") == ("a", "b/")
-
-
-def _facts(**by_node: str | None) -> dict[str, MetadataFacts]:
-    out = {}
-    for node, value in by_node.items():
-        if value is None:
-            out[node] = MetadataFacts(missing=(("vswitch-id", "http 404"),))
-        else:
-            out[node] = MetadataFacts(vswitch_id=value, values=(("vswitch-id", value),))
-    return out
-
-
-def test_grouping_with_expected_id():
-    g = metadata.group_by_value(
-        _facts(n1="vsw-a", n2="vsw-a", n3="vsw-b", n4=None), "vswitch-id", expected="vsw-b"
-    )
-    assert [(x.value, x.nodes) for x in g.groups] == [("vsw-a", ("n1", "n2")), ("vsw-b", ("n3",))]
-    assert g.odd == ("n1", "n2")
-    assert g.undetermined == (("n4", "http 404"),)
-    assert "vswitch-id is vsw-a on n1, n2; the inventory expects vsw-b" in g.findings
-    assert "vswitch-id on n4: cannot determine (http 404)" in g.findings
-    assert not g.consistent
-
-
-def test_grouping_without_expectation_reports_every_group():
-    g = metadata.group_by_value(_facts(n1="vsw-a", n2="vsw-a", n3="vsw-b"), "vswitch-id")
-    assert g.odd == ()  # no majority is taken to be right
-    assert g.findings == ("vswitch-id differs between nodes: vsw-a on n1, n2; vsw-b on n3",)
-
-
-def test_grouping_consistent():
-    g = metadata.group_by_value(_facts(n1="vsw-a", n2="vsw-a"), "vswitch-id")
-    assert g.consistent and g.findings == () and g.odd == ()
-    g = metadata.group_by_value(_facts(n1="vsw-a"), "vswitch-id", expected="vsw-a")
-    assert g.consistent
 
 
 def test_command_shape():

@@ -244,3 +244,19 @@ def test_open_mpi_launcher_warning_is_a_warning_not_a_failure(fixture_text):
     assert warned.ok, warned.reason
     assert warned.failures == () and warned.warnings[-1] == line
     assert not parse_nccl(text + line + "\n").ok  # a cut table stays an error
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-nan"])
+def test_a_non_finite_cell_is_an_error_never_a_raise(value):
+    """A #wrong count (summed as an int) or a bandwidth printed as nan/inf, in any row."""
+    files = {p.name: p for p in corpus_files("nccl_allreduce")}
+    text = files["cscs-alps-gh200-2node-nccl-tests-2.18.2.txt"].read_text()
+    assert parse_nccl(text).ok
+    row = next(ln for ln in text.splitlines() if ln.strip().startswith("1048576 "))
+    cells = row.split()
+    for i in (8, 5, 11):  # out-of-place #wrong and time, an in-place bandwidth
+        edited = text.replace(row, row.replace(f" {cells[i]} ", f" {value} ", 1))
+        r = parse_nccl(edited)
+        assert not r.ok and r.error.startswith("unparseable output: non-finite value in row")
+    r = parse_nccl(text.replace(row, row.replace("1048576", value, 1)))  # a row with no size
+    assert not r.ok and r.error.startswith("unparseable output: unreadable row")

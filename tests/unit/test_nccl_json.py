@@ -59,3 +59,22 @@ def test_wrong_values_and_errors():
     assert r.error == "Test NCCL failure x"
     r = parse_nccl_json(_edited(lambda d: d["results"][8]["out_of_place"].update(bus_bw="nan")))
     assert not r.ok and "1 unreadable result(s)" in r.error
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize(
+    "where",
+    [("out_of_place", "time"), ("in_place", "time"), ("in_place", "bus_bw"), (None, "count")],
+)
+def test_a_non_finite_cell_is_an_unreadable_result_never_a_raise(value, where):
+    """NaN/Infinity (JSON Python reads) in a count, a time or a bandwidth: never dropped."""
+    side, key = where
+
+    def edit(d):
+        item = d["results"][2]
+        (item[side] if side else item)[key] = value
+
+    r = parse_nccl_json(_edited(edit), NcclExpected(validation=True))
+    assert not r.ok and "1 unreadable result(s)" in r.error
+    edited = _edited(lambda d: d["config"]["devices"][0].update(device=value))
+    assert parse_nccl_json(edited).ranks[0].device == 0

@@ -120,7 +120,7 @@ SUITE = """\
 import pytest
 from pytest_hpcnet.campaigns.facts import MissingMeasurement
 
-@pytest.mark.check("waived_check", "Waived")
+@pytest.mark.check("gpu_xid", "Waived")
 def test_missing_facts(check):
     raise MissingMeasurement("n1: facts lack section 'kernel_log' (output cut short)")
 """
@@ -134,7 +134,7 @@ def test_a_waiver_does_not_turn_a_missing_measurement_into_acceptance(pytester):
             "ssh: {connect_timeout_s: 1, connect_retries: 1}\n"
             'nodes:\n  - {name: "n1", host: "198.18.0.201"}\n'
             "waivers:\n"
-            "  - {check: waived_check, reason: vendor ticket 42, by: QA, "
+            "  - {check: gpu_xid, reason: vendor ticket 42, by: QA, "
             f"expires: {date.today().isoformat()}}}\n"
         ),
     )
@@ -208,3 +208,44 @@ def test_the_certificate_says_a_waiver_did_not_cover_what_was_not_measured():
     applied, gap = waiver_rows(records, TODAY)
     assert applied.applied and applied.by == "QA" and not applied.note
     assert not gap.applied and gap.note.startswith("NOT APPLIED: not measured")
+
+
+def test_junit_and_report_html_carry_the_verdict(pytester):
+    import xml.etree.ElementTree as ET
+
+    pytester.makefile(".yaml", inv=INVENTORY_ONE)
+    pytester.makepyfile(
+        test_suite=(
+            "import pytest\n\n"
+            '@pytest.mark.check("mtu", "MTU")\n'
+            "def test_bad(check):\n"
+            '    assert False, "n1: MTU 1500"\n'
+        )
+    )
+    pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", "out")
+    (run,) = (pytester.path / "out").iterdir()
+    props = {
+        p.get("name"): p.get("value")
+        for p in ET.parse(run / "junit.xml").getroot().iter("property")
+    }
+    assert props["hpcnet_verdict"] == "REJECTED" and props["hpcnet_checks_fail"] == "1"
+    assert "hpcnet verdict: <strong>REJECTED" in (run / "report.html").read_text()
+
+
+def test_a_bad_signing_key_is_found_before_the_run(pytester):
+    from pytest_hpcnet.report.signing import generate_keypair
+
+    generate_keypair(pytester.path / "sign.pem", pytester.path / "sign.pub")
+    pytester.makefile(".yaml", inv=INVENTORY_ONE)
+    pytester.makepyfile(test_suite="def test_x(node):\n    pass\n")
+    for key, said in (("missing.pem", "no such file"), ("sign.pub", "that is the public key")):
+        result = pytester.runpytest(
+            ".", "--inventory", "inv.yaml", "--hpcnet-sign-key", key, "--reports-dir", "out"
+        )
+        assert result.ret == 4, result.stdout.str()
+        (line,) = [x for x in result.stderr.lines if "--hpcnet-sign-key" in x]
+        assert said in line and "Traceback" not in result.stderr.str()
+    good = pytester.runpytest(
+        ".", "--inventory", "inv.yaml", "--hpcnet-sign-key", "sign.pem", "--reports-dir", "out"
+    )
+    assert good.ret == 0

@@ -343,3 +343,58 @@ def test_all_at_once_rounds_cover_every_node_of_an_odd_cluster():
             inside = [x for p in r for x in (p.a, p.b)]
             assert len(inside) == len(set(inside))
     assert instance_rounds([]) == []
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-nan", "-inf"])
+def test_a_non_finite_cell_is_an_error_never_a_raise(fixture_text, value):
+    """`#iterations` (read as an int) or a rate printed as nan/inf: the run is unparseable."""
+    bw = fixture_text(AREA, "bw-client-erdma-gbits-s65536.txt")
+    for row in (" 65536      5000 ", "0.344786"):
+        cut = parse_bandwidth(
+            bw.replace(row, row.replace("5000", value).replace("0.344786", value))
+        )
+        assert not cut.ok and cut.avg_gbps is None
+        assert cut.error.startswith("unparseable output: non-finite value in row")
+    sized = bw.replace(" 65536      5000 ", f" {value}      5000 ")  # a row with no size
+    assert parse_bandwidth(sized).error.startswith("unparseable output: non-finite value")
+    lat = fixture_text(AREA, "lat-avg-stdev-no-percentiles.txt")
+    first = lat.splitlines()[12]
+    r = parse_latency(lat.replace(first, first.replace(first.split()[1], value, 1)))
+    assert not r.ok and r.t_avg_us is None and "non-finite" in r.error
+
+
+def test_one_pairs_unreadable_output_fails_that_pair_never_the_round(monkeypatch):
+    """A parser that raises on one pair's output (it must not; belt and braces) makes that
+    pair's run an error; the round's other pairs keep their measurements."""
+    from pytest_hpcnet.campaigns import perftest_rounds
+
+    good = {p.name: p for p in corpus_files("ib_write_bw")}
+    output = good["bnxt-re-broadcom-duration-gbits-q3.txt"].read_text()
+    real = perftest_rounds.parse_bandwidth
+
+    def fragile(text, **kwargs):
+        if "BROKEN" in text:
+            raise ValueError("cannot convert float NaN to integer")
+        return real(text, **kwargs)
+
+    monkeypatch.setattr(perftest_rounds, "parse_bandwidth", fragile)
+
+    class Fake:
+        def run_on_all(self, command, nodes=None, timeout_s=None, together=False):
+            return {
+                n: CommandResult(n, "cmd", 0, "BROKEN" if n == "n3" else output, "", 1.0, 0.0)
+                for n in nodes
+            }
+
+    settings = PerftestSettings(size=65536)
+    pairs = [Pair("n1", "n2"), Pair("n3", "n4")]
+    addresses = {f"n{i}": f"10.0.0.{i}" for i in range(1, 5)}
+
+    def side(node: str, port: int) -> PerftestOptions:
+        return options_for(settings, "ib_write_bw", port, "erdma_0", None)
+
+    runs = run_round(Fake(), pairs, 1, "ib_write_bw", settings, addresses, side)
+    assert runs[pairs[0]].value == pytest.approx(363.47)
+    broken = runs[pairs[1]]
+    assert broken.value is None and broken.error.startswith("unparseable output")
+    assert "ValueError" in broken.error and broken.commands

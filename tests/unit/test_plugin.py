@@ -301,3 +301,39 @@ def test_one_node_and_no_flows_are_not_applicable_not_a_crash(pytester: pytest.P
     assert scope["incomplete"] == [] and {e["kind"] for e in scope["excluded"]} == {
         "not_applicable"
     }
+
+
+OTHER_PLUGIN = """\
+def pytest_addoption(parser):
+    parser.addoption("--inventory", dest="ansible_inventory", help="pytest-ansible's own")
+"""
+
+
+def test_another_plugin_owning_inventory_does_not_stop_pytest(pytester: pytest.Pytester):
+    pytester.makepyfile(ansible_like=OTHER_PLUGIN, test_unrelated="def test_x():\n    pass\n")
+    pytester.syspathinsert()
+    result = pytester.runpytest_subprocess("-p", "ansible_like", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stderr.str()
+    result.assert_outcomes(passed=1)
+    pytester.makefile(".yaml", inv=INVENTORY)
+    ours = pytester.runpytest_subprocess(
+        "-p",
+        "ansible_like",
+        "--hpcnet-inventory",
+        "inv.yaml",
+        "--collect-only",
+        "-q",
+        "--hpcnet-reports-dir",
+        "out",
+        "test_unrelated.py",
+    )
+    assert ours.ret == 0, ours.stderr.str()
+
+
+def test_the_short_spellings_work_where_no_one_else_owns_them(pytester: pytest.Pytester):
+    pytester.makefile(".yaml", inv=INVENTORY)
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest(
+        ".", "--inventory", "inv.yaml", "--reports-dir", "out", "--collect-only", "-q"
+    )
+    result.stdout.fnmatch_lines(["test_suite.py::test_per_node[gpu-1]"])

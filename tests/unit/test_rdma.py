@@ -332,3 +332,11 @@ def test_terminal_colour_codes_are_stripped_before_parsing():
 def test_ibv_devinfo_is_parsed_once_per_output_text():
     text = "hca_id:\terdma_0\n\ttransport:\t\t\tInfiniBand (0)\n"
     assert rdma_parsers.parse_ibv_devinfo(text) is rdma_parsers.parse_ibv_devinfo(text)
+
+
+@pytest.mark.parametrize("port", ["NaN", "Infinity", '"1"', "null", "true"])
+def test_rdma_link_json_port_not_an_integer_is_a_problem_never_a_raise(fixture_text, port):
+    text = fixture_text("rdma", "rdma-link-erdma.json").replace('"port":1', f'"port":{port}', 1)
+    found = rdma_parsers.parse_rdma_link(text)
+    assert [d.name for d in found.devices] == ["erdma_1"]
+    assert any("unreadable JSON entry" in p for p in found.problems)

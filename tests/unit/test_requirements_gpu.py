@@ -1,4 +1,6 @@
-"""Each GPU judge: the failing cases first (node, GPU index, bus id, value, fix), then a pass."""
+"""Each GPU judge: the failing cases first (node, GPU index, bus id, value, fix), then what
+was not measured (never a failure a waiver could cover), then a pass; and the values as
+measurements per GPU."""
 
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ from pytest_hpcnet.probes.gpu_rdma import RdmaSysfs, parse_rdma_sysfs
 from pytest_hpcnet.probes.gpu_topo import parse_topo
 from pytest_hpcnet.probes.gpu_xid import parse_kernel_log
 from pytest_hpcnet.requirements.gpu import (
-    idle_gen_not_measured,
     judge_count_model,
     judge_ecc,
     judge_mig,
@@ -55,28 +56,52 @@ def healthy(query):
     return query("query-8gpu-h200.csv")
 
 
+ALL_JUDGES = (
+    lambda q: judge_count_model("node05", q, expect(count=8, model=H200)),
+    lambda q: judge_ecc("node05", q),
+    lambda q: judge_throttle("node05", q),
+    lambda q: judge_pcie("node05", q),
+    lambda q: judge_persistence("node05", q, expect()),
+    lambda q: judge_mig("node05", q, expect()),
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "state_text"),
+    [
+        ("smi-no-driver.txt", "couldn't communicate with the NVIDIA driver"),
+        ("smi-version-mismatch.txt", "Driver/library version mismatch"),
+        ("smi-no-devices.txt", "No devices were found"),
+    ],
+)
+def test_every_gpu_judge_fails_a_node_whose_driver_nvidia_smi_measured_broken(
+    query, name, state_text
+):
+    for judge in ALL_JUDGES:
+        verdict = judge(query(name))
+        assert verdict.outcome == "fail" and verdict.reason.startswith("node05: ") and verdict.fix
+        assert state_text in verdict.reason and verdict.sections == ("gpu_query",)
+
+
 @pytest.mark.parametrize(
     ("name", "state_text"),
     [
         ("smi-command-not-found.txt", "nvidia-smi: command not found"),
-        ("smi-no-driver.txt", "couldn't communicate with the NVIDIA driver"),
-        ("smi-version-mismatch.txt", "Driver/library version mismatch"),
-        ("smi-no-devices.txt", "No devices were found"),
         ("query-8gpu-cut-in-gpu4.csv", "output unreadable: row 5 has 7 of 25"),
+        ("smi-invalid-field.txt", "output unreadable"),
     ],
 )
-def test_every_gpu_judge_fails_an_unreadable_node(query, name, state_text):
-    broken = query(name)
-    for verdict in (
-        judge_count_model("node05", broken, expect(count=8, model=H200)),
-        judge_ecc("node05", broken),
-        judge_throttle("node05", broken),
-        judge_pcie("node05", broken),
-        judge_persistence("node05", broken, expect()),
-        judge_mig("node05", broken, expect()),
-    ):
-        assert not verdict and verdict.reason.startswith("node05: ") and verdict.fix
-        assert state_text in verdict.reason
+def test_every_gpu_judge_says_not_measured_when_nvidia_smi_is_missing_or_unreadable(
+    query, name, state_text
+):
+    # a waiver for "2 corrected ECC errors" must not hide "nvidia-smi hung"
+    for judge in ALL_JUDGES:
+        verdict = judge(query(name))
+        assert verdict.outcome == "not_measured" and not verdict, verdict.reason
+        assert verdict.reason.startswith("node05: ") and state_text in verdict.reason
+        assert verdict.fix
+    hung = parse_query_gpu("index, name, pci.bus_id\n0, NVIDIA H200, 00000000:18:00.0\n1, NV")
+    assert judge_ecc("node05", hung).outcome == "not_measured"
 
 
 def test_count_missing_gpu(query, healthy):
@@ -107,6 +132,12 @@ def test_ecc_errors_and_pending_remap(query, healthy):
         "node02: GPU 2 (00000000:3A:00.0) 4 volatile uncorrected ECC errors, row remapping pending"
     )
     assert "nvidia-smi -r" in verdict.fix
+    ecc = {(m.name, m.subject): m for m in verdict.measurements}
+    uncorrected = ecc[("ecc_uncorrected_volatile", "GPU 2")]
+    assert (uncorrected.value, uncorrected.unit, uncorrected.bound) == (4, "errors", 0)
+    assert ecc[("ecc_uncorrected_volatile", "GPU 0")].value == 0
+    assert ecc[("remapped_rows_pending", "GPU 2")].value == "Yes"
+    assert len({m.subject for m in verdict.measurements}) == 8
     assert judge_ecc("node02", healthy)
 
 
@@ -135,19 +166,28 @@ def test_xid_not_allowed_names_meaning_and_gpu(fixture_text, healthy):
         "node03: Xid 63 (ECC page retirement or row remapping recording event) on GPU 2 "
         "(00000000:3A:00.0); Xid 79 (GPU has fallen off the bus) on GPU 7 (00000000:DB:00.0); "
         "Xid 94 (Contained ECC error (the application that hit it must be restarted)) on GPU 2 "
-        "(00000000:3A:00.0)"
+        "(00000000:3A:00.0) (allowed: 13)"
     )
     assert "docs.nvidia.com/deploy/xid-errors" in verdict.fix
+    per_gpu = {(m.name, m.subject): m.value for m in verdict.measurements}
+    assert per_gpu[("xid_events", "")] == 3 and per_gpu[("xids", "GPU 2")] == "63, 94"
+    assert per_gpu[("xid_events", "GPU 7")] == 1 and per_gpu[("kernel_log", "")] == "journalctl"
     without_gpus = judge_xid("node03", log, expect(allowed_xids=[13, 63, 94]))
-    assert without_gpus.reason == "node03: Xid 79 (GPU has fallen off the bus) on GPU at 0000:db:00"
+    assert without_gpus.reason == (
+        "node03: Xid 79 (GPU has fallen off the bus) on GPU at 0000:db:00 (allowed: 13, 63, 94)"
+    )
     assert judge_xid("node03", log, expect(allowed_xids=[13, 63, 79, 94]))
 
 
-def test_xid_unreadable_log_fails(fixture_text):
+def test_xid_unreadable_log_is_not_measured(fixture_text):
     verdict = judge_xid(
         "node04", parse_kernel_log(fixture_text("gpu", "kernel-log-unreadable.txt")), expect()
     )
-    assert not verdict and "neither journalctl -k nor dmesg" in verdict.reason
+    assert verdict.outcome == "not_measured" and "neither journalctl -k nor dmesg" in verdict.reason
+    assert verdict.sections == ("gpu_klog",)
+    cut = parse_kernel_log("hpcnet-klog: dmesg\n[ 1.0] NVRM: Xid (PCI:0000:18:00): 48, DBE\n")
+    assert judge_xid("node04", cut, expect()).outcome == "fail"  # what was read already fails
+    assert judge_xid("node04", parse_kernel_log(""), expect()).outcome == "not_measured"
     repeated = parse_kernel_log(
         "hpcnet-klog: dmesg\n[ 1.0] NVRM: Xid (PCI:0000:18:00): 48, DBE\n"
         "[ 2.0] NVRM: Xid (PCI:0000:18:00): 48, DBE\n"
@@ -164,8 +204,10 @@ def test_throttle(query, healthy):
     assert verdict.reason == (
         "node06: GPU 5 (00000000:AB:00.0) slowdown active: hw_slowdown, hw_thermal_slowdown (0x48)"
     )
+    slow = {m.subject: m.value for m in verdict.measurements if m.name == "slowdown"}
+    assert slow["GPU 5"] == "hw_slowdown, hw_thermal_slowdown" and slow["GPU 0"] == "none"
     unread = judge_throttle("node06", parse_query_gpu("index, pci.bus_id\n0, 00000000:0A:00.0\n"))
-    assert not unread and "clock event reasons unreadable" in unread.reason
+    assert unread.outcome == "not_measured" and "clock event reasons unreadable" in unread.reason
     idle_and_power_cap = parse_query_gpu("index, clocks_event_reasons.active\n0, 0x5\n")
     assert judge_throttle("node06", idle_and_power_cap)
     assert judge_throttle("node06", healthy)
@@ -186,9 +228,15 @@ def test_persistence_and_mig(healthy):
     mig = judge_mig("node07", off, expect())
     assert not mig and at_fault(mig) == (0,) and "MIG mode Enabled, expected Disabled" in mig.reason
     assert "-mig 0" in mig.fix
-    assert not judge_mig(
-        "node07", off, expect(mig=True)
-    )  # N/A: a GPU without MIG cannot be in MIG mode
+    unsupported = judge_mig("node07", off, expect(mig=True))  # N/A: MIG unknown on GPU 1
+    assert unsupported.outcome == "not_measured" and at_fault(unsupported) == (1,)
+    assert "GPU 1 (00000000:0B:00.0) MIG mode unreadable ([N/A]), expected Enabled" in (
+        unsupported.reason
+    )
+    one = parse_query_gpu("index, pci.bus_id, mig.mode.current\n1, 00000000:0B:00.0, [N/A]\n")
+    assert judge_mig("node07", one, expect())  # a GPU without MIG runs without MIG
+    modes = {(m.name, m.subject): (m.value, m.bound) for m in persistence.measurements}
+    assert modes[("persistence_mode", "GPU 0")] == ("Disabled", "Enabled")
     assert judge_persistence("node07", healthy, expect()) and judge_mig("node07", healthy, expect())
     assert not judge_persistence("node07", healthy, expect(persistence=False))
 
@@ -202,10 +250,14 @@ def test_pcie_downgrade(query, healthy):
         "pcie.link.width.current, pcie.link.width.max\n0, 00000000:0A:00.0, P8, 1, 4, 16, 16\n"
     )
     # An idle GPU (P8) lowers its link gen: not a fault, not a pass either (not measured).
-    assert judge_pcie("node08", idle) and idle_gen_not_measured("node08", idle) == (
-        "not measured: node08: GPU 0 (00000000:0A:00.0) at gen1 of gen4 in pstate P8 (a GPU "
-        "lowers its PCIe gen when idle): run the check while the GPUs are busy"
+    idle_verdict = judge_pcie("node08", idle)
+    assert idle_verdict.outcome == "not_measured" and idle_verdict.reason == (
+        "node08: GPU 0 (00000000:0A:00.0) at gen1 of gen4 in pstate P8 (a GPU lowers its PCIe "
+        "gen when idle)"
     )
+    assert "while the GPUs are busy" in idle_verdict.fix
+    gen = next(m for m in idle_verdict.measurements if m.name == "pcie_gen")
+    assert (gen.subject, gen.value, gen.bound, gen.comparison) == ("GPU 0", 1, 4, ">=")
     narrow = parse_query_gpu(
         "index, pci.bus_id, pstate, pcie.link.gen.current, pcie.link.gen.max, "
         "pcie.link.width.current, pcie.link.width.max\n0, 00000000:0A:00.0, P8, 1, 4, 8, 16\n"
@@ -216,8 +268,9 @@ def test_pcie_downgrade(query, healthy):
         "index, pci.bus_id, pstate, pcie.link.gen.current, pcie.link.gen.max, "
         "pcie.link.width.current, pcie.link.width.max\n0, 00000000:0A:00.0, P0, 1, 4, 16, 16\n"
     )
-    assert not judge_pcie("node08", busy) and idle_gen_not_measured("node08", busy) is None
-    assert "unreadable" in judge_pcie("node08", parse_query_gpu("index\n0\n")).reason
+    assert judge_pcie("node08", busy).outcome == "fail"
+    unread = judge_pcie("node08", parse_query_gpu("index\n0\n"))
+    assert unread.outcome == "not_measured" and "unreadable" in unread.reason
     assert judge_pcie("node08", healthy)
 
 
@@ -227,6 +280,8 @@ def test_memlock():
         "node01: memlock (ulimit -l) for nccl is 8192 KiB, expected unlimited"
     )
     assert "memlock unlimited" in verdict.fix
+    (measured,) = verdict.measurements
+    assert (measured.value, measured.bound, measured.comparison) == (8192, "unlimited", ">=")
     assert "not a ulimit -l value" in judge_memlock("node01", parse_memlock(""), expect()).reason
     assert judge_memlock("node01", parse_memlock("unlimited\n"), expect())
     floor = expect(memlock_min_kib=8192)
@@ -235,13 +290,29 @@ def test_memlock():
     assert not low and low.reason.endswith("is 64 KiB, expected at least 8192 KiB")
 
 
+@pytest.mark.parametrize(
+    "text", ["", "sh: 1: ulimit: command not found\n", "su: user nccl does not exist\n"]
+)
+@pytest.mark.parametrize("floor", [None, 1, 8192])  # 0 is refused at load
+def test_an_unreadable_memlock_is_not_measured_whatever_the_floor(text, floor):
+    # issue 23, finding 6: `gpu.memlock_min_kib: 0` passed an unreadable `ulimit -l`
+    verdict = judge_memlock("node01", parse_memlock(text), expect(memlock_min_kib=floor))
+    assert verdict.outcome == "not_measured" and not verdict
+    assert verdict.reason.startswith("node01: memlock (ulimit -l) for the SSH user unreadable: ")
+    assert verdict.measurements[0].value is None
+
+
 def test_modules(fixture_text):
     lsmod = parse_modules(fixture_text("gpu", "lsmod-nvidia-no-peermem.txt"))
     both = expect(modules=["nvidia", "nvidia_peermem"])
     verdict = judge_modules("node02", lsmod, both)
     assert not verdict and verdict.reason == "node02: kernel module(s) not loaded: nvidia_peermem"
     assert "modprobe nvidia_peermem" in verdict.fix
-    assert not judge_modules("node02", parse_modules(""), expect())
+    assert judge_modules("node02", parse_modules(""), expect()).outcome == "not_measured"
+    assert {m.name: m.value for m in verdict.measurements} == {
+        "nvidia": "loaded",
+        "nvidia_peermem": "not loaded",
+    }
     proc = parse_modules(fixture_text("gpu", "proc-modules-nvidia-peermem.txt"))
     assert judge_modules("node02", proc, both)
 
@@ -258,6 +329,11 @@ def test_versions_differ_across_nodes():
         "nvidia_driver 570.172.08 on node03 (others 580.159.04); "
         "nccl missing on node04 (others 2.27.7)"
     )  # fio is not compared: only the GPU and RDMA stack must agree
+    assert verdict.extra["suspects"] == ["node03", "node04"]
+    shown = {m.name: m.value for m in verdict.measurements}
+    assert shown == {"nvidia_driver": "570.172.08, 580.159.04", "nccl": "2.27.7, missing"}
+    unread = judge_versions({"n1": {"nvidia_driver": "580.159.04"}, "n2": None}, expect())
+    assert unread.outcome == "not_measured" and unread.reason == "versions unreadable on n2"
     assert judge_versions({n: {"nvidia_driver": "580.159.04"} for n in ("n1", "n2")}, expect())
 
 
@@ -296,12 +372,19 @@ def test_gpu_nic_numa(fixture_text, healthy):
     assert swapped.reason.startswith(
         "node05: GPU 0 (00000000:18:00.0) on NUMA 0, nearest RDMA device erdma_0 on NUMA 1; "
     )
+    numa = {m.subject: (m.value, m.bound) for m in swapped.measurements}
+    assert numa["GPU 0"] == ("0", ["1"])
     unknown = judge_gpu_nic_numa("node05", topo, sysfs({"erdma_0": 0}))
+    assert unknown.outcome == "not_measured"
     assert "GPU 4 (bus ?) on NUMA 1" in unknown.reason and "erdma_1 on NUMA ?" in unknown.reason
     cut = judge_gpu_nic_numa("node05", parse_topo("GPU0\tX\n"), sysfs({}))
-    assert not cut and "topo -m unreadable" in cut.reason
+    assert cut.outcome == "not_measured" and "topo -m unreadable" in cut.reason
+    no_nic_topo = parse_topo(fixture_text("samples/nvidia_smi", "smi-topo.txt"))  # no NIC
+    no_nic = judge_gpu_nic_numa("node05", no_nic_topo, sysfs({}), healthy)
+    assert no_nic.outcome == "fail" and "nearest RDMA device none" in no_nic.reason
     short = judge_gpu_nic_numa("node05", topo, parse_rdma_sysfs("erdma_0 numa_node 0\n"))
-    assert not short and "RDMA sysfs: no hpcnet-rdma-devices line" in short.reason
+    assert short.outcome == "not_measured"
+    assert "RDMA sysfs: no hpcnet-rdma-devices line" in short.reason
     assert judge_gpu_nic_numa("node05", topo, sysfs({"erdma_0": 0, "erdma_1": 1}))
 
 
@@ -352,6 +435,10 @@ def test_nccl_ib_hca_covers_the_nearest_devices(fixture_text):
     assert not judge_nccl_ib_hca("node06", topo, "=erdma_0,erdma_10")
     for covered in (None, "", "erdma", "=erdma_0,erdma_1", "erdma_0:1,erdma_1:1", "^mlx5"):
         assert judge_nccl_ib_hca("node06", topo, covered), covered
+    shown = {m.name: m.value for m in one.measurements}
+    assert shown["NCCL_IB_HCA"] == "erdma_0" and shown["nic_map"].startswith("GPU0=erdma_0,")
+    cut = judge_nccl_ib_hca("node06", parse_topo("GPU0\tX\n"), None)
+    assert cut.outcome == "not_measured"
     no_nic = judge_nccl_ib_hca(
         "node06", parse_topo(fixture_text("samples/nvidia_smi", "smi-topo.txt")), None
     )
@@ -374,10 +461,13 @@ def test_rdma_pcie_links():
         "node07: erdma_1 PCIe link 8 GT/s of 16 GT/s, x8 of x16"
     )
     assert "have the host repaired" in verdict.fix
+    speed = {m.subject: m.value for m in verdict.measurements if m.name == "pcie_speed"}
+    assert speed == {"erdma_0": 16.0, "erdma_1": 8.0}
     unknown = judge_rdma_pcie("node07", sysfs(full, ("erdma_1", "Unknown", "?", "?", "?")), two)
+    assert unknown.outcome == "not_measured"
     assert "erdma_1 PCIe link not reported (current_link_speed=Unknown" in unknown.reason
     one = judge_rdma_pcie("node07", sysfs(full), two)
     assert one.reason == "node07: 1 devices in /sys/class/infiniband, expected at least 2"
     cut = judge_rdma_pcie("node07", parse_rdma_sysfs("erdma_0 numa_node 0\n"), two)
-    assert not cut and "cut short" in cut.reason
+    assert cut.outcome == "not_measured" and "cut short" in cut.reason
     assert judge_rdma_pcie("node07", sysfs(full, ("erdma_1", *full[1:])), two)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -16,14 +17,15 @@ from tests.conftest import popen_interruptible
 
 pytest_plugins = ["pytester"]
 
-INVENTORY = """\
-cluster: {name: unit, region: cn-test}
-ssh: {connect_timeout_s: 1, connect_retries: 1}
+SOON = (datetime.now(timezone.utc).date() + timedelta(days=30)).isoformat()
+INVENTORY = f"""\
+cluster: {{name: unit, region: cn-test}}
+ssh: {{connect_timeout_s: 1, connect_retries: 1}}
 nodes:
-  - {name: "n[1-2]", host: "198.18.0.[201-202]"}
+  - {{name: "n[1-2]", host: "198.18.0.[201-202]"}}
 waivers:
-  - {check: waived_check, reason: vendor ticket 42, by: QA, expires: 2999-01-01}
-  - {check: expired_check, reason: old, by: QA, expires: 2000-01-01}
+  - {{check: placement, reason: vendor ticket 42, by: QA, expires: {SOON}}}
+  - {{check: versions, reason: old, by: QA, expires: 2000-01-01}}
 """
 
 MEASURING_SUITE = """\
@@ -96,11 +98,11 @@ def test_waived_failure_passes_the_run_and_expired_waiver_does_not(pytester: pyt
         test_suite="""\
 import pytest
 
-@pytest.mark.check("waived_check", "Waived")
+@pytest.mark.check("placement", "Waived")
 def test_waived(check):
     assert False, "n1: known problem"
 
-@pytest.mark.check("expired_check", "Expired")
+@pytest.mark.check("versions", "Expired")
 def test_expired(check):
     assert False, "n2: known problem"
 """

@@ -66,8 +66,8 @@ def test_verify_recomputes_the_verdict_from_the_evidence(tmp_path):
 
 
 def test_merged_partial_runs_stay_partial_and_lab_stays_lab(tmp_path):
-    a = partition(tmp_path, "part-a", PART_A, scope=STATIC.model_dump(), lab=True)
-    b = partition(tmp_path, "part-b", PART_B, scope=LAB_SCOPE.model_dump())
+    a = partition(tmp_path, "part-a", PART_A, scope=STATIC.model_dump(), lab=True, pairs=False)
+    b = partition(tmp_path, "part-b", PART_B, scope=LAB_SCOPE.model_dump(), pairs=False)
     result = merge(tmp_path / "merged", [a, b])
     summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
     assert result.verdict == "PASSED"

@@ -23,7 +23,7 @@ ZONES = ("Asia/Shanghai", "America/Los_Angeles", "Pacific/Kiritimati", "Etc/GMT+
 SUITE = """\
 import pytest
 
-@pytest.mark.check("waived_check", "Waived")
+@pytest.mark.check("placement", "Waived")
 def test_waived(check):
     assert False, "n1: known problem"
 """
@@ -36,7 +36,7 @@ def inventory(expires: str) -> str:
         "nodes:\n"
         '  - {name: "n[1-2]", host: "198.18.0.[201-202]"}\n'
         "waivers:\n"
-        f"  - {{check: waived_check, reason: vendor ticket 42, by: QA, expires: {expires}}}\n"
+        f"  - {{check: placement, reason: vendor ticket 42, by: QA, expires: {expires}}}\n"
     )
 
 

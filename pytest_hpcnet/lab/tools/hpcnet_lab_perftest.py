@@ -127,7 +127,9 @@ def check_device(args: argparse.Namespace) -> dict:
         )
     if args.use_cuda is not None:
         check_gpu(args.use_cuda)
-    return {"name": device["name"], "mtu": int(port.get("active_mtu", 1024))}
+    mapped = [g[7:] for g in port.get("gids", []) if g.startswith("::ffff:")]
+    address = mapped[0] if mapped else node.address()  # the device's own ENI address
+    return {"name": device["name"], "mtu": int(port.get("active_mtu", 1024)), "address": address}
 
 
 def check_gpu(index: int) -> None:
@@ -320,11 +322,11 @@ def serve(args: argparse.Namespace, bw: bool, device: dict, out) -> int:
             ch.send_json({"ok": False})
             raise ToolError(" Failed to exchange data between server and clients\n")
         qps = int(hello.get("qps", 1)) if bw else 1
-        ch.send_json({"ok": True, "addr": node.address(), "device": device["name"]})
+        ch.send_json({"ok": True, "addr": device["address"], "device": device["name"]})
         test = "BW" if bw else "Latency"
         args.qp = qps
         out.write(header(test, args, device, bw))
-        out.write(address_lines(node.address(), peer[0], qps, os.getpid()))
+        out.write(address_lines(device["address"], peer[0], qps, os.getpid()))
         out.write(bw_columns(args.report_gbits) if bw else LAT_COLUMNS)
         out.flush()
         if bw:
@@ -421,7 +423,7 @@ def run_client(args: argparse.Namespace, bw: bool, device: dict, out) -> int:
         raise ToolError(" Failed to exchange data between server and clients\n")
     args.qp = qps
     out.write(header("BW" if bw else "Latency", args, device, bw))
-    out.write(address_lines(node.address(), hello.get("addr", args.target), qps, os.getpid()))
+    out.write(address_lines(device["address"], hello.get("addr", args.target), qps, os.getpid()))
     out.write(bw_columns(args.report_gbits) if bw else LAT_COLUMNS)
     out.flush()
     if bw:

@@ -1,0 +1,81 @@
+"""Each ERI's own interface and IPv4 address.
+
+On Alibaba Cloud an ERI is an ENI with eRDMA enabled (ALIBABA-FACTS section 6, S6): an
+instance with two ERIs has two ENIs, `eth0` and `eth1`, each with its own primary private
+address, and `erdma_1`'s netdev is `eth1`. So the GID an ERI must carry, the `-x` index
+perftest and NCCL get on it and the address a perftest client connects to for it all come
+from that ERI's own netdev.
+
+The netdev comes from sysfs (`/sys/class/infiniband/<dev>/device/net/`), else from
+`rdma link` (`netdev eth1`: the erdma driver binds its netdev by MAC, so sysfs may list
+none). Only where neither names one is the node's data-plane interface used, and the
+result says so. Pure: nothing here runs a command or raises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_hpcnet.probes.erdma import EriIdentities
+from pytest_hpcnet.probes.links import Interfaces
+from pytest_hpcnet.probes.rdma import RdmaDevices
+
+SYSFS = "sysfs device/net"
+RDMA_LINK = "rdma link"
+FALLBACK = "data-plane interface"
+
+
+@dataclass(frozen=True)
+class EriAddress:
+    """One ERI's netdev and that netdev's first IPv4 address, with where they came from."""
+
+    device: str
+    netdev: str | None
+    address: str | None
+    source: str
+    """`sysfs device/net`, `rdma link`, or `data-plane interface` (the netdev is unknown)."""
+
+    @property
+    def fallback(self) -> bool:
+        """The ERI's own netdev is unknown: the node's data-plane interface stood in."""
+        return self.source == FALLBACK
+
+    @property
+    def note(self) -> str:
+        """One line: which interface and address the ERI uses, and why."""
+        held = self.address or "no IPv4 address"
+        if self.fallback:
+            return (
+                f"{self.device}: netdev unknown (neither sysfs nor rdma link names one): "
+                f"the data-plane interface {self.netdev} ({held}) stands in"
+            )
+        return f"{self.device}: netdev {self.netdev} ({self.source}), {held}"
+
+
+def eri_netdevs(
+    identities: EriIdentities | None, links: RdmaDevices | None
+) -> dict[str, tuple[str, str]]:
+    """Device -> (netdev, source): sysfs `device/net` first, else `rdma link` port 1."""
+    out: dict[str, tuple[str, str]] = {}
+    for dev in identities.devices if identities is not None else ():
+        if dev.netdevs:
+            out[dev.name] = (dev.netdevs[0], SYSFS)
+    for dev in links.devices if links is not None else ():
+        port = dev.port(1)
+        if dev.name not in out and port is not None and port.netdev:
+            out[dev.name] = (port.netdev, RDMA_LINK)
+    return out
+
+
+def eri_address(
+    device: str,
+    netdevs: dict[str, tuple[str, str]],
+    interfaces: Interfaces | None,
+    data_interface: str,
+) -> EriAddress:
+    """`device`'s netdev and its first IPv4 address (`ip -j addr`); the data-plane
+    interface's address only when the device's netdev is unknown."""
+    netdev, source = netdevs.get(device, (data_interface, FALLBACK))
+    iface = interfaces.get(netdev) if interfaces is not None else None
+    addresses = iface.ipv4() if iface is not None else ()
+    return EriAddress(device, netdev, addresses[0] if addresses else None, source)
