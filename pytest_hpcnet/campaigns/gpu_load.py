@@ -17,6 +17,7 @@ from pytest_hpcnet.campaigns.progress import phase
 from pytest_hpcnet.probes.gpu import parse_query_gpu
 from pytest_hpcnet.probes.gpu_dcgm import LEVEL_TIMEOUT_S, DcgmRun, dcgm_command, parse_dcgm_json
 from pytest_hpcnet.probes.gpu_load import (
+    LoadSamples,
     load_command,
     parse_engines,
     parse_load,
@@ -116,7 +117,11 @@ def node_load(name: str, result: CommandResult) -> NodeLoad:
         return NodeLoad(name, missing=f"the load command printed nothing to read ({why})")
     text, status = sections["gpu_load"]
     run = parse_load(text, status)
-    samples = parse_samples(sections["gpu_samples"][0]) if "gpu_samples" in sections else None
+    samples = None
+    if "gpu_samples" in sections:
+        sampled, sampled_status = sections["gpu_samples"]
+        cut = LoadSamples(error="the nvidia-smi samples were cut short")
+        samples = parse_samples(sampled) if sampled_status is not None else cut
     return NodeLoad(name, run=run, samples=samples)
 
 
