@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 from pytest_hpcnet.campaigns.facts import FactsCampaign
 from pytest_hpcnet.campaigns.progress import phase
-from pytest_hpcnet.probes.gpu import parse_query_gpu
+from pytest_hpcnet.probes.gpu import GpuQuery, parse_query_gpu
 from pytest_hpcnet.probes.gpu_dcgm import LEVEL_TIMEOUT_S, DcgmRun, dcgm_command, parse_dcgm_json
 from pytest_hpcnet.probes.gpu_load import (
     LoadSamples,
@@ -41,6 +42,7 @@ class GpuLoadCampaign:
         self._loads: dict[str, NodeLoad] | None = None
         self.results: dict[str, CommandResult] = {}
         self.wall_s: float | None = None
+        self.queries: dict[str, GpuQuery] = {}
         self._lock = threading.Lock()
 
     def _plan(self) -> tuple[dict[str, NodeLoad], dict[str, int]]:
@@ -72,6 +74,7 @@ class GpuLoadCampaign:
                 skipped[node.name] = NodeLoad(node.name, missing="nvidia-smi lists no GPU to load")
                 continue
             plan[node.name] = len(gpus)
+            self.queries[node.name] = parse_query_gpu(query.text)
         return skipped, plan
 
     def loads(self) -> dict[str, NodeLoad]:
@@ -103,7 +106,7 @@ class GpuLoadCampaign:
                 outcome.text = f"{len(self.results) - lost} answered, {lost} lost"
             self.wall_s = time.monotonic() - t0
         for name in plan:
-            loads[name] = node_load(name, self.results[name])
+            loads[name] = replace(node_load(name, self.results[name]), query=self.queries[name])
         return {n.name: loads[n.name] for n in self.inventory.nodes if n.name in loads}
 
 

@@ -206,6 +206,9 @@ class GpuLoadExpect(Strict):
     """Device-to-device copy, bytes read plus written."""
     min_h2d_gbs: PositiveFloat | None = None
     min_d2h_gbs: PositiveFloat | None = None
+    min_pcie_fraction: Annotated[float, Field(gt=0, le=1)] = 0.7
+    """H2D and D2H at least this share of what the GPU's PCIe link carries one way (Azure's
+    48 GB/s floor on PCIe gen5 x16, 63.0 GB/s, is 0.76 of it)."""
     max_temperature_c: PositiveFloat | None = None
     """The hottest sample under load; null: reported, not judged (thermal slowdown still fails)."""
     nvlink_links: Annotated[int, Field(ge=1, le=64)] | None = None

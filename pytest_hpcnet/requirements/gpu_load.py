@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from pytest_hpcnet.inventory.expectations import Expectations
+from pytest_hpcnet.probes.gpu import GpuQuery
 from pytest_hpcnet.probes.gpu_load import (
     POWER_CAP_BIT,
     SLOWDOWN_BITS,
@@ -57,6 +58,24 @@ class NodeLoad:
     missing: str | None = None
     """Why the load did not run (no engine, unreachable, cut short), with what to do."""
     fix: str = ""
+    query: GpuQuery | None = None
+    """The node's `nvidia-smi --query-gpu` from its facts (the GPUs' PCIe links)."""
+
+
+PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+"""GB/s per lane and direction: 2.5/5 GT/s with 8b/10b, 8/16/32 GT/s with 128b/130b (PCIe
+3.0-5.0 base specifications), 64 GT/s PAM4 with 242/256 FLIT efficiency (PCIe 6.0)."""
+
+
+def link_gbs(query: GpuQuery | None, index: int) -> tuple[float, str] | None:
+    """(GB/s one way, `gen5 x16`) of the GPU's link: its maximum generation (an idle GPU
+    lowers its current one) at its current width; None when unknown."""
+    gpu = query.gpu(index) if query is not None else None
+    gen = gpu.pcie_gen_max if gpu is not None else None
+    width = gpu.pcie_width if gpu is not None else None
+    if gen not in PCIE_LANE_GBS or not width:
+        return None
+    return PCIE_LANE_GBS[gen] * width, f"gen{gen} x{width}"
 
 
 def gpu_label(node: str, index: int, samples: LoadSamples | None) -> str:
@@ -106,9 +125,10 @@ def _figure_checks(
     figures: tuple[str, ...],
     peers: dict[str, NodeLoad],
     expect: Expectations,
+    query: GpuQuery | None = None,
 ) -> tuple[list[Measurement], list[str], list[str]]:
     """(measurements, failures, notes) of each GPU's `figures` against node best, cluster
-    median and the SKU floor."""
+    median and the SKU floor (host copies also against the GPU's PCIe link)."""
     tol = expect.gpu_load.peer_tolerance
     measurements: list[Measurement] = []
     failures: list[str] = []
@@ -129,6 +149,10 @@ def _figure_checks(
                 bounds.append((median * (1 - tol), f"{1 - tol:.2f} x cluster median {median:g}"))
             if floor is not None:
                 bounds.append((floor, f"expect.gpu_load.{key} (SKU)"))
+            link = link_gbs(query, index) if figure in ("h2d_gbs", "d2h_gbs") else None
+            if link is not None:
+                share = expect.gpu_load.min_pcie_fraction
+                bounds.append((link[0] * share, f"{share:.2f} x its PCIe {link[1]} {link[0]:.1f}"))
             bound, source = max(bounds) if bounds else (None, "")
             measurements.append(
                 Measurement(
@@ -279,7 +303,7 @@ def judge_gpu_bandwidth(
     run, samples = load.run, load.samples
     assert run is not None
     measurements, failures, notes = _figure_checks(
-        load.node, run, samples, BANDWIDTH, peers, expect
+        load.node, run, samples, BANDWIDTH, peers, expect, load.query
     )
     failures = _errors(load.node, run, samples) + failures
     fix = (

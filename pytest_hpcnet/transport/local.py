@@ -29,4 +29,3 @@ def run_local(
     out, err = proc.stdout, proc.stderr
     truncated = len(out) > limit or len(err) > limit
     return out[:limit], err[:limit], proc.returncode, False, truncated
-

@@ -208,3 +208,20 @@ def test_the_same_error_on_every_gpu_is_the_engine_not_measured():
     verdict = judges.judge_gpu_compute(cpu_only, cluster(n2=cpu_only), Expectations())
     assert verdict.outcome == "not_measured" and "the engine, not a GPU" in verdict.reason
     assert "pip install torch" in verdict.fix
+
+
+def test_host_copies_against_the_gpus_pcie_link():
+    from dataclasses import replace
+
+    from pytest_hpcnet.probes.gpu import parse_query_gpu
+
+    query = parse_query_gpu((FIXTURES.parent / "gpu" / "query-8gpu-h200.csv").read_text())
+    slow_hosts = [gpu(i, h2d_gbs=40.0, d2h_gbs=56.0) for i in range(8)]
+    load = replace(node_load("n1", slow_hosts), query=query)
+    verdict = judges.judge_gpu_bandwidth(load, {"n1": load}, Expectations())
+    assert verdict.outcome == "fail"  # every GPU alike: its peers cannot tell, its link can
+    assert "host-to-device 40 GB/s below 0.70 x its PCIe gen5 x16 63.0" in verdict.reason
+    assert "device-to-host" not in verdict.reason
+    assert judges.link_gbs(query, 0) == (63.008, "gen5 x16")
+    narrow = parse_query_gpu((FIXTURES.parent / "gpu" / "query-8gpu-pcie-gpu6.csv").read_text())
+    assert judges.link_gbs(narrow, 6) == (3.938 * 8, "gen5 x8")

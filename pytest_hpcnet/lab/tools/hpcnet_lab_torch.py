@@ -12,7 +12,8 @@ that recipe, identical on every healthy GPU. While a GPU has work queued, its bu
 (`<state>/nodes/<node>/gpu_busy/<slot>`) tells the emulated nvidia-smi it is under load.
 Faults (`lab.json`, per GPU): `gpu-slow` (GEMMs at 0.6x), `gpu-hot` (thermal slowdown
 under load: GEMMs at 0.7x), `gpu-checksum` (its products differ), `gpu-hbm-slow`
-(device copies at 0.5x), `gpu-host-slow` (host copies at 0.5x).
+(device copies at 0.5x), `gpu-host-slow` (host copies at 0.5x); the static
+`gpu-pcie-downgrade` (gen4 x8) moves host copies at a quarter of gen5 x16.
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ class _Gpu:
         for kind, factors in FAULT_FACTORS.items():
             if self.slot in _fault_slots(kind):
                 self.factors.update(factors)
+        if self.slot in _fault_slots("gpu-pcie-downgrade"):  # gen4 x8 of gen5 x16
+            self.factors.update({"h2d": 0.25, "d2h": 0.25})
         self.corrupt = self.slot in _fault_slots("gpu-checksum")
         h = hashlib.sha256(f"{_lab.node_name()}/{self.slot}".encode()).digest()
         self.spread = 1.0 + (h[0] / 255.0 - 0.5) * 0.02  # each GPU within +-1 %
