@@ -9,8 +9,8 @@ and prints their lines between a header and an `end` line; with `--gpu I` it loa
   fifth of the timed batches dropped as warm-up);
 - a device-to-device copy (HBM: bytes read plus written), and pinned host-to-device and
   device-to-host copies;
-- a checksum (sha256 of the bytes) of a fixed-seed bf16 product, computed before and after
-  the soak: the same on every healthy GPU of one SKU and software stack.
+- a checksum of a fixed-seed bf16 product (sums of its bit patterns, hashed), computed
+  before and after the soak: the same on every healthy GPU of one SKU and software stack.
 
 Output (one `key=value` line per GPU, values without spaces):
 `gpu=3 engine=torch version=2.5.1 cuda=12.4 bf16_tflops=781.2 ... checksum=<16 hex>`.
@@ -82,12 +82,18 @@ def _copy_gbs(torch, dst, src, nbytes: int, factor: int, seconds: float) -> floa
 
 
 def _checksum(torch, dev) -> str:
-    """sha256 (16 hex) of a fixed-seed bf16 product, computed on this GPU."""
+    """16 hex of a digest of a fixed-seed bf16 product computed on this GPU: two sums over
+    its fp32 bit patterns (plain, and weighted by position), on the GPU, in int64 without
+    overflow, so any reduction order gives the same sums. No numpy needed."""
     g = torch.Generator(device="cpu").manual_seed(SEED)
     a = torch.randn((CHECK_N, CHECK_N), generator=g).to(dev, torch.bfloat16)
     b = torch.randn((CHECK_N, CHECK_N), generator=g).to(dev, torch.bfloat16)
-    c = torch.matmul(a, b).float().cpu().contiguous()
-    return hashlib.sha256(c.numpy().tobytes()).hexdigest()[:16]
+    c = torch.matmul(a, b).float().contiguous()
+    bits = c.view(torch.int32).to(torch.int64).flatten() & 0xFFFFFFFF
+    low, high = bits & 0xFFFF, bits >> 16
+    weights = torch.arange(bits.numel(), device=dev, dtype=torch.int64) % 65521 + 1
+    sums = [int(x.sum().item()) for x in (low, high, low * weights, high * weights)]
+    return hashlib.sha256(":".join(map(str, sums)).encode()).hexdigest()[:16]
 
 
 def one_gpu(index: int, seconds: float, n: int, copy_mib: int) -> str:

@@ -52,6 +52,7 @@ class dtype:
 
 
 bfloat16, float32, uint8 = dtype("bfloat16", 2), dtype("float32", 4), dtype("uint8", 1)
+int32, int64 = dtype("int32", 4), dtype("int64", 8)
 
 
 class device:
@@ -169,6 +170,38 @@ class Tensor:
         digest = hashlib.sha256(self.recipe.encode()).digest()
         return _Bytes(digest * 4)
 
+    def view(self, kind: dtype) -> Tensor:
+        return Tensor(self.shape, kind, self.device, f"{self.recipe}>view:{kind.name}")
+
+    def flatten(self) -> Tensor:
+        return Tensor((self.numel(),), self.dtype, self.device, self.recipe)
+
+    def _op(self, name: str, other: object) -> Tensor:
+        theirs = other.recipe if isinstance(other, Tensor) else repr(other)
+        return Tensor(self.shape, self.dtype, self.device, f"{name}({self.recipe},{theirs})")
+
+    def __and__(self, other: object) -> Tensor:
+        return self._op("and", other)
+
+    def __rshift__(self, other: object) -> Tensor:
+        return self._op("rshift", other)
+
+    def __mod__(self, other: object) -> Tensor:
+        return self._op("mod", other)
+
+    def __add__(self, other: object) -> Tensor:
+        return self._op("add", other)
+
+    def __mul__(self, other: object) -> Tensor:
+        return self._op("mul", other)
+
+    def sum(self) -> Tensor:
+        return Tensor((), int64, self.device, f"sum({self.recipe})")
+
+    def item(self) -> int:
+        """A number that stands for the value: the same wherever the recipe is the same."""
+        return int(hashlib.sha256(self.recipe.encode()).hexdigest()[:12], 16)
+
     def copy_(self, src: Tensor, non_blocking: bool = False) -> Tensor:
         if self.device.type == "cuda" and src.device.type == "cuda":
             _on(self.device).queue(src.nbytes() * 2, "hbm")
@@ -199,6 +232,10 @@ def randn(shape, device=None, dtype=None, generator=None) -> Tensor:
 
 def empty(shape, dtype=None, device=None, pin_memory=False) -> Tensor:
     return Tensor(shape, dtype or float32, _device(device), "empty", pinned=pin_memory)
+
+
+def arange(end: int, device=None, dtype=None) -> Tensor:
+    return Tensor((end,), dtype or int64, _device(device), f"arange({end})")
 
 
 def empty_like(t: Tensor) -> Tensor:
