@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pytest_hpcnet.campaigns.bisection import Bisection
 from pytest_hpcnet.campaigns.eri_paths import EriPathCampaign, EriPathMtu
 from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, NodeFacts
-from pytest_hpcnet.campaigns.gpu_load import DcgmPhase, GpuLoadCampaign
+from pytest_hpcnet.campaigns.gpu_load import DcgmPhase, GpuLoadCampaign, NodeNcclPhase
 from pytest_hpcnet.campaigns.nccl import NcclCampaign
 from pytest_hpcnet.campaigns.pairs import FlowFacts, PairCampaign, PairFacts
 from pytest_hpcnet.campaigns.perftest import PerftestCampaign, PerftestCampaigns
@@ -72,6 +72,7 @@ class Cluster:
         self.storage = FioCampaign(self.facts_campaign)
         self.gpu_load = GpuLoadCampaign(self.facts_campaign)
         self.dcgm = DcgmPhase(self.facts_campaign)
+        self.node_nccl = NodeNcclPhase(self.facts_campaign)
 
     @property
     def nodes(self) -> list[Node]:
@@ -221,3 +222,16 @@ class Cluster:
         if recorder is not None:
             recorder.read("gpu_engines", "gpu_query")
         return found
+
+    def node_nccl_runs(
+        self, node: Node, recorder: Recorder | None = None
+    ) -> dict[str, tuple[NcclResult | None, str]]:
+        """Every node's single-node all-reduce (all at once, once), `node`'s command recorded."""
+        self.facts(node, recorder)
+        runs = self.node_nccl.runs()
+        result = self.node_nccl.results.get(node.name)
+        if result is not None:
+            _record(recorder, result)
+        if recorder is not None:
+            recorder.read("gpu_engines", "gpu_query")
+        return runs

@@ -25,6 +25,8 @@ from pytest_hpcnet.probes.gpu_load import (
     parse_samples,
     split_load_output,
 )
+from pytest_hpcnet.probes.gpu_nccl_node import node_nccl_command, parse_node_nccl
+from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.requirements.gpu_load import INSTALL_TORCH, NodeLoad
 from pytest_hpcnet.transport.fanout import CommandResult
 
@@ -173,4 +175,59 @@ class DcgmPhase:
                 out[name] = (None, f"dcgmi diag -r {level} timed out")
             else:
                 out[name] = (parse_dcgm_json(result.stdout), "")
+        return out
+
+
+class NodeNcclPhase:
+    """`all_reduce_perf -g <GPUs>` on every node that has it, all at once (once)."""
+
+    def __init__(self, facts: FactsCampaign):
+        self.facts = facts
+        self.results: dict[str, CommandResult] = {}
+        self._runs: dict[str, tuple[NcclResult | None, str]] | None = None
+        self._lock = threading.Lock()
+
+    def runs(self) -> dict[str, tuple[NcclResult | None, str]]:
+        """{node: (its single-node run, or None and why it did not run)}."""
+        with self._lock:
+            if self._runs is None:
+                self._runs = self._measure()
+            return self._runs
+
+    def _measure(self) -> dict[str, tuple[NcclResult | None, str]]:
+        settings = self.facts.inventory.benchmarks.gpu_load.nccl
+        out: dict[str, tuple[NcclResult | None, str]] = {}
+        gpus: dict[str, int] = {}
+        for name, facts in self.facts.gather().items():
+            engines = facts.sections.get("gpu_engines")
+            query = facts.sections.get("gpu_query")
+            if facts.result.unreachable:
+                out[name] = (None, f"unreachable: {facts.result.unreachable}")
+            elif engines is None or query is None:
+                out[name] = (None, "facts lack section gpu_engines or gpu_query (cut short)")
+            elif not parse_engines(engines.text).has("all_reduce_perf"):
+                out[name] = (None, "no all_reduce_perf on the node's PATH")
+            elif not (count := len(parse_query_gpu(query.text).gpus)):
+                out[name] = (None, "nvidia-smi lists no GPU")
+            else:
+                gpus[name] = count
+        if gpus:
+            what = f"single-node all_reduce_perf on {len(gpus)} nodes"
+            with phase(self.facts.progress, what):
+                self.results = self.facts.transport.run_on_all(
+                    lambda node: node_nccl_command(
+                        gpus[node.name], settings.b, settings.e, settings.f, settings.n, settings.w
+                    ),
+                    nodes=list(gpus),
+                    timeout_s=settings.timeout_s,
+                    together=True,
+                )
+        for name, count in gpus.items():
+            result = self.results[name]
+            if result.unreachable:
+                out[name] = (None, f"unreachable during all_reduce_perf: {result.unreachable}")
+            elif result.timed_out:
+                out[name] = (None, f"all_reduce_perf timed out after {settings.timeout_s} s")
+            else:
+                out[name] = (parse_node_nccl(result.stdout, count, settings.e), "")
         return out

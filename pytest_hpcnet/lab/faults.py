@@ -223,6 +223,12 @@ KINDS.update(
         _gpu("nvlink-down", "NVLink links 4 and 5 of that GPU <inactive>"),
         _gpu("nvlink-errors", "NVLink link 2 of that GPU: 40 replay, 1 recovery, 12 CRC errors"),
         FaultKind(
+            "nccl-node-slow",
+            "nccl-node-slow NODE [FACTOR=4]",
+            "emulated all_reduce_perf -g N on that node: its bus bandwidth divided by FACTOR",
+            *act.recorded_fault("nccl-node-slow", "4", act.NUMBER, "a slowdown factor such as 4"),
+        ),
+        FaultKind(
             "dcgm-fail",
             f"dcgm-fail NODE [GPU={act.DEFAULT_GPU}]",
             "emulated dcgmi diag: that GPU fails the level's last hardware test",

@@ -108,6 +108,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     Requirement("gpu_nvlink", "NVLink links up and error-free", ("gpu_load",), "gpu_load"),
     Requirement("gpu_dcgm", "DCGM diagnostics pass on every GPU", ("gpu_load",), "gpu_load"),
+    Requirement(
+        "gpu_nccl_node", "Single-node NCCL all-reduce on every node", ("gpu_load",), "gpu_load"
+    ),
 )
 
 BY_ID: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}

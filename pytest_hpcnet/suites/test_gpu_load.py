@@ -11,6 +11,7 @@ from pytest_hpcnet.probes.gpu import parse_query_gpu
 from pytest_hpcnet.probes.gpu_nvlink import parse_nvlink_errors, parse_nvlink_status
 from pytest_hpcnet.requirements import gpu_load
 from pytest_hpcnet.requirements.gpu_dcgm import judge_gpu_dcgm
+from pytest_hpcnet.requirements.gpu_nccl_node import judge_gpu_nccl_node
 from pytest_hpcnet.requirements.gpu_nvlink import judge_gpu_nvlink
 from pytest_hpcnet.requirements.registry import mark, not_applicable_when
 
@@ -73,3 +74,14 @@ def test_gpu_dcgm_diagnostics(cluster, node, check):
         check.tool_versions["dcgm"] = run.version
     query = parse_query_gpu(cluster.facts(node, check).text("gpu_query"))
     check.judge(judge_gpu_dcgm(node.name, run, query, level, missing), node.name)
+
+
+@mark("gpu_nccl_node")
+def test_gpu_nccl_single_node(cluster, node, check):
+    runs = cluster.node_nccl_runs(node, check)
+    result, missing = runs[node.name]
+    if result is not None and result.tests_version:
+        check.tool_versions["nccl_tests"] = result.tests_version
+    peers = {name: found for name, (found, _) in runs.items()}
+    verdict = judge_gpu_nccl_node(node.name, result, peers, cluster.expect, missing)
+    check.judge(verdict, node.name)

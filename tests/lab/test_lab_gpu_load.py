@@ -16,7 +16,14 @@ from tests.lab.test_static_suite import failing, run_static
 
 pytestmark = pytest.mark.lab
 
-CHECKS = {"gpu_compute", "gpu_correctness", "gpu_bandwidth", "gpu_nvlink", "gpu_dcgm"}
+CHECKS = {
+    "gpu_compute",
+    "gpu_correctness",
+    "gpu_bandwidth",
+    "gpu_nvlink",
+    "gpu_dcgm",
+    "gpu_nccl_node",
+}
 INJECTED = {  # (kind, node, GPU)
     ("gpu-hbm-slow", "node01", "1"),
     ("gpu-slow", "node02", "5"),
@@ -26,6 +33,7 @@ INJECTED = {  # (kind, node, GPU)
     ("nvlink-down", "node01", "2"),
     ("nvlink-errors", "node04", "7"),
     ("dcgm-fail", "node03", "4"),
+    ("nccl-node-slow", "node04", "4"),
 }
 EXPECTED = {  # (check, node): the GPUs its failure names
     ("gpu_bandwidth", "node01"): {"GPU 1 (00000000:2A:00.0, serial 1654124006921)"},
@@ -36,6 +44,7 @@ EXPECTED = {  # (check, node): the GPUs its failure names
     ("gpu_nvlink", "node01"): {"GPU 2 (00000000:3A:00.0, serial 1654124006922)"},
     ("gpu_nvlink", "node04"): {"GPU 7 (00000000:DB:00.0, serial 1654124006927)"},
     ("gpu_dcgm", "node03"): {"GPU 4 (00000000:9A:00.0, serial 1654124006924)"},
+    ("gpu_nccl_node", "node04"): set(),  # the node as a whole, no GPU named
 }
 
 
@@ -49,7 +58,7 @@ def test_healthy_lab_passes_every_gpu_load_check(lab4, tmp_path):
     assert not failing(records), [r["message"] for r in failing(records)]
     assert code == 0
     assert {(r["check_id"], r["verdict"]) for r in records} == {(c, "pass") for c in CHECKS}
-    assert len(records) == 20
+    assert len(records) == 24
     compute = next(r for r in records if r["check_id"] == "gpu_compute")
     subjects = {m["subject"] for m in compute["measured"] if m["name"] == "bf16_tflops"}
     assert subjects == {f"GPU {i}" for i in range(8)}
@@ -64,7 +73,7 @@ def test_healthy_lab_passes_every_gpu_load_check(lab4, tmp_path):
 
 def test_each_load_fault_fails_exactly_its_node_and_gpu(lab4, tmp_path):
     state = Path(lab4.state_dir)
-    for kind, node, index in sorted(INJECTED):
+    for kind, node, index in sorted(INJECTED):  # index: the GPU, or nccl-node-slow's factor
         faults.inject(kind, node, index, state)
     try:
         code, records = run_load(lab4, tmp_path)
@@ -81,5 +90,6 @@ def test_each_load_fault_fails_exactly_its_node_and_gpu(lab4, tmp_path):
     assert "NVLink link 4, 5 inactive" in bad[("gpu_nvlink", "node01")]
     assert "NVLink link 2 counted errors" in bad[("gpu_nvlink", "node04")]
     assert "DCGM memory failed" in bad[("gpu_dcgm", "node03")]
+    assert "single-node all-reduce busbw" in bad[("gpu_nccl_node", "node04")]
     passed = [r for r in records if r["verdict"] == "pass"]
-    assert len(passed) == 20 - len(EXPECTED)
+    assert len(passed) == 24 - len(EXPECTED)

@@ -195,6 +195,7 @@ def test_failing_rows_first_and_not_run_rows_listed():
         "gpu_bandwidth",
         "gpu_nvlink",
         "gpu_dcgm",
+        "gpu_nccl_node",
     } == not_run
 
 

@@ -25,7 +25,7 @@ def test_gpu_load_suite_on_a_local_node(tmp_path):
         "cluster: {name: one-gpu-box, region: cn-lab}\n"
         "nodes:\n  - {name: node01, host: localhost, connection: local}\n"
         "expect: {profile: lab}\n"
-        "benchmarks: {gpu_load: {seconds: 5, size: 16384}}\n"
+        "benchmarks: {gpu_load: {seconds: 5, size: 16384, nccl: {e: 1G, n: 2, w: 1}}}\n"
     )
     env = {
         **os.environ,
@@ -61,7 +61,14 @@ def test_gpu_load_suite_on_a_local_node(tmp_path):
     verdicts = {(r["check_id"], r["verdict"]) for r in records}
     assert verdicts == {
         (c, "pass")
-        for c in ("gpu_compute", "gpu_correctness", "gpu_bandwidth", "gpu_nvlink", "gpu_dcgm")
+        for c in (
+            "gpu_compute",
+            "gpu_correctness",
+            "gpu_bandwidth",
+            "gpu_nvlink",
+            "gpu_dcgm",
+            "gpu_nccl_node",
+        )
     }, [r["message"] for r in records if r["verdict"] != "pass"] or proc.stdout[-3000:]
     assert proc.returncode == 0, proc.stdout[-3000:]
     html = (run / "certificate.html").read_text()
