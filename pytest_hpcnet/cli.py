@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from pytest_hpcnet import __version__
 from pytest_hpcnet.gate import apply as gate_cli
 from pytest_hpcnet.gate import history as trends_cli
 from pytest_hpcnet.gate import run as gate_run
@@ -19,6 +20,7 @@ from pytest_hpcnet.report import commands as bundle_cli
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hpcnet", description="pytest_hpcnet tools")
+    parser.add_argument("--version", action="version", version=f"hpcnet {__version__}")
     sub = parser.add_subparsers(dest="area", required=True)
     lab = sub.add_parser("lab", help="the embedded lab cluster (network namespaces, needs root)")
     lab_sub = lab.add_subparsers(dest="action", required=True)

@@ -108,16 +108,37 @@ def pytest_configure(config: pytest.Config) -> None:
         "not_applicable_when(ruled_out, reason): a per-node test the expectations can rule out"
         " (ruled_out(expect) is true: one skipped [all-nodes] item with the reason)",
     )
-    path = config.getoption("hpcnet_inventory") or config.getini("hpcnet_inventory")
+    path = config.getoption("hpcnet_inventory") or ini_inventory(config)
     concurrency = config.getoption("hpcnet_concurrency")
     if concurrency is not None and concurrency < 1:
         raise pytest.UsageError("--hpcnet-concurrency must be at least 1")
+    check_metrics_path(config.getoption("hpcnet_metrics"))
     if not path:
         return
     from pytest_hpcnet.session import start_run
 
     config.stash[STATE] = start_run(config, path)
     default_to_shipped_suites(config)
+
+
+def ini_inventory(config: pytest.Config) -> str:
+    """`hpcnet_inventory` of the ini file, relative to that file's folder (as `testpaths`)."""
+    value = config.getini("hpcnet_inventory")
+    if not value or config.inipath is None:
+        return value
+    return str(config.inipath.parent / Path(value).expanduser())
+
+
+def check_metrics_path(value: str | None) -> None:
+    """`--hpcnet-metrics` names a file in a folder that exists (node_exporter's textfile
+    folder): a typo is one line before the run, not a new folder nobody reads."""
+    if not value:
+        return
+    path = Path(value).expanduser()
+    if path.is_dir():
+        raise pytest.UsageError(f"--hpcnet-metrics {value}: is a folder; name a .prom file in it")
+    if not path.parent.is_dir():
+        raise pytest.UsageError(f"--hpcnet-metrics {value}: no such folder {str(path.parent)!r}")
 
 
 SUITES = Path(__file__).resolve().parent / "suites"
@@ -132,6 +153,25 @@ def default_to_shipped_suites(config: pytest.Config) -> None:
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = [str(SUITES)]
         config.args_source = pytest.Config.ArgsSource.ARGS
+
+
+SUITES_ID = "pytest_hpcnet/suites"
+"""The shipped suites' test ids start here, as in a checkout, whatever the rootdir."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(
+    module_path: Path, parent: pytest.Collector
+) -> pytest.Module | None:
+    """A shipped suite module with a stable id: `pytest_hpcnet/suites/test_mtu.py::...`.
+
+    pytest names a file by its path from the rootdir, which moves with the folder it runs in
+    and with the inventory's folder (read as a test path before our options are known); the
+    JUnit classname follows the id (`pytest_hpcnet.suites.test_mtu`)."""
+    if module_path.resolve().parent != SUITES:
+        return None
+    nodeid = f"{SUITES_ID}/{module_path.name}"
+    return pytest.Module.from_parent(parent, path=module_path, nodeid=nodeid)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

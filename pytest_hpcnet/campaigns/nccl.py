@@ -23,7 +23,7 @@ from pytest_hpcnet.campaigns.launch import expected_run, launch_command
 from pytest_hpcnet.campaigns.progress import phase
 from pytest_hpcnet.campaigns.recorder import Recorder
 from pytest_hpcnet.inventory.models import Node
-from pytest_hpcnet.probes.nccl import NcclResult, parse_nccl
+from pytest_hpcnet.probes.nccl import NcclExpected, NcclResult, parse_nccl
 from pytest_hpcnet.probes.nccl_debug import NcclNetLog, parse_nccl_debug, split_nccl_log
 from pytest_hpcnet.requirements.judges import judge_nccl
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable
@@ -36,6 +36,7 @@ class NcclCampaign:
         self.facts = facts
         self.inventory = facts.inventory
         self._run: tuple[NcclResult, CommandResult] | None = None
+        self._launched: NcclExpected | None = None
         self._bisection: Bisection | None = None
         self._lock = threading.Lock()
         self._log: tuple[NcclNetLog, CommandResult] | None = None
@@ -53,6 +54,7 @@ class NcclCampaign:
                 if not nodes:
                     raise NodeUnreachable("cluster", "no node reachable to launch NCCL from")
                 what = f"NCCL all_reduce_perf on {len(nodes)} nodes ({settings.launcher})"
+                self._launched = expected_run(settings, len(nodes))
                 with phase(self.facts.progress, what) as outcome:
                     self.counters.before()
                     try:
@@ -71,6 +73,13 @@ class NcclCampaign:
                     self._log = (parse_nccl_debug(info), artefact)
                     outcome.text = "finished" if result.ok else (result.failure or "failed")
             return self._run
+
+    def launched(self) -> NcclExpected:
+        """What the whole-cluster run launched (ranks, nodes, max size, validation), which the
+        judges hold its output to."""
+        self.allreduce()
+        assert self._launched is not None
+        return self._launched
 
     def evidence(self) -> tuple[CommandResult, ...]:
         """Besides the launch itself: the `-h` usage probe and the JSON file read back."""
@@ -165,9 +174,15 @@ class NcclCampaign:
         kept = (probe,) if read is None else (probe, nccl_output.evidence(read))
         return parsed, result, kept
 
-    def passes(self, result: NcclResult) -> bool:
-        """One all_reduce_perf run meets the NCCL bounds: the requirement's judge."""
-        return judge_nccl(result, self.inventory.expect).passed
+    def passes(
+        self,
+        result: NcclResult,
+        launch: CommandResult | None = None,
+        launched: NcclExpected | None = None,
+    ) -> bool:
+        """One all_reduce_perf run is complete, ok and meets the NCCL bounds: the
+        requirement's judge."""
+        return judge_nccl(result, self.inventory.expect, launch, launched).passed
 
     def bisection(self, recorder: Recorder | None = None) -> Bisection:
         """NCCL on halves of the reachable nodes until one node is left to blame (once);
@@ -191,7 +206,8 @@ class NcclCampaign:
                 if recorder is not None:
                     for done in (result, *extras):
                         recorder.command(done)
-                passed = self.passes(parsed)
+                launched = expected_run(settings, len(names))
+                passed = self.passes(parsed, result, launched)
                 outcome.text = "passes" if passed else "fails"
             return passed
 

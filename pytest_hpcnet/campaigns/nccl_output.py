@@ -20,7 +20,7 @@ import secrets
 import shlex
 from collections.abc import Callable, Sequence
 
-from pytest_hpcnet.probes.nccl import NcclExpected, NcclResult
+from pytest_hpcnet.probes.nccl import NcclExpected, NcclResult, separate_tables
 from pytest_hpcnet.probes.nccl_json import parse_nccl_json
 from pytest_hpcnet.transport.fanout import CommandResult
 
@@ -106,6 +106,13 @@ def from_json(
     if read.truncated:
         return NcclResult(error=f"JSON result {path} cut short by the output limit")
     result = parse_nccl_json(read.stdout, expected)
+    # what the printed output says is the run's too: a failure line after the file was
+    # written (a segfault at exit), or more than one table (nccl-tests built without MPI)
+    failures = tuple(dict.fromkeys(result.failures + table.failures))
+    result = dataclasses.replace(result, failures=failures)
+    if (apart := separate_tables(table.tables)) is not None:
+        error = "; ".join(e for e in (result.error, apart) if e)
+        result = dataclasses.replace(result, tables=table.tables, error=error)
     if result.error is not None:
         return dataclasses.replace(result, error=f"JSON result {path}: {result.error}")
     return result

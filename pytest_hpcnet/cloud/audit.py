@@ -39,7 +39,7 @@ from pytest_hpcnet.cloud.rules import CloudModelError, PortRange
 from pytest_hpcnet.cloud.secgroup_model import SecurityGroup
 from pytest_hpcnet.cloud.verdicts import (  # noqa: F401 - part of the audit's interface
     LINUX_EPHEMERAL_PORTS,
-    FlowVerdict,
+    FlowDecisions,
     PortDecision,
     cross_check,
     external_verdict,
@@ -364,7 +364,7 @@ def snapshot(cluster: Cluster, reader: AuditReader | None = None) -> ControlPlan
 # -- judging ------------------------------------------------------------------------------
 
 
-def flow_decision(plane: ControlPlane, flow: InventoryFlow) -> FlowVerdict:
+def flow_decision(plane: ControlPlane, flow: InventoryFlow) -> FlowDecisions:
     """The verdict on one inventory flow (`expect.flows.allow`/`deny`) between two nodes."""
     return port_decision(plane, flow.source, flow.target, flow.protocol, flow.port)
 

@@ -139,8 +139,9 @@ def _ports_text(ports: PortInterval) -> str:
 
 
 @dataclass(frozen=True)
-class FlowVerdict:
-    """The verdict on one flow over every interface pair and port piece it covers."""
+class FlowDecisions:
+    """The control plane's decisions on one flow over every interface pair and port piece it
+    covers (evaluated here, judged in requirements/cloud.py)."""
 
     source: str
     target: str
@@ -202,7 +203,7 @@ class FlowVerdict:
         return f"{self.label}: {self.deciding()}"
 
 
-def not_accepted(verdicts: Iterable[FlowVerdict]) -> list[str]:
+def not_accepted(verdicts: Iterable[FlowDecisions]) -> list[str]:
     """One line per verdict that is not accepted, undetermined ones included."""
     return [str(verdict) for verdict in verdicts if not verdict.accepted]
 
@@ -336,9 +337,9 @@ def interface_pairs(
 
 def flow_verdict(
     plane: ControlPlane, source: str, target: str, proto: str, ports: PortInterval
-) -> FlowVerdict:
+) -> FlowDecisions:
     """Both layers' verdict on `proto` `ports` from node `source` to node `target`."""
-    base = FlowVerdict(source, target, proto.lower(), ports)
+    base = FlowDecisions(source, target, proto.lower(), ports)
     gaps = plane.gaps(source, target)
     if gaps:
         return replace(base, problem="; ".join(gaps))
@@ -352,7 +353,7 @@ def flow_verdict(
 
 def port_decision(
     plane: ControlPlane, src_node: object, dst_node: object, proto: str, port: int
-) -> FlowVerdict:
+) -> FlowDecisions:
     """`flow_verdict` on one port (nodes by name or by object with a `name`)."""
     return flow_verdict(plane, _name(src_node), _name(dst_node), proto, (port, port))
 
@@ -363,7 +364,7 @@ def _name(node: object) -> str:
 
 def required_verdicts(
     plane: ControlPlane, source: object, target: object, required: Iterable[RequiredFlow]
-) -> list[FlowVerdict]:
+) -> list[FlowDecisions]:
     """The verdict on each required flow from `source` to `target`."""
     return [
         flow_verdict(plane, _name(source), _name(target), flow.protocol, flow.bounds)
@@ -371,12 +372,12 @@ def required_verdicts(
     ]
 
 
-def external_verdict(plane: ControlPlane, flow: ExternalFlow) -> FlowVerdict:
+def external_verdict(plane: ControlPlane, flow: ExternalFlow) -> FlowDecisions:
     """The verdict on a flow between a host outside the cluster and a node's primary ENI."""
     outside = Endpoint(flow.name, flow.address, frozenset(flow.security_group_ids), flow.vswitch_id)
     inbound = flow.direction == "inbound"
     source, target = (flow.name, flow.target) if inbound else (flow.target, flow.name)
-    base = FlowVerdict(source, target, flow.protocol, (flow.port, flow.port))
+    base = FlowDecisions(source, target, flow.protocol, (flow.port, flow.port))
     missing = [g for g in flow.security_group_ids if g not in plane.groups]
     gaps = plane.gaps(flow.target) + [
         f"{flow.name}: security group {g} could not be read "
@@ -401,7 +402,7 @@ def external_verdict(plane: ControlPlane, flow: ExternalFlow) -> FlowVerdict:
 
 
 def cross_check(
-    verdict: FlowVerdict,
+    verdict: FlowDecisions,
     probe: Reachability | None,
     listening: bool = True,
     *,

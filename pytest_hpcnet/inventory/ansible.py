@@ -149,6 +149,11 @@ def _connection(variables: dict[str, Var]) -> dict[str, Any]:
             out[target] = int(text)
         elif not text:
             raise InventorySourceError(f"{where}: {key} is empty")
+        elif target == "host" and ("[" in text or "]" in text):
+            raise InventorySourceError(
+                f"{where}: {key} {text!r} is a range, which Ansible expands in host patterns "
+                "only, never in variables: give each host its own address"
+            )
         else:
             out[target] = text
     return out

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pytest_hpcnet.cloud.flows import CloudExpect
+from pytest_hpcnet.inventory.citations import with_sources
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
@@ -299,10 +300,15 @@ class Expectations(Strict):
         return self
 
 
+SOURCES = "sources"
+"""`profiles/sources.yaml`: the sources the profiles cite, not a profile."""
+
+
 def profile_names() -> list[str]:
     """Names of the profiles shipped in `pytest_hpcnet/profiles/`."""
     folder = resources.files("pytest_hpcnet") / "profiles"
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    names = (p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return sorted(n for n in names if n != SOURCES)
 
 
 def load_profile(name: str) -> dict:
@@ -313,14 +319,15 @@ def load_profile(name: str) -> dict:
 
 
 def load_profile_sources(name: str) -> dict[str, str]:
-    """The `source:` notes of one shipped profile, by key, each on one line."""
+    """The `source:` notes of one shipped profile, by key, each on one line and followed by
+    the title and address of each source it cites (`inventory.citations`)."""
     text = (resources.files("pytest_hpcnet") / "profiles" / f"{name}.yaml").read_text()
     notes = (yaml.safe_load(text) or {}).get("source") or {}
     out: dict[str, str] = {}
     for key, value in notes.items():
         items = value.items() if isinstance(value, dict) else [("", value)]
         for sub, text in items:
-            out[f"{key}.{sub}" if sub else str(key)] = " ".join(str(text).split())
+            out[f"{key}.{sub}" if sub else str(key)] = with_sources(" ".join(str(text).split()))
     return out
 
 

@@ -47,7 +47,7 @@ from pytest_hpcnet.inventory.sources import (
     read_nodes_from,
 )
 from pytest_hpcnet.inventory.ssh_files import ssh_file_problems
-from pytest_hpcnet.inventory.validation_messages import first_error
+from pytest_hpcnet.inventory.validation_messages import every_error
 from pytest_hpcnet.inventory.yaml_mapping import YamlMappingError, load_mapping
 from pytest_hpcnet.redact import register_secret
 
@@ -56,24 +56,59 @@ MAX_RANGE = 10000
 
 
 class InventoryError(Exception):
-    """A bad inventory: one line naming file, key path and problem."""
+    """A bad inventory: one line per problem, each naming file, key path and problem."""
+
+    def __init__(self, *problems: str) -> None:
+        self.problems = [one_line(p) for p in problems] or ["not a valid inventory"]
+        super().__init__("\n".join(self.problems))
 
 
 def expand_range(name: str) -> list[str]:
-    """`gpu-[001-003]` -> gpu-001, gpu-002, gpu-003 (zero padding kept); one range at most."""
-    matches = list(RANGE.finditer(name))
-    if not matches:
-        return [name]
-    if len(matches) > 1:
-        raise ValueError(f"{name!r}: only one [a-b] range per name")
-    m = matches[0]
-    lo, hi = int(m.group(1)), int(m.group(2))
-    if hi < lo:
-        raise ValueError(f"{name!r}: range end {hi} is below its start {lo}")
-    if hi - lo + 1 > MAX_RANGE:
-        raise ValueError(f"{name!r}: range of {hi - lo + 1} nodes exceeds {MAX_RANGE}")
-    width = len(m.group(1)) if m.group(1).startswith("0") else 0
-    return [f"{name[: m.start()]}{i:0{width}d}{name[m.end() :]}" for i in range(lo, hi + 1)]
+    """`gpu-[001-003]` -> gpu-001, gpu-002, gpu-003, zero padding kept.
+
+    A bracket holds a Slurm hostlist (`[001-004,010]`) or an Ansible range (`[01:16]`,
+    `[1:16:2]`); several brackets multiply (`r[1-2]-g[1,3]`: r1-g1, r1-g3, r2-g1, r2-g3)."""
+    names = [""]
+    end = 0
+    for m in RANGE.finditer(name):
+        items = _range_items(name, m.group(1))
+        if len(names) * len(items) > MAX_RANGE:
+            raise ValueError(f"{name!r}: more than {MAX_RANGE} nodes")
+        names = [f"{done}{name[end : m.start()]}{item}" for done in names for item in items]
+        end = m.end()
+    return [done + name[end:] for done in names]
+
+
+SLURM_ITEM = re.compile(r"^(\d+)(?:-(\d+))?$")
+ANSIBLE_ITEM = re.compile(r"^(\d+):(\d+)(?::(\d+))?$")
+
+
+def _range_items(name: str, body: str) -> list[str]:
+    """The values one bracket stands for, in order."""
+    if not body.strip():
+        raise ValueError(f"{name!r}: empty range []")
+    out: list[str] = []
+    for part in body.split(","):
+        part = part.strip()
+        slurm, ansible = SLURM_ITEM.match(part), ANSIBLE_ITEM.match(part)
+        if slurm is None and ansible is None:
+            raise ValueError(
+                f"{name!r}: {part!r} is not a number or a range (a-b, a:b or a:b:step)"
+            )
+        m = slurm or ansible
+        assert m is not None
+        beg, stop = m.group(1), m.group(2) or m.group(1)
+        step = int(ansible.group(3) or 1) if ansible else 1
+        lo, hi = int(beg), int(stop)
+        if hi < lo:
+            raise ValueError(f"{name!r}: range end {hi} is below its start {lo}")
+        if step < 1:
+            raise ValueError(f"{name!r}: range step must be at least 1")
+        if (hi - lo) // step + 1 + len(out) > MAX_RANGE:
+            raise ValueError(f"{name!r}: more than {MAX_RANGE} nodes")
+        width = len(beg) if beg.startswith("0") else 0
+        out += [f"{i:0{width}d}" for i in range(lo, hi + 1, step)]
+    return out
 
 
 def _expand_nodes(specs: list[NodeSpec]) -> list[Node]:
@@ -101,6 +136,12 @@ def _expand_nodes(specs: list[NodeSpec]) -> list[Node]:
                 raise InventoryError(
                     f"nodes[{i}].host: {len(names)} nodes share one host {spec.host!r}; "
                     "use a range ([11-138]) or {name}"
+                )
+        for host in hosts:
+            if "[" in host or "]" in host:
+                raise InventoryError(
+                    f"nodes[{i}].host: {host!r} is not a host name or address "
+                    "(a range is written [11-26], [11-14,20] or [11:26])"
                 )
         for name, host in zip(names, hosts, strict=False):
             fields = spec.model_dump(exclude={"name", "host"})
@@ -148,9 +189,21 @@ def _merged_expectations(raw: dict[str, Any]) -> tuple[Expectations, str]:
     try:
         expect = Expectations.model_validate(data)
     except ValidationError as exc:
-        raise InventoryError(first_error(exc, Expectations, "expect.")) from None
+        raise InventoryError(*every_error(exc, Expectations, "expect.")) from None
     digest = hashlib.sha256(expect.model_dump_json().encode()).hexdigest()
     return expect, digest
+
+
+def _expect_problems(raw: Any) -> list[str]:
+    """The `expect:` problems too, when the rest of the file already has some: every
+    problem is shown at once."""
+    if not isinstance(raw, dict):
+        return []
+    try:
+        _merged_expectations(raw)
+    except InventoryError as exc:
+        return exc.problems
+    return []
 
 
 def load_inventory(path: str | os.PathLike[str]) -> Inventory:
@@ -163,10 +216,8 @@ def load_inventory(path: str | os.PathLike[str]) -> Inventory:
     try:
         return _load(path, raw_bytes)
     except InventoryError as exc:
-        message = one_line(str(exc))  # a key may hold a newline
-        if not message.startswith(str(path)):
-            message = f"{path}: {message}"
-        raise InventoryError(message) from None
+        named = [p if p.startswith(str(path)) else f"{path}: {p}" for p in exc.problems]
+        raise InventoryError(*named) from None
 
 
 def _nodes_from(path: Path, parsed: InventoryFile, direct: bool) -> SourceNodes:
@@ -185,7 +236,8 @@ def _nodes_from(path: Path, parsed: InventoryFile, direct: bool) -> SourceNodes:
         ssh = {**parsed.ssh.model_dump(), **source.ssh, **parsed.ssh.model_dump(exclude_unset=True)}
         parsed.ssh = SshSettings.model_validate(ssh)
     except ValidationError as exc:
-        raise InventoryError(f"{prefix}{where}{first_error(exc, NodeSpec)}") from None
+        lines = every_error(exc, NodeSpec)
+        raise InventoryError(*(f"{prefix}{where}{line}" for line in lines)) from None
     except ValueError as exc:
         raise InventoryError(f"{prefix}{where}nodes{exc}") from None
     parsed.nodes = specs
@@ -213,7 +265,8 @@ def _load(path: Path, raw_bytes: bytes) -> Inventory:
     try:
         parsed = InventoryFile.model_validate(data)
     except ValidationError as exc:
-        raise InventoryError(first_error(exc, InventoryFile)) from None
+        problems = every_error(exc, InventoryFile) + _expect_problems(data.get("expect"))
+        raise InventoryError(*problems) from None
     digest = hashlib.sha256(raw_bytes)
     known_hosts_named = "known_hosts" in parsed.ssh.model_fields_set
     if parsed.nodes_from is not None:  # the digest covers the node source too
@@ -255,5 +308,5 @@ def _build(
         )
     except ValidationError as exc:
         raise InventoryError(
-            f"nodes: {exc.errors()[0]['msg'].removeprefix('Value error, ')}"
+            *(f"nodes: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors())
         ) from None

@@ -28,7 +28,8 @@ from pytest_hpcnet.inventory.sources import NodesFrom
 from pytest_hpcnet.inventory.ssh_files import file_problem
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-RANGE = re.compile(r"\[(\d+)-(\d+)\]")
+RANGE = re.compile(r"\[([^\[\]]*)\]")
+"""A bracketed range in a node name or host: Slurm `[001-004,010]` or Ansible `[01:16]`."""
 
 
 class SshSettings(Strict):
@@ -213,7 +214,7 @@ def check_node_specs(nodes: list[NodeSpec]) -> None:
                 f"[{i}].name {spec.name!r} is not a valid node name "
                 "(letters, digits, '.', '_', '-'; a range like gpu-[001-128])"
             )
-        if spec.host is not None and not HOST.match(spec.host):
+        if spec.host is not None and not HOST.match(RANGE.sub("0", spec.host)):
             raise ValueError(
                 f"[{i}].host {spec.host!r} is not a host name or address "
                 "(no spaces, shell characters or leading '-')"
@@ -247,6 +248,7 @@ class Inventory(BaseModel):
             if node.name in seen:
                 raise ValueError(f"duplicate node name {node.name!r}")
             seen.add(node.name)
+        self._hosts_unique()
         for kind in ("allow", "deny"):
             for i, flow in enumerate(getattr(self.expect.flows, kind)):
                 for end in ("source", "target"):
@@ -256,6 +258,20 @@ class Inventory(BaseModel):
                             "is not a node of the inventory"
                         )
         return self
+
+    def _hosts_unique(self) -> None:
+        """Two nodes on one address (same port, same jump host) would test one machine twice."""
+        where: dict[tuple[str, int | None, str | None], str] = {}
+        for node in self.nodes:
+            port = node.ssh.port or self.ssh.port
+            key = (node.host, port, node.ssh.jump_host or self.ssh.jump_host)
+            if key in where:
+                on = f"{node.host}:{port}" if port else node.host
+                raise ValueError(
+                    f"{where[key]!r} and {node.name!r} have the same host {on!r} "
+                    "(a copied line? each node needs its own address)"
+                )
+            where[key] = node.name
 
     def node(self, name: str) -> Node:
         for node in self.nodes:

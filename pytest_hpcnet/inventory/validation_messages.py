@@ -1,5 +1,5 @@
-"""One-line messages for pydantic validation errors: the key path, the problem, and the
-nearest valid key when a key is unknown (a typo)."""
+"""One-line messages for pydantic validation errors, one per problem: the key path, the
+problem, and the nearest valid key when a key is unknown (a typo)."""
 
 from __future__ import annotations
 
@@ -60,10 +60,8 @@ def _describe(error: dict[str, Any], root: type[BaseModel], prefix: str = "") ->
     return f"{where}: {msg}"
 
 
-def first_error(exc: ValidationError, root: type[BaseModel], prefix: str = "") -> str:
-    # a typo shows up as an unknown key plus a missing one: name the typo first
+def every_error(exc: ValidationError, root: type[BaseModel], prefix: str = "") -> list[str]:
+    """One line per problem, a typo (an unknown key, which also shows up as a missing
+    one) first."""
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    text = _describe(errors[0], root, prefix)
-    if len(errors) > 1:
-        text += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    return text
+    return list(dict.fromkeys(_describe(error, root, prefix) for error in errors))

@@ -246,6 +246,10 @@ def inject_nccl_socket(state: LabState, node: LabNode, arg: str | None) -> tuple
     return "nccl-socket", "", ""
 
 
+def inject_nccl_crash(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+    return "nccl-crash", "", ""
+
+
 def heal_nothing(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
     return None
 

@@ -160,6 +160,14 @@ KINDS: dict[str, FaultKind] = {
             act.heal_nothing,
         ),
         FaultKind(
+            "nccl-crash",
+            "nccl-crash NODE",
+            "emulated all_reduce rank prints `Test NCCL failure` after the whole table and "
+            "dies of SIGSEGV (mpirun: exited on signal 11)",
+            act.inject_nccl_crash,
+            act.heal_nothing,
+        ),
+        FaultKind(
             "gid-shift",
             "gid-shift NODE [DEV]",
             "an extra IPv6 GID moves one ERI's IPv4 GID from index 1 to 2",

@@ -14,22 +14,6 @@ from dataclasses import dataclass
 
 from pytest_hpcnet.probes.text import strip_ansi
 
-ERDMA_JUMBO_MTU = 8500
-"""MTU required for eRDMA + NCCL LL128 when the instance uses jumbo frames."""
-ERDMA_MAX_STANDARD_MTU = 1400
-"""Largest MTU allowed for eRDMA + NCCL LL128 without jumbo frames."""
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A pass/fail decision and why; truthy when `ok`."""
-
-    ok: bool
-    reason: str
-
-    def __bool__(self) -> bool:
-        return self.ok
-
 
 @dataclass(frozen=True)
 class InterfaceStats:
@@ -355,41 +339,3 @@ def parse_ip_text(text: str) -> Interfaces:
 
 # ---------------------------------------------------------------------------
 # decisions
-
-
-def mtu_matches(expected: int, iface: Interface) -> Verdict:
-    """The interface MTU equals `expected`."""
-    if iface.mtu is None:
-        return Verdict(False, f"{iface.name}: MTU unknown (expected {expected})")
-    if iface.mtu == expected:
-        return Verdict(True, f"{iface.name}: MTU {iface.mtu} as expected")
-    return Verdict(False, f"{iface.name}: MTU {iface.mtu}, expected {expected}")
-
-
-def erdma_mtu_verdict(mtu: int | None, jumbo_frames: bool) -> Verdict:
-    """Alibaba eRDMA + NCCL LL128 rule: jumbo frames -> MTU 8500; otherwise MTU <= 1400.
-
-    MTU 1500 on an eRDMA interface is called out as a data-consistency risk for LL128.
-    """
-    if mtu is None:
-        return Verdict(False, "MTU unknown")
-    if jumbo_frames:
-        if mtu == ERDMA_JUMBO_MTU:
-            return Verdict(True, f"MTU {mtu} with jumbo frames, as required for eRDMA")
-        return Verdict(
-            False,
-            f"MTU {mtu} with jumbo frames; eRDMA with NCCL LL128 requires {ERDMA_JUMBO_MTU}",
-        )
-    if mtu == 1500:
-        return Verdict(
-            False,
-            f"MTU 1500 without jumbo frames: data-consistency risk for eRDMA with NCCL LL128 "
-            f"(must be at most {ERDMA_MAX_STANDARD_MTU})",
-        )
-    if mtu <= ERDMA_MAX_STANDARD_MTU:
-        return Verdict(True, f"MTU {mtu} without jumbo frames, within {ERDMA_MAX_STANDARD_MTU}")
-    return Verdict(
-        False,
-        f"MTU {mtu} without jumbo frames; eRDMA with NCCL LL128 requires at most "
-        f"{ERDMA_MAX_STANDARD_MTU}",
-    )

@@ -7,16 +7,21 @@ prefixes, interleaved NCCL INFO/WARN lines and runs that die without a table.
 The command that launches the benchmark is built in `pytest_hpcnet.campaigns.launch`.
 
 Fail closed: a table that stops before the requested maximum size, lacks the
-`# Out of bounds values` / `# Avg bus bandwidth` footer, or shows another number of
-ranks (or hosts) than launched is an `error`, never a measurement; `reason` says
-why a result is not ok in one line. What was launched comes from `NcclExpected`
-(the caller) and, for the sizes, from the tool's own `minBytes .. maxBytes` header.
+`# Out of bounds values` / `# Avg bus bandwidth` footer, shows another number of
+ranks (or hosts) than launched, a rank twice or missing, more than one table (independent
+runs: nccl-tests built without MPI), or a `#wrong` cell that is not a non-negative count is
+an `error`, never a measurement; `reason` says why a result is not ok in one line. #wrong
+cells are checked one by one (`tally_wrong`), never summed past a bad one. What was
+launched comes from `NcclExpected` (the caller) and, for the sizes, from the tool's own
+`minBytes .. maxBytes` header.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pytest_hpcnet.probes.text import strip_ansi
@@ -88,11 +93,16 @@ class NcclResult:
     avg_busbw_gbs: float | None = None  # "# Avg bus bandwidth" as printed, GB/s
     busbw_at_max_size_gbs: float | None = None  # out-of-place busbw at the largest size
     max_size_bytes: int | None = None
-    total_wrong: int | None = None  # sum of #wrong over all rows (None: not validated)
+    total_wrong: int | None = None  # sum of the #wrong counts (None: none, or one is not a count)
+    wrong_found: tuple[str, ...] = ()  # "3 at 1048576 bytes (sum, out-of-place)", per cell
+    wrong_unreadable: tuple[str, ...] = ()  # cells that are not a count ("-5 at ...")
+    wrong_na: int = 0  # #wrong cells printed N/A (not checked)
+    wrong_cells: int = 0  # #wrong cells in all
     wrong_column: str | None = None  # "#wrong" (counts) or "error" (old: max error)
     oob_values: int | None = None  # "# Out of bounds values : N OK|FAILED"
     oob_failed: bool | None = None
     ranks: tuple[NcclRank, ...] = ()
+    tables: tuple[int, ...] = ()  # rank lines under each `# nThread ...` header, per table
     collective: str | None = None  # from "# Collective test starting: ..."
     tests_version: str | None = None  # "2.18.2" or rccl's "develop:33cc4df"
     nccl_version: int | None = None  # nccl-headers=23007
@@ -119,10 +129,17 @@ class NcclResult:
             lines = [ln for ln in self.error.splitlines() if ln.strip()] or ["error"]
             more = f" (+{len(lines) - 1} more lines)" if len(lines) > 1 else ""
             return lines[0].strip() + more
+        where = ""
+        if self.wrong_found:
+            more = len(self.wrong_found) - 1
+            where = f": {self.wrong_found[0]}" + (f" (+{more} more)" if more else "")
         if self.oob_failed:
-            return f"Out of bounds values : {self.oob_values} FAILED ({self.total_wrong} #wrong)"
-        if self.total_wrong:
-            return f"{self.total_wrong} wrong values (#wrong)"
+            return (
+                f"Out of bounds values : {self.oob_values} FAILED ({self.total_wrong} #wrong)"
+                + where
+            )
+        if self.total_wrong or self.wrong_found:
+            return f"{self.total_wrong or 'some'} wrong values (#wrong){where}"
         if self.failures:
             return self.failures[0]
         return None
@@ -263,6 +280,118 @@ def _last_step_floor(facts: dict[str, object], asked: int) -> int:
     return asked // 2  # no header: assume nccl-tests' usual factor 2
 
 
+@dataclass(frozen=True)
+class WrongTally:
+    """The #wrong cells of a run: each must be a non-negative whole count (never summed
+    past a bad one, so `5` and `-5` cannot cancel out)."""
+
+    cells: int = 0
+    na: int = 0
+    found: tuple[str, ...] = ()
+    unreadable: tuple[str, ...] = ()
+    total: int = 0
+    na_at: str = ""  # where the first N/A cell is
+
+    @property
+    def counted(self) -> int | None:
+        """The total over the cells that are counts; None when none is, or any is not a count.
+        N/A cells are left out here (alltoall prints in-place N/A under -c 1) and counted in
+        `na`: an all-reduce judge requires none."""
+        return self.total if self.cells > self.na and not self.unreadable else None
+
+    def fields(self) -> dict[str, object]:
+        """The `NcclResult` fields of this tally."""
+        return {
+            "total_wrong": self.counted,
+            "wrong_found": self.found,
+            "wrong_unreadable": self.unreadable,
+            "wrong_na": self.na,
+            "wrong_cells": self.cells,
+        }
+
+
+WrongCell = tuple[int, "str | None", str, "float | str | None"]
+"""(size, redop, "out-of-place" | "in-place", value): None is N/A, a str is not a number."""
+
+
+def tally_wrong(cells: Iterable[WrongCell]) -> WrongTally:
+    """Check every #wrong cell: N/A, a count (positive ones named), or not a count."""
+    n = na = total = 0
+    found: list[str] = []
+    bad: list[str] = []
+    na_at = ""
+    for size, redop, place, value in cells:
+        n += 1
+        where = f"{size} bytes ({redop or '?'}, {place})"
+        if value is None:
+            na += 1
+            na_at = na_at or where
+        elif isinstance(value, str):
+            bad.append(f"{value} at {where}")
+        elif not math.isfinite(value) or value < 0 or value != int(value):
+            bad.append(f"{value:g} at {where}")
+        elif value:
+            total += int(value)
+            found.append(f"{int(value)} at {where}")
+    return WrongTally(n, na, tuple(found), tuple(bad), total, na_at)
+
+
+def _row_cells(rows: Iterable[NcclRow]) -> list[WrongCell]:
+    cells: list[WrongCell] = []
+    for r in rows:
+        cells.append((r.size_bytes, r.redop, "out-of-place", r.oop_wrong))
+        if r.ip_time_us is not None:
+            cells.append((r.size_bytes, r.redop, "in-place", r.ip_wrong))
+    return cells
+
+
+def separate_tables(tables: Sequence[int]) -> str | None:
+    """Why more than one result table is not one job across the nodes; None for one."""
+    if len(tables) <= 1:
+        return None
+    each = " + ".join(str(t) for t in tables)
+    return (
+        f"{len(tables)} separate result tables ({each} ranks): independent runs, not one job "
+        "across the nodes (nccl-tests built without MPI?)"
+    )
+
+
+def _ranks_said(numbers: Sequence[int], what: str) -> str:
+    shown = ", ".join(str(n) for n in numbers[:4]) + (", ..." if len(numbers) > 4 else "")
+    return f"rank{'s' if len(numbers) > 1 else ''} {shown} {what}"
+
+
+def rank_problems(
+    ranks: Sequence[NcclRank], tables: Sequence[int], expected: NcclExpected
+) -> list[str]:
+    """Why the ranks printed are not one job of ranks 0..N-1, each once, on the hosts
+    launched (empty when they are). N is `expected.ranks`, else the highest rank + 1."""
+    why: list[str] = []
+    if (apart := separate_tables(tables)) is not None:
+        why.append(apart)
+    if expected.ranks is not None and len(ranks) != expected.ranks:
+        why.append(f"output shows {len(ranks)} ranks, {expected.ranks} launched")
+    seen = Counter(r.rank for r in ranks)
+    twice = sorted(n for n, c in seen.items() if c > 1)
+    if twice:
+        why.append(_ranks_said(twice, "listed twice"))
+    size = expected.ranks if expected.ranks is not None else max(seen, default=-1) + 1
+    if ranks:
+        missing = [n for n in range(size) if n not in seen]
+        beyond = sorted(n for n in seen if n >= size or n < 0)
+        if missing:
+            why.append(_ranks_said(missing, "missing"))
+        if beyond:
+            why.append(_ranks_said(beyond, f"outside 0..{size - 1}"))
+    hosts = len(dict.fromkeys(r.host for r in ranks))
+    if expected.nodes is not None and ranks and hosts != expected.nodes:
+        why.append(
+            f"ranks on {hosts} host{'s' if hosts != 1 else ''}, "
+            f"{expected.nodes} node{'s' if expected.nodes != 1 else ''} launched"
+        )
+    return why
+
+
 def _incomplete(
     rows: list[NcclRow],
     facts: dict[str, object],
@@ -270,7 +399,8 @@ def _incomplete(
     expected: NcclExpected,
     ranks: list[NcclRank],
     wrong_column: str | None,
-    total_wrong: int | None,
+    wrong: WrongTally,
+    tables: Sequence[int] = (),
 ) -> list[str]:
     """Why a table is not the whole run that was launched (empty when it is)."""
     why: list[str] = []
@@ -294,19 +424,22 @@ def _incomplete(
     if missing:
         footer = " and ".join(f"'# {m}'" for m in missing)
         why.append(f"no {footer} footer after the {top}-byte row (run cut short?)")
-    if expected.ranks is not None and len(ranks) != expected.ranks:
-        why.append(f"output shows {len(ranks)} ranks, {expected.ranks} launched")
-    hosts = len(dict.fromkeys(r.host for r in ranks))
-    if expected.nodes is not None and ranks and hosts != expected.nodes:
+    why += rank_problems(ranks, tables, expected)
+    if wrong.unreadable:
+        more = len(wrong.unreadable) - 1
         why.append(
-            f"ranks on {hosts} host{'s' if hosts != 1 else ''}, "
-            f"{expected.nodes} node{'s' if expected.nodes != 1 else ''} launched"
+            f"#wrong not a count: {wrong.unreadable[0]}" + (f" (+{more} more)" if more else "")
         )
     if expected.validation:
         if facts.get("validation") == 0:
             why.append("validation off in the output (validation: 0), -c 1 asked")
-        elif wrong_column != "#wrong" or total_wrong is None:
+        elif wrong_column != "#wrong" or not wrong.cells or wrong.na == wrong.cells:
             why.append("no #wrong counts in the output, validation (-c 1) asked")
+        elif wrong.na:
+            why.append(
+                f"#wrong N/A in {wrong.na} of {wrong.cells} cells (first at {wrong.na_at}), "
+                "validation (-c 1) asked"
+            )
     return why
 
 
@@ -320,6 +453,7 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
     expected = expected or NcclExpected()
     rows: list[NcclRow] = []
     ranks: list[NcclRank] = []
+    tables: list[list[NcclRank]] = []
     failures: list[str] = []
     warnings: list[str] = []
     problems: list[str] = []
@@ -347,7 +481,10 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
                     bus_id=m.group(6),
                     gpu=m.group(7),
                 )
-                if rank not in ranks:
+                if not tables:
+                    tables.append([])
+                if rank not in tables[-1]:  # one line printed twice is still one rank
+                    tables[-1].append(rank)
                     ranks.append(rank)
             elif m := _VERSION_RE.search(body):
                 facts["tests_version"] = m.group(1)
@@ -366,6 +503,7 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
                 facts["oob_values"] = int(m.group(1))
                 facts["oob_failed"] = m.group(2).upper() == "FAILED"
             elif (m := _NGPUS_RE.search(body)) and "nThread" in body:
+                tables.append([])  # one header per table; a second is another, independent run
                 facts["n_gpus_per_thread"] = int(m.group(1))
                 _header_facts(body, facts)
             elif re.search(r"\bsize\b", body) and re.search(r"\bcount\b", body):
@@ -399,6 +537,7 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
 
     common = {
         "ranks": tuple(ranks),
+        "tables": tuple(len(t) for t in tables),
         "failures": tuple(failures),
         "warnings": tuple(warnings),
         **facts,
@@ -421,11 +560,8 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
             error=f"unparseable output: busbw {top.oop_busbw_gbs} at {top.size_bytes} bytes",
             **common,  # type: ignore[arg-type]
         )
-    total_wrong: int | None = None
-    if wrong_column == "#wrong":
-        counted = [w for r in rows for w in (r.oop_wrong, r.ip_wrong) if w is not None]
-        total_wrong = int(sum(counted)) if counted else None
-    why = _incomplete(rows, facts, saw_avg, expected, ranks, wrong_column, total_wrong)
+    wrong = tally_wrong(_row_cells(rows)) if wrong_column == "#wrong" else WrongTally()
+    why = _incomplete(rows, facts, saw_avg, expected, ranks, wrong_column, wrong, common["tables"])
     if bad_rows:  # the row it could not read may be the largest size, or count wrong values
         more = f" (+{len(bad_rows) - 1} more)" if len(bad_rows) > 1 else ""
         why.insert(0, f"unparseable output: {bad_rows[0]}{more}")
@@ -436,8 +572,8 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
         error="; ".join(why) or None,
         busbw_at_max_size_gbs=top.oop_busbw_gbs,
         max_size_bytes=top.size_bytes,
-        total_wrong=total_wrong,
         wrong_column=wrong_column,
         problems=tuple(problems),
+        **wrong.fields(),  # type: ignore[arg-type]
         **common,  # type: ignore[arg-type]
     )

@@ -13,7 +13,15 @@ import math
 import os
 from typing import Any
 
-from pytest_hpcnet.probes.nccl import NcclExpected, NcclRank, NcclResult, NcclRow, _incomplete
+from pytest_hpcnet.probes.nccl import (
+    NcclExpected,
+    NcclRank,
+    NcclResult,
+    NcclRow,
+    WrongCell,
+    _incomplete,
+    tally_wrong,
+)
 from pytest_hpcnet.probes.text import strip_ansi
 
 
@@ -44,6 +52,33 @@ def _non_finite(value: Any) -> bool:
     return False
 
 
+def _nwrong(half: dict) -> float | str | None:
+    """A half's `nwrong` as a #wrong cell: None is N/A (nccl-tests writes null under -c 0),
+    a str is not a count ("missing", or the value as written)."""
+    if "nwrong" not in half:
+        return "missing"
+    value = half["nwrong"]
+    if value is None or (isinstance(value, str) and value.strip().upper() == "N/A"):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)[:20] or repr(value)
+    return float(value)
+
+
+def _cells(row: NcclRow, item: dict) -> list[WrongCell]:
+    """The row's #wrong cells, as written in the file."""
+    cells: list[WrongCell] = [
+        (row.size_bytes, row.redop, "out-of-place", _nwrong(item["out_of_place"]))
+    ]
+    if isinstance(item.get("in_place"), dict):
+        cells.append((row.size_bytes, row.redop, "in-place", _nwrong(item["in_place"])))
+    return cells
+
+
+def _count(value: float | str | None) -> float | None:
+    return float("nan") if isinstance(value, str) else value
+
+
 def _row(item: Any) -> NcclRow | None:
     """A result row, or None when unreadable (a NaN/Infinity time, bandwidth or count)."""
     if not isinstance(item, dict) or _non_finite(item):
@@ -60,16 +95,16 @@ def _row(item: Any) -> NcclRow | None:
         size_bytes=item["size"],
         count=_int(item.get("count")),
         dtype=str(item.get("type", "")),
-        redop=item.get("redop"),
+        redop=str(item["redop"]) if item.get("redop") is not None else None,
         root=int(root) if root.lstrip("-").isdigit() else None,
         oop_time_us=measured[0],  # type: ignore[arg-type]
         oop_algbw_gbs=measured[1],  # type: ignore[arg-type]
         oop_busbw_gbs=measured[2],  # type: ignore[arg-type]
-        oop_wrong=_number(oop.get("nwrong")),
+        oop_wrong=_count(_nwrong(oop)),
         ip_time_us=_number(ip.get("time")),
         ip_algbw_gbs=_number(ip.get("alg_bw")),
         ip_busbw_gbs=_number(ip.get("bus_bw")),
-        ip_wrong=_number(ip.get("nwrong")),
+        ip_wrong=_count(_nwrong(ip)) if ip else None,
     )
 
 
@@ -131,24 +166,23 @@ def parse_nccl_json(text: str, expected: NcclExpected | None = None) -> NcclResu
         facts["avg_busbw_gbs"] = _number(avg.get("bandwidth"))  # type: ignore[union-attr]
     failures = tuple(str(e) for e in data.get("errors") or [] if str(e).strip())
     ranks = _ranks(config)
-    common = {"ranks": tuple(ranks), "failures": failures, **facts}
+    tables = (len(ranks),) if ranks else ()
+    common = {"ranks": tuple(ranks), "tables": tables, "failures": failures, **facts}
     rows, problems = [], []
+    cells: list[WrongCell] = []
     for item in data["results"]:
         row = _row(item)
         if row is None:
             problems.append(f"unreadable result: {json.dumps(item)[:80]}")
         else:
             rows.append(row)
+            cells += _cells(row, item)
     if not rows:
         why = failures[0] if failures else "no result in `results`"
         return NcclResult(problems=tuple(problems), error=why, **common)  # type: ignore[arg-type]
-    validated = facts.get("validation") == 1
-    total_wrong = None
-    if validated:
-        counted = [w for r in rows for w in (r.oop_wrong, r.ip_wrong) if w is not None]
-        total_wrong = int(sum(counted)) if counted else None
-    wrong_column = "#wrong" if validated else None
-    why = _incomplete(rows, facts, saw_avg, expected, ranks, wrong_column, total_wrong)
+    wrong = tally_wrong(cells)  # NaN, negative, fractional or missing: not a count
+    wrong_column = "#wrong" if facts.get("validation") == 1 else None
+    why = _incomplete(rows, facts, saw_avg, expected, ranks, wrong_column, wrong, tables)
     if problems:
         why.append(f"{len(problems)} unreadable result(s)")
     if why and failures:
@@ -159,8 +193,8 @@ def parse_nccl_json(text: str, expected: NcclExpected | None = None) -> NcclResu
         error="; ".join(why) or None,
         busbw_at_max_size_gbs=top.oop_busbw_gbs,
         max_size_bytes=top.size_bytes,
-        total_wrong=total_wrong,
         wrong_column=wrong_column,
+        **wrong.fields(),  # type: ignore[arg-type]
         problems=tuple(problems),
         **common,  # type: ignore[arg-type]
     )

@@ -15,7 +15,6 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from pytest_hpcnet.probes.links import Verdict
 from pytest_hpcnet.probes.text import strip_ansi
 
 IPV4_ICMP_OVERHEAD = 28
@@ -305,37 +304,3 @@ def parse_ping(text: str, expected_count: int | None = None) -> PingResult:
             expected_count,
         ),
     )
-
-
-def path_mtu_ok(result: PingResult, mtu: int | None = None) -> Verdict:
-    """The path carried `mtu` (default: the packet size in the ping header) unfragmented."""
-    tested = mtu if mtu is not None else result.packet_size
-    label = f"MTU {tested}" if tested is not None else "the tested size"
-    if result.tool_missing:
-        return Verdict(False, "ping not installed")
-    if result.error:
-        return Verdict(False, f"ping failed: {result.error}")
-    if result.remote_mtu is not None and (tested is None or result.remote_mtu < tested):
-        return Verdict(
-            False,
-            f"a router reported path MTU {result.remote_mtu} (Frag needed and DF set), "
-            f"below {label}",
-        )
-    if result.local_mtu is not None and (tested is None or result.local_mtu < tested):
-        return Verdict(
-            False,
-            f"the local interface MTU is {result.local_mtu} (message too long), below {label}",
-        )
-    if result.path_mtu is not None and not result.received:
-        return Verdict(False, f"path MTU reported as {result.path_mtu}; no reply at {label}")
-    if result.incomplete:
-        return Verdict(False, f"{result.incomplete}; {result.received or 0} replies at {label}")
-    if not result.received:
-        loss = f"{result.loss_percent:g}% loss" if result.loss_percent is not None else "no reply"
-        return Verdict(False, f"no reply at {label} with DF set ({loss})")
-    counted = f"{result.received} of {result.transmitted} replies at {label} with DF set"
-    if result.lost:
-        return Verdict(False, f"{counted} ({result.lost} lost)")
-    if result.errors:
-        return Verdict(False, f"{result.errors} errors at {label}")
-    return Verdict(True, counted)

@@ -3,8 +3,9 @@
 Exit status: 0 when the bundle verifies (merge: the merged verdict is ACCEPTED, or PASSED
 for partial runs, which it prints as not a handover); 1 when it does not (merge: merged,
 but REJECTED or INCOMPLETE, e.g. pairs across partitions that no input measured); 2 when
-nothing could be done (not a run folder, a key that exists, a merge refused, e.g. an
-unsigned input without --allow-unsigned: nothing was written).
+nothing could be done (not a run folder, a key that exists or a missing key folder, a
+merge refused, e.g. an unsigned input without --allow-unsigned: nothing was written).
+A bundle that does not verify prints no verdict of its own: only what its summary claims.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pytest_hpcnet.report.evidence import read_summary
 from pytest_hpcnet.report.merge import MergeRefused, merge, unsigned_line
 from pytest_hpcnet.report.records import GOOD_VERDICTS
 from pytest_hpcnet.report.signing import generate_keypair
@@ -57,7 +59,14 @@ def run(args: argparse.Namespace) -> int:
             if path.exists():
                 print(f"hpcnet: {path} exists; not overwriting a key")
                 return 2
-        fingerprint = generate_keypair(args.private_key, args.public_key)
+            if not path.parent.is_dir():
+                print(f"hpcnet: {path.parent}: no such folder (create it first)")
+                return 2
+        try:
+            fingerprint = generate_keypair(args.private_key, args.public_key)
+        except OSError as exc:
+            print(f"hpcnet: {exc.filename or args.private_key}: {exc.strerror or exc}")
+            return 2
         print(f"wrote {args.private_key} (keep it private) and {args.public_key}: {fingerprint}")
         return 0
     if not args.run_dir.is_dir():
@@ -70,9 +79,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"  problem: {line}")
     for line in result.notes:
         print(f"  note: {line}")
-    if result.summary is not None:
+    if not result.ok:
+        print(f"verdict: none: the bundle does not verify{_claimed(args.run_dir)}")
+    elif result.summary is not None:
         print("\n".join(verdict_lines(result.summary)))
     return 0 if result.ok else 1
+
+
+def _claimed(run_dir: Path) -> str:
+    """What a bundle that failed verification says of itself, marked as a claim."""
+    try:
+        summary = read_summary(run_dir)
+    except (OSError, ValueError):
+        return ""
+    return f" (summary.json claims {summary.verdict})" if summary is not None else ""
 
 
 def _merge(args: argparse.Namespace) -> int:

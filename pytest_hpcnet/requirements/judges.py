@@ -7,12 +7,15 @@ closed: a missing measurement or bound is `not_measured`, never a pass.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
 
 from pytest_hpcnet.inventory.expectations import Expectations
-from pytest_hpcnet.probes.nccl import NcclResult
+from pytest_hpcnet.probes.nccl import NcclExpected, NcclResult, rank_problems
 from pytest_hpcnet.probes.perftest_parsers import LatencyResult
-from pytest_hpcnet.requirements.verdict import Verdict, not_measured
+from pytest_hpcnet.requirements.verdict import NOT_MEASURED, Verdict, not_measured
+from pytest_hpcnet.transport.fanout import CommandResult
 
 __all__ = ["Verdict", "at_least", "at_most"]
 
@@ -94,24 +97,81 @@ def judge_perftest(tool: str, run: PerftestRun, expect: Expectations) -> Verdict
     return judge(run, expect)
 
 
-# -- NCCL (nccl_busbw) ----------------------------------------------------------------------
+class Localized(Protocol):
+    """What pair localization found (`campaigns.localization.Localization`)."""
+
+    suspects: Sequence[str]
+    verdicts: Mapping[str, Any]
+    link_problems: Sequence[Any]
 
 
-def judge_nccl_run(result: NcclResult) -> Verdict:
-    """all_reduce_perf ran and printed its table (what every NCCL criterion needs)."""
-    if result.error is not None:
-        return Verdict(False, reason=f"all_reduce_perf failed: {result.error}")
-    if not result.rows:
-        return Verdict(False, reason="all_reduce_perf printed no results table")
+def judge_localization(
+    tool: str, schedule: str, localization: Localized, suspect_devices: Sequence[str]
+) -> Verdict:
+    """The pair schedule of `tool` blames no node, no link and no device."""
+    lines = [f"schedule {schedule}"]
+    lines += [f"{n}: {localization.verdicts[n].reason}" for n in localization.suspects]
+    lines += [
+        f"link {p.a}-{p.b}: fails while both nodes pass elsewhere"
+        for p in localization.link_problems
+    ]
+    lines += [f"suspect device {d}" for d in suspect_devices]
+    if localization.suspects or localization.link_problems or suspect_devices:
+        return Verdict(False, reason=f"{tool}: " + "; ".join(lines))
+    return Verdict(True, reason="; ".join(lines))
+
+
+def judge_eri_count(node: str, found: int, wanted: int, source: str) -> Verdict:
+    """The node has the ERIs the all-ERIs-at-once round needs (at least `min(wanted, 2)`)."""
+    if found < min(wanted, 2):
+        return Verdict(False, reason=f"{node}: {found} ERI(s), {source} {wanted}")
     return Verdict(True)
 
 
-def judge_nccl_avg_busbw(result: NcclResult, expect: Expectations) -> Verdict:
-    """Average bus bandwidth at or above `expect.nccl.min_avg_busbw_gbs`."""
-    ran = judge_nccl_run(result)
-    if not ran:
-        return ran
+# -- NCCL (nccl_busbw) ----------------------------------------------------------------------
+
+
+def is_not_measured(verdict: Verdict) -> bool:
+    """The verdict measured nothing it could judge (its outcome is `not_measured`)."""
+    return verdict.outcome == NOT_MEASURED
+
+
+def judge_nccl_run(
+    result: NcclResult,
+    launch: CommandResult | None = None,
+    launched: NcclExpected | None = None,
+) -> Verdict:
+    """all_reduce_perf ran as launched and is complete and ok (what every NCCL criterion
+    starts from): the parser's `ok` (whole table, no failure line, no wrong values, JSON
+    `errors[]` empty), one table of ranks 0..N-1 each once on the launched hosts
+    (`launched`), and the launcher's exit status 0 (`launch`)."""
+    why: list[str] = []
+    if result.error is not None:
+        why.append(f"all_reduce_perf failed: {result.reason}")
+    elif not result.rows:
+        why.append("all_reduce_perf printed no results table")
+    elif not result.ok:
+        why.append(f"all_reduce_perf not ok: {result.reason}")
+    if launched is not None:
+        said = result.error or ""
+        why += [p for p in rank_problems(result.ranks, result.tables, launched) if p not in said]
+    if launch is not None and not launch.ok:
+        why.append(f"launcher: {launch.failure}")
+    return Verdict(False, reason="; ".join(why)) if why else Verdict(True)
+
+
+def judge_nccl_avg_busbw(
+    result: NcclResult,
+    expect: Expectations,
+    launch: CommandResult | None = None,
+    launched: NcclExpected | None = None,
+) -> Verdict:
+    """A complete, ok run (`judge_nccl_run`) whose average bus bandwidth is at or above
+    `expect.nccl.min_avg_busbw_gbs`."""
     avg, bound = result.avg_busbw_gbs, expect.nccl.min_avg_busbw_gbs
+    ran = judge_nccl_run(result, launch, launched)
+    if not ran:
+        return replace(ran, bound=bound)
     return at_least(
         avg,
         bound,
@@ -120,12 +180,18 @@ def judge_nccl_avg_busbw(result: NcclResult, expect: Expectations) -> Verdict:
     )
 
 
-def judge_nccl_largest_busbw(result: NcclResult, expect: Expectations) -> Verdict:
-    """Bus bandwidth at the largest size at or above `expect.nccl.min_busbw_largest_gbs`."""
-    ran = judge_nccl_run(result)
-    if not ran:
-        return ran
+def judge_nccl_largest_busbw(
+    result: NcclResult,
+    expect: Expectations,
+    launch: CommandResult | None = None,
+    launched: NcclExpected | None = None,
+) -> Verdict:
+    """A complete, ok run (`judge_nccl_run`) whose bus bandwidth at the largest size is at or
+    above `expect.nccl.min_busbw_largest_gbs`."""
     value, bound = result.busbw_at_max_size_gbs, expect.nccl.min_busbw_largest_gbs
+    ran = judge_nccl_run(result, launch, launched)
+    if not ran:
+        return replace(ran, bound=bound)
     return at_least(
         value,
         bound,
@@ -134,18 +200,53 @@ def judge_nccl_largest_busbw(result: NcclResult, expect: Expectations) -> Verdic
     )
 
 
-def judge_nccl(result: NcclResult, expect: Expectations) -> Verdict:
-    """A complete, correct all_reduce_perf run meeting every NCCL bandwidth bound (what
-    bisection asks): cut short, wrong values or other ranks than launched fail it; a bound
-    the inventory leaves unset is not compared (the suite's own test is not measured then)."""
-    if not result.ok:
-        return Verdict(False, reason=f"all_reduce_perf not ok: {result.reason}")
+def judge_nccl_correct(
+    result: NcclResult,
+    launch: CommandResult | None = None,
+    launched: NcclExpected | None = None,
+) -> Verdict:
+    """A complete, ok run (`judge_nccl_run`) whose every #wrong cell is a count of 0; not
+    measured when all_reduce_perf did not check its results (`-c 0`, N/A cells, an old
+    `error` column). A positive count fails, naming its size and op."""
+    ran = judge_nccl_run(result, launch, launched)
+    if not ran:
+        wrong = result.total_wrong if result.wrong_found else None
+        return replace(ran, measured=wrong, bound=0)
+    if result.validation == 0:
+        return not_measured("validation off (-c 0): all_reduce_perf printed no #wrong counts")
+    if result.wrong_column != "#wrong":
+        return not_measured("all_reduce_perf printed no #wrong column (old `error` layout)")
+    if not result.wrong_cells or result.wrong_na == result.wrong_cells:
+        return not_measured("#wrong is N/A in every cell: all_reduce_perf checked no result")
+    if result.wrong_na or result.total_wrong is None:
+        return not_measured(
+            f"#wrong N/A in {result.wrong_na} of {result.wrong_cells} cells: "
+            "not every result was checked"
+        )
+    if result.total_wrong:
+        return Verdict(False, result.total_wrong, 0, None, f"all_reduce_perf {result.reason}")
+    return Verdict(True, 0, 0, None)
+
+
+def judge_nccl(
+    result: NcclResult,
+    expect: Expectations,
+    launch: CommandResult | None = None,
+    launched: NcclExpected | None = None,
+) -> Verdict:
+    """A complete, correct all_reduce_perf run meeting every NCCL bandwidth bound the
+    inventory sets (what bisection asks): cut short, wrong values, other ranks than launched
+    or a launcher that failed fail it; an unset bound is not compared (the suite's own test
+    is not measured then)."""
+    ran = judge_nccl_run(result, launch, launched)
+    if not ran:
+        return ran
     bounds = expect.nccl
     for bound, judge in (
         (bounds.min_avg_busbw_gbs, judge_nccl_avg_busbw),
         (bounds.min_busbw_largest_gbs, judge_nccl_largest_busbw),
     ):
-        verdict = judge(result, expect) if bound is not None else Verdict(True)
+        verdict = judge(result, expect, launch, launched) if bound is not None else Verdict(True)
         if not verdict:
             return verdict
     return Verdict(True)

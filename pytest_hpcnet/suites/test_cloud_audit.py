@@ -17,6 +17,7 @@ import pytest
 
 from pytest_hpcnet.campaigns.pairs import required_flows
 from pytest_hpcnet.cloud import audit
+from pytest_hpcnet.requirements import cloud as cloud_judges
 from pytest_hpcnet.requirements.erdma import judge_eri_nic_indexes
 from pytest_hpcnet.requirements.registry import mark
 from pytest_hpcnet.requirements.verdict import NotMeasured
@@ -59,17 +60,11 @@ def test_required_ports_accepted_by_control_plane(cluster, node_pair, cloud, che
     verdicts = audit.required_verdicts(plane, source, target, required)
     failures = audit.not_accepted(v for v in verdicts if v.unknown is None)
     undetermined = [str(v) for v in verdicts if v.unknown is not None]
-    check.measure(
-        "accepted_flows",
-        len(required) - len(failures),
-        "flows",
-        len(required),
-        ">=",
-        "expect.cloud.required_flows",
-    )
     check.suspect(*([target.name] if failures else []))
-    assert not failures, "; ".join(failures)
-    known("; ".join(undetermined))
+    source_key = "expect.cloud.required_flows"
+    check.judge(
+        cloud_judges.judge_flows_accepted(failures, undetermined, len(required), source_key)
+    )
 
 
 def test_control_plane_agrees_with_data_plane(cluster, node_pair, cloud, check):
@@ -90,8 +85,7 @@ def test_control_plane_agrees_with_data_plane(cluster, node_pair, cloud, check):
             )
         )
     ]
-    check.measure("disagreements", len(disagreements), "ports", 0, "==", "control vs data plane")
-    assert not disagreements, "; ".join(disagreements)
+    check.judge(cloud_judges.judge_planes_agree(disagreements))
 
 
 def test_listed_flows_enforced_by_control_plane(acl_flow, cloud, check):
@@ -99,19 +93,9 @@ def test_listed_flows_enforced_by_control_plane(acl_flow, cloud, check):
     kind, flow = acl_flow
     decision = audit.flow_decision(plane, flow)
     known(f"{kind} flow {decision}" if decision.unknown is not None else None)
-    verdict = "accepted" if decision.accepted else "denied" if decision.all_denied else "mixed"
-    check.measure(
-        "control_plane",
-        verdict,
-        "",
-        "accepted" if kind == "allow" else "denied",
-        "==",
-        f"expect.flows.{kind}",
+    check.judge(
+        cloud_judges.judge_listed_flow(kind, decision.accepted, decision.all_denied, str(decision))
     )
-    if kind == "allow":
-        assert decision.accepted, f"must-allow flow {decision}"
-    else:
-        assert decision.all_denied, f"must-deny flow {decision}"
 
 
 def test_external_flows_enforced_by_control_plane(cluster, cloud, check):
@@ -128,15 +112,7 @@ def test_external_flows_enforced_by_control_plane(cluster, cloud, check):
             failures.append(f"must-allow {flow.name} flow {verdict}")
         elif flow.expect == "deny" and not verdict.all_denied:
             failures.append(f"must-deny {flow.name} flow {verdict}")
-    check.measure(
-        "enforced_flows",
-        len(flows) - len(failures),
-        "flows",
-        len(flows),
-        ">=",
-        "cloud.external_flows",
-    )
-    assert not failures, "; ".join(failures)
+    check.judge(cloud_judges.judge_external_flows(failures, len(flows)))
 
 
 def test_instance_type_supports_erdma(cluster, node, cloud, check):
@@ -148,10 +124,10 @@ def test_instance_type_supports_erdma(cluster, node, cloud, check):
         pytest.skip(f"not applicable: {node.name}: no eRDMA expected (rdma.min_devices is 0)")
     eri = audit.eri_supported(plane, node)
     known(eri.problem)
-    check.measure("eri_quantity", eri.quantity, "interfaces", 1, ">=", "expect.rdma.min_devices")
-    assert eri.supported, (
-        f"{node.name}: instance type {eri.instance_type} has EriQuantity {eri.quantity} "
-        f"(ecs:DescribeInstanceTypes): no eRDMA, but {minimum} RDMA devices are expected"
+    check.judge(
+        cloud_judges.judge_eri_supported(
+            node.name, eri.instance_type, eri.quantity, eri.supported, minimum
+        )
     )
 
 

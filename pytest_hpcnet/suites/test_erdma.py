@@ -5,13 +5,9 @@ import pytest
 from pytest_hpcnet.probes.erdma import parse_erdma_driver, parse_erdma_identity, parse_gid_tables
 from pytest_hpcnet.probes.erdma_gdr import parse_gdr
 from pytest_hpcnet.probes.links import parse_interfaces
-from pytest_hpcnet.probes.rdma import (
-    compare_sources,
-    match_devices,
-    parse_compat_mode,
-    parse_erdma_module,
-)
+from pytest_hpcnet.probes.rdma import parse_compat_mode, parse_erdma_module
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
+from pytest_hpcnet.requirements import rdma
 from pytest_hpcnet.requirements.erdma import (
     expected_eris,
     judge_erdma_active_mtu,
@@ -36,45 +32,20 @@ def expected_devices(cluster, node):
 
 
 def devinfo(cluster, node, check):
-    found = parse_ibv_devinfo(cluster.facts(node, check).text("ibv_devinfo_v"))
-    assert not found.tool_missing, f"{node.name}: ibv_devinfo is not installed (rdma-core)"
-    assert not found.incomplete, f"{node.name}: ibv_devinfo output: {found.incomplete}"
-    return found
+    return parse_ibv_devinfo(cluster.facts(node, check).text("ibv_devinfo_v"))
 
 
 @mark("erdma")
 def test_expected_rdma_devices_present(cluster, node, check):
     glob, minimum, source = expected_devices(cluster, node)
     found = devinfo(cluster, node, check)
-    matching = match_devices(found, glob)
-    check.measure("devices", len(matching), "devices", minimum, ">=", source)
-    seen = ", ".join(found.names()) or ("none: No IB devices found" if found.no_devices else "none")
-    assert len(matching) >= minimum, (
-        f"{node.name}: {len(matching)} RDMA devices match {glob!r}, expected at least {minimum} "
-        f"(ibv_devinfo shows {seen})"
-    )
+    check.judge(rdma.judge_devices_present(node.name, found, glob, minimum, source))
 
 
 @mark("erdma")
 def test_rdma_ports_active(cluster, node, check):
     glob, _, _ = expected_devices(cluster, node)
-    matching = match_devices(devinfo(cluster, node, check), glob)
-    assert matching, f"{node.name}: no RDMA device matches {glob!r}, so no port can be active"
-    inactive = [
-        f"{dev.name} port {port.number} is {port.reported_state or 'in an unknown state'}"
-        for dev in matching
-        for port in dev.ports
-        if port.state != "ACTIVE"
-    ]
-    check.measure("inactive_ports", len(inactive), "ports", 0, "==", "eRDMA ports must be active")
-    assert not inactive, f"{node.name}: {'; '.join(inactive)}"
-    unreported = [
-        f"{dev.name} port {port.number}"
-        for dev in matching
-        for port in dev.ports
-        if port.active_mtu is None or port.link_layer is None
-    ]
-    assert not unreported, f"{node.name}: no active MTU or link layer reported for {unreported}"
+    check.judge(rdma.judge_ports_active(node.name, devinfo(cluster, node, check), glob))
 
 
 @mark("erdma")
@@ -82,10 +53,7 @@ def test_rdma_tools_agree(cluster, node, check):
     facts = cluster.facts(node, check)
     verbs = parse_ibv_devinfo(facts.text("ibv_devinfo_v"))
     links = parse_rdma_link(facts.text("rdma_link"))
-    if verbs.tool_missing or links.tool_missing:
-        pytest.skip(f"{node.name}: ibv_devinfo or rdma (iproute2) not installed")
-    disagreements = compare_sources(verbs, links)
-    assert not disagreements, f"{node.name}: {'; '.join(disagreements)}"
+    check.judge(rdma.judge_tools_agree(node.name, verbs, links))
 
 
 @mark("erdma")
@@ -96,8 +64,7 @@ def test_rdma_tools_agree(cluster, node, check):
 def test_erdma_kernel_module_loaded(cluster, node, check):
     module = cluster.expect.rdma.kernel_module
     state = parse_erdma_module(cluster.facts(node, check).text("erdma_module"), module)
-    check.measure("module_loaded", str(state.loaded), "", "True", "==", "expect.rdma.kernel_module")
-    assert state.loaded, f"{node.name}: kernel module {module} is not loaded"
+    check.judge(rdma.judge_kernel_module(node.name, state, module))
 
 
 @mark("erdma")
@@ -108,11 +75,10 @@ def test_erdma_kernel_module_loaded(cluster, node, check):
 def test_erdma_compat_mode(cluster, node, check):
     wanted = cluster.expect.rdma.compat_mode
     mode = parse_compat_mode(cluster.facts(node, check).text("compat_mode"))
-    check.measure("compat_mode", mode.raw, "", wanted, "==", "expect.rdma.compat_mode")
-    assert mode.raw == wanted, f"{node.name}: compat_mode is {mode.raw!r}, expected {wanted!r}"
+    check.judge(rdma.judge_compat_mode(node.name, mode, wanted))
 
 
-# -- eRDMA in depth (issue 16): identity, driver state, port settings of every ERI --------
+# -- eRDMA in depth: identity, driver state, port settings of every ERI ------------------
 
 
 def eri_identities(cluster, node, check):
@@ -132,7 +98,7 @@ def test_every_eri_present_by_driver(cluster, node, check):
     check.measure("eris", verdict.measured, "devices", wanted, "==" if exact else ">=", source)
     for dev in ids.eris():
         check.measure(f"{dev.name} numa_node", dev.numa_node, "", None, None, "sysfs")
-    assert verdict, verdict.reason
+    check.judge(verdict)
 
 
 @mark("erdma_driver")
@@ -152,12 +118,13 @@ def test_erdma_driver_state(cluster, node, check):
         # the driver hard-codes "100 Gb/sec (4X EDR)": reported, never a threshold
         check.measure(f"{dev} port rate (nominal)", rate, "", None, None, "sysfs, not a capacity")
     verdict = judge_erdma_driver(node.name, driver, cluster.expect)
-    assert verdict, verdict.reason
+    check.judge(verdict)
 
 
-def _eris(cluster, node):
+def _eris(cluster, node, check):
     eris = cluster.facts_campaign.eri_devices(node.name)
-    assert eris, f"{node.name}: no eRDMA device found (sysfs driver/PCI id or ibv_devinfo)"
+    if not eris:
+        check.judge(rdma.no_eri(node.name))
     return eris
 
 
@@ -170,18 +137,18 @@ def test_eri_active_mtu_follows_the_interface(cluster, node, check):
     facts.text("rdma_link")  # both sources of each ERI's netdev (sysfs, else rdma link)
     found = cluster.facts_campaign.eri_netdevs(node.name)
     netdev_of = {dev: netdev for dev, (netdev, _) in found.items()}
-    eris = _eris(cluster, node)
+    eris = _eris(cluster, node, check)
     verdict = judge_erdma_active_mtu(node.name, devinfo, eris, netdev_of, mtus)
     check.measure("active_mtu", "ok" if verdict else "mismatch", "", None, None,
                   "erdma_query_port: 8500 -> 4096, 1400 -> 1024 (S12)")  # fmt: skip
-    assert verdict, verdict.reason
+    check.judge(verdict)
 
 
 @mark("erdma_port")
 def test_eri_gid_index_is_the_ipv4_one(cluster, node, check):
     facts = cluster.facts(node, check)
     tables = parse_gid_tables(facts.text("ibv_devinfo_v"))
-    eris = _eris(cluster, node)
+    eris = _eris(cluster, node, check)
     used = {dev: cluster.facts_campaign.gid_index(node.name, dev) for dev in eris}
     for dev, index in used.items():
         check.measure(f"{dev} gid_index", index, "", None, None, "ibv_devinfo -v (IPv4 GID)")
@@ -189,7 +156,7 @@ def test_eri_gid_index_is_the_ipv4_one(cluster, node, check):
     for dev, own in addresses.items():
         check.measure(f"{dev} address", own.address, "", None, None, own.note)
     verdict = judge_erdma_gid(node.name, tables, eris, used, addresses)
-    assert verdict, verdict.reason
+    check.judge(verdict)
 
 
 @mark("erdma_port")
@@ -200,7 +167,7 @@ def test_eri_gid_index_is_the_ipv4_one(cluster, node, check):
 def test_eri_numa_node(cluster, node, check):
     ids = eri_identities(cluster, node, check)
     verdict = judge_erdma_numa(node.name, ids, cluster.expect)
-    assert verdict, verdict.reason
+    check.judge(verdict)
 
 
 @mark("erdma_gdr")
@@ -217,4 +184,4 @@ def test_gpudirect_rdma_ready(cluster, node, check):
     check.measure("peer_memory", state.peermem or "none", "", None, None, "/proc/modules")
     check.measure("acs_on_bridges", len(state.acs_on), "", 0, "==", "S14: ACS off for P2P")
     verdict = judge_erdma_gdr(node.name, state, cluster.expect)
-    assert verdict, verdict.reason
+    check.judge(verdict)

@@ -11,9 +11,19 @@ from pytest_hpcnet.requirements.erdma import (
     judge_gdr_bw,
     judge_instance_bw,
 )
-from pytest_hpcnet.requirements.judges import judge_ib_write_bw, judge_ib_write_lat
+from pytest_hpcnet.requirements.judges import (
+    judge_eri_count,
+    judge_ib_write_bw,
+    judge_ib_write_lat,
+    judge_localization,
+)
 from pytest_hpcnet.requirements.registry import mark
-from pytest_hpcnet.requirements.verdict import Measurement, NotMeasured, combine, not_measured
+from pytest_hpcnet.requirements.verdict import (
+    Measurement,
+    NotMeasured,
+    combine,
+    not_measured,
+)
 
 pytestmark = pytest.mark.benchmark
 
@@ -82,12 +92,7 @@ def test_no_suspect_nodes(cluster, tool, check):
         check.measure(
             f"confirm {run.pair.a}->{run.pair.b}", run.value, "", None, None, "confirm pass"
         )
-    lines = [f"schedule {campaign.schedule}"]
-    lines += [f"{n}: {loc.verdicts[n].reason}" for n in loc.suspects]
-    lines += [f"link {p.a}-{p.b}: fails while both nodes pass elsewhere" for p in loc.link_problems]
-    lines += [f"suspect device {d}" for d in campaign.suspect_devices]
-    clean = not loc.suspects and not loc.link_problems and not campaign.suspect_devices
-    assert clean, f"{tool}: " + "; ".join(lines)
+    check.judge(judge_localization(tool, campaign.schedule, loc, campaign.suspect_devices))
 
 
 @mark("erdma_eri_bw")
@@ -120,7 +125,7 @@ def test_all_eris_at_once(cluster, node, check, cloud_plane):
     campaign = cluster.perftest("ib_write_bw")
     found = len(campaign.devices.get(node.name, []))
     wanted, source, _ = expected_eris(cluster.expect, node.rdma.min_devices)
-    assert found >= min(wanted, 2), f"{node.name}: {found} ERI(s), {source} {wanted}"
+    check.judge(judge_eri_count(node.name, found, wanted, source))
     if found < 2 and wanted < 2:  # what the inventory asks for, never only what was found
         pytest.skip(f"not applicable: {source} is {wanted}: no second ERI to sum")
     if found < 2:

@@ -7,6 +7,7 @@ names the hop a failure happened on, and says in one line why a node was not rea
 
 from __future__ import annotations
 
+import logging
 import shlex
 import socket
 import threading
@@ -16,6 +17,23 @@ import paramiko
 from fabric import Config, Connection
 
 from pytest_hpcnet.inventory.models import SshSettings
+
+
+class QuietTransportErrors(logging.Filter):
+    """paramiko's transport thread logs every failed handshake at ERROR with its traceback
+    (`Error reading SSH protocol banner`, line by line); the node's reason line already says
+    it. Those records become DEBUG: kept where DEBUG logging is on, dropped otherwise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR:
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+PARAMIKO_TRANSPORT = logging.getLogger("paramiko.transport")
+if not any(isinstance(f, QuietTransportErrors) for f in PARAMIKO_TRANSPORT.filters):
+    PARAMIKO_TRANSPORT.addFilter(QuietTransportErrors())
 
 
 class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_hpcnet.probes import links, ping
+from pytest_hpcnet.requirements import mtu
 from tests.corpus import corpus_files
 
 # interfaces: file -> [(name, parent, mtu, operstate, ipv4 addresses)]
@@ -144,7 +145,7 @@ def test_ping_sample(path):
         assert (r.rtt_min_ms, r.rtt_avg_ms, r.rtt_max_ms) == pytest.approx(rtt, abs=5e-4)
     assert r.has_statistics is stats
     assert r.problems == () and r.error is None
-    verdict = ping.path_mtu_ok(r)
+    verdict = mtu.path_mtu_ok(r)
     assert verdict.ok is ok
     assert fragment in verdict.reason
 
@@ -158,6 +159,6 @@ def test_mtu_rules_on_samples():
     eth0_9001 = links.parse_interfaces(
         files["ip-link-show-eth0-mtu9001-aws-ec2.txt"].read_text()
     ).get("eth0")
-    assert links.mtu_matches(9001, eth0_9001) and not links.mtu_matches(9001, eth0_1500)
-    assert "data-consistency risk" in links.erdma_mtu_verdict(eth0_1500.mtu, False).reason
-    assert not links.erdma_mtu_verdict(eth0_9001.mtu, True)
+    assert mtu.mtu_matches(9001, eth0_9001) and not mtu.mtu_matches(9001, eth0_1500)
+    assert "data-consistency risk" in mtu.erdma_mtu_verdict(eth0_1500.mtu, False).reason
+    assert not mtu.erdma_mtu_verdict(eth0_9001.mtu, True)

@@ -17,6 +17,8 @@ import pytest
 
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import cluster as lab
+from pytest_hpcnet.lab import faults
+from pytest_hpcnet.lab.emulation import set_eris
 from pytest_hpcnet.lab.state import LabState
 
 
@@ -51,3 +53,16 @@ def lab4(tmp_path_factory) -> LabState:
 def lab_inventory(lab4):
     """A fresh Inventory object of the lab (tests may modify their copy)."""
     return load_inventory(lab4.inventory)
+
+
+@pytest.fixture(scope="module")
+def lab2(lab4):
+    """The session lab with two ERIs (two ENIs: erdma_1 on eth1) per node for the module
+    that asks; one ERI again afterwards."""
+    state_dir = Path(lab4.state_dir)
+    set_eris(state_dir, 2)
+    try:
+        yield lab4
+    finally:
+        faults.heal("all", state_dir)
+        set_eris(state_dir, 1)

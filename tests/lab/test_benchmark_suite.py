@@ -149,3 +149,27 @@ def test_slow_nccl_rank_is_found_by_halving(lab4, tmp_path):
     assert "hpcnet: NCCL bisection on 2 nodes (node01 .. node02): passes" in printed[0]
     assert "hpcnet: NCCL bisection on 2 nodes (node03 .. node01): fails" in printed[0]
     assert leftovers(lab4) == []
+
+
+def test_rank_crash_after_the_table_fails_every_nccl_check(lab4, tmp_path):
+    """Issue 23 (3): node03's rank segfaults once the whole table is out. Every NCCL check
+    fails, naming the failure line (and so node03), and no other check fails."""
+    inventory = yaml.safe_load(Path(lab4.inventory).read_text())
+    inventory["benchmarks"]["nccl"]["args"].update(e="2M", n=2)
+    smaller = tmp_path / "lab.yaml"
+    smaller.write_text(yaml.safe_dump(inventory))
+    faults.inject("nccl-crash", "node03", None, Path(lab4.state_dir))
+    try:
+        code, records = run_static(
+            str(smaller), tmp_path / "reports", "-k", "nccl", marker="benchmark"
+        )
+    finally:
+        faults.heal("node03", Path(lab4.state_dir))
+    bad = failing(records)
+    assert code == 1
+    assert {r["check_id"] for r in bad} <= {"nccl_busbw", "nccl_transport"}, bad
+    assert len([r for r in bad if r["check_id"] == "nccl_busbw"]) == 3, bad
+    for record in bad:
+        assert "node03: Test NCCL failure common.cu:1279" in record["message"], record
+        assert "launcher:" in record["message"] and "exit status" in record["message"]
+    assert leftovers(lab4) == []

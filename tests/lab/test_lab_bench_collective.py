@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.campaigns.launch import launch_command
+from pytest_hpcnet.campaigns.launch import expected_run, launch_command
 from pytest_hpcnet.campaigns.storage import run_fio
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import cgroups, faults
 from pytest_hpcnet.probes.fio import fstype_allowed, mount_check_command, parse_mount
 from pytest_hpcnet.probes.nccl import parse_nccl
+from pytest_hpcnet.requirements.judges import is_not_measured, judge_nccl_correct, judge_nccl_run
 from pytest_hpcnet.transport.fanout import Transport
 from tests.lab.test_lab_bench_support import heal_all, leftovers
 
@@ -61,6 +62,36 @@ def test_nccl_slow_rank_lowers_bus_bandwidth(lab):
     faults.inject("nccl-slow", "node03", "8", state.state_dir)
     slowed, _ = _allreduce(inventory, transport, e="2M", n=2)
     assert slowed.ok and slowed.avg_busbw_gbs < healthy.avg_busbw_gbs / 3, (healthy, slowed)
+
+
+def _launched(inventory, **args):
+    settings = inventory.benchmarks.nccl
+    settings = settings.model_copy(update={"args": settings.args.model_copy(update=args)})
+    return expected_run(settings, len(inventory.nodes))
+
+
+def test_rank_crashing_after_a_whole_table_fails_the_run(lab):
+    """Issue 23 (3): node03's rank prints `Test NCCL failure` and segfaults once the table
+    and its footer are out: the table is whole, the run is not ok, mpirun exits non-zero."""
+    state, inventory, transport = lab
+    faults.inject("nccl-crash", "node03", None, state.state_dir)
+    parsed, result = _allreduce(inventory, transport, e="2M", n=2)
+    assert parsed.max_size_bytes == 2 * 2**20 and parsed.avg_busbw_gbs is not None, parsed
+    assert any("node03: Test NCCL failure common.cu:1279" in f for f in parsed.failures)
+    assert not result.ok and not parsed.ok
+    verdict = judge_nccl_run(parsed, result, _launched(inventory, e="2M", n=2))
+    assert not verdict and "node03: Test NCCL failure" in verdict.reason
+    assert "exit status" in verdict.reason, verdict.reason
+
+
+def test_validation_off_is_not_measured(lab):
+    """Issue 23 (5): under `-c 0` the #wrong cells are N/A: correctness is not measured."""
+    _, inventory, transport = lab
+    parsed, result = _allreduce(inventory, transport, e="2M", n=2, c=0)
+    launched = _launched(inventory, e="2M", n=2, c=0)
+    assert result.ok and parsed.ok and judge_nccl_run(parsed, result, launched)
+    assert parsed.wrong_na == parsed.wrong_cells > 0
+    assert is_not_measured(judge_nccl_correct(parsed, result, launched))
 
 
 def test_cpfs_is_a_tmpfs_mount_and_fio_slow_lowers_throughput(lab):

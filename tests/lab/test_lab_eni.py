@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.lab import faults
-from pytest_hpcnet.lab.emulation import set_eris
 from pytest_hpcnet.probes.erdma import parse_gid_tables
 from pytest_hpcnet.probes.rdma import ibv_devinfo_command, rdma_link_command
 from pytest_hpcnet.probes.rdma_parsers import parse_rdma_link
@@ -28,18 +27,6 @@ STATIC = "erdma or mtu"
 """-k of the static eRDMA checks (suites/test_erdma.py) and the MTU ones (test_mtu.py)."""
 BLOCKED = "tcp/18515-18600@eth1"
 """Every perftest port of the lab's rounds (port_base 18515), on eth1 only."""
-
-
-@pytest.fixture(scope="module")
-def lab2(lab4):
-    """The session lab with two ERIs (two ENIs) per node for this module; one afterwards."""
-    state_dir = Path(lab4.state_dir)
-    set_eris(state_dir, 2)
-    try:
-        yield lab4
-    finally:
-        faults.heal("all", state_dir)
-        set_eris(state_dir, 1)
 
 
 def run(lab, tmp_path, marker, keywords, kind=None, arg=None):

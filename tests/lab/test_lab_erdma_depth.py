@@ -88,7 +88,7 @@ def test_two_eris_and_gid_shift_names_the_device(lab):
     assert all(f.ok for f in healthy), [f.reason for f in healthy if not f.ok]
     inject("gid-shift", "node04")  # default: the last ERI, erdma_1 (on eth1: 198.18.1.14)
     bad = [f for f in _gid_findings(transport, used=1) if not f.ok]
-    assert [f.where for f in bad] == ["node04 erdma_1"]
+    assert [f.subject for f in bad] == ["node04 erdma_1"]
     assert bad[0].reason == (
         "node04 erdma_1: GID index 1 is 2001:db8:18::2; the IPv4 GID 198.18.1.14 is at index 2"
     )
@@ -159,10 +159,10 @@ def test_eri_slow_and_rate_limit_drops_name_the_device(lab):
     slow = [
         judge_eri_bandwidth(node, dev, gbps, figure, 0.5) for (node, dev), gbps in measured.items()
     ]
-    assert [f.where for f in slow if not f.ok] == ["node02 erdma_1"], measured
+    assert [f.subject for f in slow if not f.ok] == ["node02 erdma_1"], measured
     assert measured[("node02", "erdma_1")] < 0.15
     found = [f for n in NODES for f in judge_counters(n, counter_delta(before[n], after[n]))]
-    assert [f.where for f in found if not f.ok] == ["node03 erdma_0"]
+    assert [f.subject for f in found if not f.ok] == ["node03 erdma_0"]
     bad = next(f for f in found if not f.ok)
     assert "hw_bps_limit_drop_cnt +" in bad.reason or "hw_rx_bps_limit_drop_cnt +" in bad.reason
     traffic = [
@@ -198,13 +198,13 @@ def test_nccl_socket_fallback_names_the_node_and_its_counters_stay(lab):
     assert parsed.ok, text[-2000:]  # the all-reduce itself completes: the silent fallback
     log = parse_nccl_debug(info)
     found = judge_nccl_transport(log, NODES, "IB", device_glob="erdma_*")
-    assert [f.node for f in found if not f.ok] == ["node02"], [f.reason for f in found]
+    assert [f.subject for f in found if not f.ok] == ["node02"], [f.reason for f in found]
     assert "NCCL used Socket (NET/IB : No device found), IB expected" in found[1].reason
     assert log.host("node01").ib_devices[1].name == "erdma_1"
     moved = {
         n: judge_rdma_traffic(n, counter_delta(before[n], after[n]), ERIS, 100_000) for n in NODES
     }
-    assert [f.where for n in NODES for f in moved[n] if not f.ok] == [
+    assert [f.subject for n in NODES for f in moved[n] if not f.ok] == [
         "node02 erdma_0",
         "node02 erdma_1",
     ]

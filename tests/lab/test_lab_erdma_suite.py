@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 from pytest_hpcnet.lab import faults
-from pytest_hpcnet.lab.emulation import set_eris
 from tests.lab.test_static_suite import failing, run_static
 
 pytestmark = pytest.mark.lab
@@ -23,18 +22,6 @@ STATIC = "erdma"
 """-k of the static eRDMA checks (suites/test_erdma.py)."""
 BENCH = "every_eri or all_eris or no_suspect or error_counter or runs_on_erdma"
 """-k of the benchmark eRDMA checks (per-ERI, all at once, localization, counters, NCCL)."""
-
-
-@pytest.fixture(scope="module")
-def lab2(lab4):
-    """The session lab with two ERIs per node for this module; one again afterwards."""
-    state_dir = Path(lab4.state_dir)
-    set_eris(state_dir, 2)
-    try:
-        yield lab4
-    finally:
-        faults.heal("all", state_dir)
-        set_eris(state_dir, 1)
 
 
 def run(lab, tmp_path, marker, keywords, kind=None, arg=None, inventory=None):

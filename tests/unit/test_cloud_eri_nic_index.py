@@ -16,9 +16,9 @@ pytest.importorskip("alibabacloud_vpc20160428")
 from pytest_hpcnet.cloud import audit
 from pytest_hpcnet.cloud.fake import CloudWorld, instance_item, network_interface_item
 from pytest_hpcnet.inventory.expectations import Expectations
-from pytest_hpcnet.report.recording import Check
 from pytest_hpcnet.requirements.erdma import judge_instance_bw
 from pytest_hpcnet.suites import test_cloud_audit as suite
+from tests.recorded import Recorded as BaseRecorded
 from tests.unit.test_cloud_scenarios import gather
 
 REGION = "cn-hangzhou"
@@ -65,16 +65,12 @@ def plane() -> audit.ControlPlane:
     return gather(world(), locators)
 
 
-class Recorded(Check):
-    """A check's recorder whose measurements read as a dict."""
+class Recorded(BaseRecorded):
+    """`Recorded` that keeps the suspects it is given."""
 
     def __init__(self) -> None:
-        super().__init__("erdma_nic_index", "ERI NIC indexes", "n", "node", "", None)
-        self.measured: dict[str, object] = {}  # type: ignore[assignment]
+        super().__init__("erdma_nic_index", "n")
         self.suspects: list[str] = []
-
-    def measure(self, name, value, *rest) -> None:
-        self.measured[name] = value
 
     def suspect(self, *nodes: str) -> None:
         self.suspects.extend(nodes)

@@ -24,9 +24,9 @@ from pytest_hpcnet.campaigns.facts import (
 )
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.inventory.models import Node
-from pytest_hpcnet.report.recording import Check
 from pytest_hpcnet.suites import test_gpu as suite
 from pytest_hpcnet.transport.fanout import CommandResult
+from tests.recorded import Recorded as BaseRecorded
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 NODE = Node(name="n1", host="198.18.0.11")
@@ -47,15 +47,11 @@ def facts_of(stdout: str, **result) -> NodeFacts:
     return NodeFacts(NODE.name, dataclasses.replace(done, **result), split_sections(stdout))
 
 
-class Recorded(Check):
-    """A check's recorder whose measurements read as a dict."""
+class Recorded(BaseRecorded):
+    """The check's recorder these tests read."""
 
     def __init__(self) -> None:
-        super().__init__("gpu_xid", "GPU Xid", NODE.name, "node", "", None)
-        self.measured: dict[str, object] = {}  # type: ignore[assignment]
-
-    def measure(self, name, value, *rest) -> None:
-        self.measured[name] = value
+        super().__init__("gpu_xid", NODE.name)
 
 
 def xid_check(facts: NodeFacts) -> Recorded:

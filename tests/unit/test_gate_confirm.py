@@ -62,6 +62,19 @@ def slurm_fake() -> FakeSlurm:
     return FakeSlurm({n: ("IDLE", "") for n in NODES})
 
 
+def apply_confirmed(tmp_path, fake, confirm):
+    """`gate apply --act` of the run folder on Slurm, with the re-runs `confirm` gives."""
+    return gate.apply(
+        run_folder(tmp_path),
+        SLURM,
+        ActionSettings(),
+        NODES,
+        act=True,
+        scontrol_runner=fake,
+        confirm=confirm,
+    )
+
+
 def test_a_confirmed_failure_is_drained_saying_so(tmp_path):
     fake, asked = slurm_fake(), FakeConfirm(node02="confirmed")
     report = gate.apply(
@@ -111,15 +124,7 @@ def test_a_failure_that_passes_on_the_re_run_is_flaky_and_not_drained(tmp_path):
 
 def test_only_flaky_failures_drain_nothing_and_say_why(tmp_path):
     fake = slurm_fake()
-    report = gate.apply(
-        run_folder(tmp_path),
-        SLURM,
-        ActionSettings(),
-        NODES,
-        act=True,
-        scontrol_runner=fake,
-        confirm=FakeConfirm(node02="flaky"),
-    )
+    report = apply_confirmed(tmp_path, fake, FakeConfirm(node02="flaky"))
     assert not [argv for argv in fake.ran if argv[1] == "update"]
     assert "  no failure was confirmed by a re-run: nothing to drain" in report.lines
     assert report.code == gate.EXIT_FAILED
@@ -127,15 +132,7 @@ def test_only_flaky_failures_drain_nothing_and_say_why(tmp_path):
 
 def test_a_failure_the_re_run_cannot_judge_is_not_drained_and_the_run_is_incomplete(tmp_path):
     fake = slurm_fake()
-    report = gate.apply(
-        run_folder(tmp_path),
-        SLURM,
-        ActionSettings(),
-        NODES,
-        act=True,
-        scontrol_runner=fake,
-        confirm=FakeConfirm(node02="unconfirmed"),
-    )
+    report = apply_confirmed(tmp_path, fake, FakeConfirm(node02="unconfirmed"))
     assert not [argv for argv in fake.ran if argv[1] == "update"]
     assert report.code == gate.EXIT_INCOMPLETE
     assert any(ln.startswith("  unjudged node02: mtu failed, not confirmed") for ln in report.lines)

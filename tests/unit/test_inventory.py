@@ -203,13 +203,13 @@ def test_binary_file(tmp_path):
         st.text(max_size=400), st.binary(max_size=200).map(lambda b: b.decode("latin-1"))
     )
 )
-def test_any_text_loads_or_gives_one_line(tmp_path, text):
+def test_any_text_loads_or_gives_one_line_per_problem(tmp_path, text):
     path = tmp_path / "fuzz.yaml"
     path.write_text(GOOD + text if text[:1] in (" ", "\n") else text, encoding="utf-8")
     try:
         load_inventory(path)
     except InventoryError as exc:
-        assert "\n" not in str(exc)
+        assert all(line.startswith(f"{path}: ") for line in str(exc).splitlines())
 
 
 YAML_VALUES = st.recursive(
@@ -232,7 +232,7 @@ YAML_VALUES = st.recursive(
     ),
     value=YAML_VALUES,
 )
-def test_any_structure_loads_or_gives_one_line(tmp_path, section, value):
+def test_any_structure_loads_or_gives_one_line_per_problem(tmp_path, section, value):
     import yaml
 
     data = yaml.safe_load(GOOD)
@@ -242,7 +242,7 @@ def test_any_structure_loads_or_gives_one_line(tmp_path, section, value):
     try:
         load_inventory(path)
     except InventoryError as exc:
-        assert "\n" not in str(exc)
+        assert all(line.startswith(f"{path}: ") for line in str(exc).splitlines())
 
 
 def test_missing_identity_file_is_one_line_naming_key_and_path(tmp_path):

@@ -437,13 +437,13 @@ INI_LINES = st.lists(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(lines=INI_LINES)
-def test_any_ini_loads_or_gives_one_line(tmp_path, lines):
+def test_any_ini_loads_or_gives_one_line_per_problem(tmp_path, lines):
     path = tmp_path / "fuzz.ini"
     path.write_text("\n".join(lines))
     try:
         load_inventory(path)
     except InventoryError as exc:
-        assert "\n" not in str(exc)
+        assert all(line.startswith(f"{path}: ") for line in str(exc).splitlines())
 
 
 YAML_VALUES = st.recursive(
@@ -466,7 +466,7 @@ YAML_VALUES = st.recursive(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(tree=YAML_VALUES, output=st.sampled_from(["hpcnet_nodes", "other", "x\ny"]))
-def test_any_yaml_or_json_loads_or_gives_one_line(tmp_path, tree, output):
+def test_any_yaml_or_json_loads_or_gives_one_line_per_problem(tmp_path, tree, output):
     for name, text in (
         ("fuzz.yml", yaml.safe_dump({"all": tree})),
         ("fuzz.json", json.dumps({output: {"value": tree}})),
@@ -476,7 +476,7 @@ def test_any_yaml_or_json_loads_or_gives_one_line(tmp_path, tree, output):
         try:
             load_inventory(path)
         except InventoryError as exc:
-            assert "\n" not in str(exc)
+            assert all(line.startswith(f"{path}: ") for line in str(exc).splitlines())
 
 
 # --- the plugin -------------------------------------------------------------------------

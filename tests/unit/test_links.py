@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from pytest_hpcnet.probes import links
+from pytest_hpcnet.requirements import mtu as mtu_judges
 
 
 def test_json_link_with_stats(fixture_text):
@@ -73,11 +74,11 @@ def test_tab_separated_text():
 
 def test_mtu_matches():
     iface = links.Interface(name="eth0", mtu=8500)
-    assert links.mtu_matches(8500, iface)
-    verdict = links.mtu_matches(1400, iface)
+    assert mtu_judges.mtu_matches(8500, iface)
+    verdict = mtu_judges.mtu_matches(1400, iface)
     assert not verdict
     assert verdict.reason == "eth0: MTU 8500, expected 1400"
-    assert not links.mtu_matches(1500, links.Interface(name="x"))
+    assert not mtu_judges.mtu_matches(1500, links.Interface(name="x"))
 
 
 @pytest.mark.parametrize(
@@ -94,7 +95,7 @@ def test_mtu_matches():
     ],
 )
 def test_erdma_mtu_rule(mtu, jumbo, ok, words):
-    verdict = links.erdma_mtu_verdict(mtu, jumbo)
+    verdict = mtu_judges.erdma_mtu_verdict(mtu, jumbo)
     assert verdict.ok is ok
     assert words in verdict.reason
 

@@ -13,6 +13,7 @@ from pytest_hpcnet.campaigns.pairs import LATENCY_COUNT, gather_pair_facts
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes import ping
+from pytest_hpcnet.requirements import mtu
 from pytest_hpcnet.transport.fanout import CommandResult
 from tests.corpus import corpus_files
 
@@ -40,7 +41,7 @@ def test_success_with_statistics(fixture_text):
     assert (r.transmitted, r.received, r.errors, r.loss_percent) == (3, 3, 0, 0.0)
     assert (r.rtt_min_ms, r.rtt_avg_ms, r.rtt_max_ms, r.rtt_mdev_ms) == (0.098, 0.103, 0.112, 0.006)
     assert r.has_statistics and r.path_mtu is None
-    verdict = ping.path_mtu_ok(r)
+    verdict = mtu.path_mtu_ok(r)
     assert verdict and "MTU 8500" in verdict.reason
 
 
@@ -48,7 +49,7 @@ def test_total_loss(fixture_text):
     r = ping.parse_ping(fixture_text("ping", "total-loss.txt"))
     assert (r.transmitted, r.received, r.loss_percent) == (3, 0, 100.0)
     assert r.rtt_avg_ms is None
-    verdict = ping.path_mtu_ok(r)
+    verdict = mtu.path_mtu_ok(r)
     assert not verdict and "100% loss" in verdict.reason and "MTU 1400" in verdict.reason
 
 
@@ -62,7 +63,7 @@ def test_busybox_round_trip(fixture_text):
 def test_unknown_host(fixture_text):
     r = ping.parse_ping(fixture_text("ping", "unknown-host.txt"))
     assert r.error == "ping: node-99: Name or service not known"
-    verdict = ping.path_mtu_ok(r, 1500)
+    verdict = mtu.path_mtu_ok(r, 1500)
     assert not verdict and "Name or service not known" in verdict.reason
 
 
@@ -70,7 +71,7 @@ def test_host_unreachable_errors(fixture_text):
     r = ping.parse_ping(fixture_text("ping", "host-unreachable-errors.txt"))
     assert (r.transmitted, r.received, r.errors, r.loss_percent) == (3, 0, 3, 100.0)
     assert r.path_mtu is None
-    assert not ping.path_mtu_ok(r)
+    assert not mtu.path_mtu_ok(r)
 
 
 @pytest.mark.parametrize("word", ["message", "Message"])
@@ -82,7 +83,7 @@ def test_local_message_too_long_both_capitalisations(word):
     )
     r = ping.parse_ping(text)
     assert (r.local_mtu, r.remote_mtu, r.errors, r.received) == (1500, None, 2, 0)
-    verdict = ping.path_mtu_ok(r)
+    verdict = mtu.path_mtu_ok(r)
     assert not verdict
     assert "1500" in verdict.reason and "8500" in verdict.reason
 
@@ -95,7 +96,7 @@ def test_remote_frag_needed_takes_smallest():
     )
     r = ping.parse_ping(text)
     assert r.remote_mtu == 1500 and r.path_mtu == 1500
-    verdict = ping.path_mtu_ok(r)
+    verdict = mtu.path_mtu_ok(r)
     assert "path MTU 1500" in verdict.reason
 
 
@@ -107,20 +108,20 @@ def test_explicit_mtu_overrides_header():
         "rtt min/avg/max/mdev = 0.100/0.100/0.100/0.000 ms\n"
     )
     assert r.received == 1 and r.packet_size is None
-    assert ping.path_mtu_ok(r, 1400).reason == "1 of 1 replies at MTU 1400 with DF set"
+    assert mtu.path_mtu_ok(r, 1400).reason == "1 of 1 replies at MTU 1400 with DF set"
 
 
 @pytest.mark.parametrize("text", ["", "garbage", "\x00", "--- x ping statistics ---"])
 def test_odd_text(text):
     r = ping.parse_ping(text)
     assert r.problems
-    assert not ping.path_mtu_ok(r)
+    assert not mtu.path_mtu_ok(r)
 
 
 def test_tool_missing():
     r = ping.parse_ping("hpcnet: ping not found\n")
     assert r.tool_missing
-    assert ping.path_mtu_ok(r).reason == "ping not installed"
+    assert mtu.path_mtu_ok(r).reason == "ping not installed"
 
 
 def test_loopback_ping_runs_and_parses():
@@ -150,7 +151,7 @@ def test_loopback_ping_runs_and_parses():
 def test_cut_short_output_is_incomplete_and_fails(fixture_text, name, needle):
     r = ping.parse_ping(fixture_text("ping", name))
     assert r.incomplete is not None and needle in r.incomplete
-    verdict = ping.path_mtu_ok(r)
+    verdict = mtu.path_mtu_ok(r)
     assert not verdict and needle in verdict.reason and "\n" not in verdict.reason
 
 
@@ -158,10 +159,10 @@ def test_fewer_sent_than_asked_is_incomplete():
     files = {p.name: p for p in corpus_files("ip_link_ping")}
     assert files, "corpus missing: tests/fixtures/samples"
     text = files["ping-jumbo-8972-success-weka-docs.txt"].read_text()
-    assert ping.path_mtu_ok(ping.parse_ping(text, expected_count=3))
+    assert mtu.path_mtu_ok(ping.parse_ping(text, expected_count=3))
     r = ping.parse_ping(text, expected_count=10)  # interrupted after 3 of -c 10
     assert r.incomplete == "3 of 10 probes sent (ping interrupted?)"
-    assert not ping.path_mtu_ok(r)
+    assert not mtu.path_mtu_ok(r)
 
 
 def test_fewer_replies_than_sent_are_counted_and_fail():
@@ -177,7 +178,7 @@ def test_fewer_replies_than_sent_are_counted_and_fail():
     )
     r = ping.parse_ping(text, expected_count=3)
     assert r.incomplete is None and r.lost == 1
-    verdict = ping.path_mtu_ok(r)
+    verdict = mtu.path_mtu_ok(r)
     assert not verdict and verdict.reason.startswith("2 of 3 replies at MTU 8500")
 
 

@@ -115,15 +115,17 @@ def test_no_paths_runs_the_shipped_suites_whatever_the_folder_holds(pytester: py
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         [
-            "test_mtu.py::test_interface_mtu_is_expected[gpu-1]",
-            "test_reachability.py::test_node_answers_over_ssh[[]gpu-3]",
+            "pytest_hpcnet/suites/test_mtu.py::test_interface_mtu_is_expected[gpu-1]",
+            "pytest_hpcnet/suites/test_reachability.py::test_node_answers_over_ssh[[]gpu-3]",
         ]
     )
     assert "test_unrelated" not in result.stdout.str()
     assert "test_here" not in result.stdout.str()
     pytester.makeini("[pytest]\nhpcnet_inventory = inv.yaml\n")
     again = pytester.runpytest("--collect-only", "-q", "-m", "static")
-    again.stdout.fnmatch_lines(["test_mtu.py::test_interface_mtu_is_expected[gpu-3]"])
+    again.stdout.fnmatch_lines(
+        ["pytest_hpcnet/suites/test_mtu.py::test_interface_mtu_is_expected[gpu-3]"]
+    )
     assert "test_here" not in again.stdout.str()
 
 

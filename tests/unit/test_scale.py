@@ -41,8 +41,9 @@ def test_collecting_1000_nodes_takes_under_10_cpu_seconds(tmp_path):
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert proc.returncode == 0, proc.stdout[-2000:]
     lines = proc.stdout.splitlines()
-    assert "test_mtu.py::test_interface_mtu_is_expected[gpu-1000]" in lines
-    assert "test_mtu.py::test_full_mtu_crosses_the_path[gpu-1000->gpu-0001]" in lines
+    mtu = "pytest_hpcnet/suites/test_mtu.py"
+    assert f"{mtu}::test_interface_mtu_is_expected[gpu-1000]" in lines
+    assert f"{mtu}::test_full_mtu_crosses_the_path[gpu-1000->gpu-0001]" in lines
     assert sum(1 for ln in lines if "::" in ln) > 17000
     print(f"collected 1,000 nodes in {cpu:.1f} s of CPU")
     assert cpu < 10

@@ -17,8 +17,10 @@ With NCCL_DEBUG=INFO every rank prints the INFO lines NCCL prints when it picks 
 network: `NET/IB : Using [0]erdma_0:1/RoCE [1]erdma_1:1/RoCE [RO]; OOB eth0:<ip><0>` and
 `Using network IB` over the node's active devices matching NCCL_IB_HCA, or, with the
 `nccl-socket` fault (or no usable device), `NET/IB : No device found.` and `Using network
-Socket`; GPUDirect RDMA is always off (no GPU). On IB the ring's bytes are added to the
-devices' emulated hw counters, split evenly; on Socket they are not.
+Socket`; GPUDirect RDMA is always off (no GPU). With `nccl-crash` the node's rank, once the
+whole table and its footer are out, prints nccl-tests' `Test NCCL failure` line and dies of
+SIGSEGV (a crash at teardown: the table is complete, the run is not). On IB the ring's
+bytes are added to the devices' emulated hw counters, split evenly; on Socket they are not.
 `-J FILE.json` (nccl-tests 2.17.3+): rank 0 also writes nccl-tests' JSON file (version 3, the
 real file's keys) and prints `# Writing JSON output to FILE` (`FILE.0`, ... when it exists).
 `-h` prints the real usage text, `-J,--output_file` included.
@@ -34,6 +36,7 @@ import operator
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
 import threading
@@ -52,6 +55,8 @@ IO_TIMEOUT_S = 120.0
 PATTERN = 13
 """Rank r's element i is (i + r) % 13: sums stay exact in float32."""
 NCCL_SLOW_FACTOR = 10.0
+CRASH_AFTER_S = 1.0
+"""`nccl-crash`: the rank waits this long after the run so rank 0's footer is out first."""
 _SIZE_RE = re.compile(r"^(\d+)([KMGkmg]?)$")
 
 
@@ -546,7 +551,21 @@ def main(argv: list[str] | None = None) -> int:
         out.write("# Collective test concluded: all_reduce_perf\n#\n\n")
         out.flush()
         report.close(wrong_total, avg)
+    if "nccl-crash" in node.faults():
+        crash()
     return 1 if wrong_total else 0
+
+
+def crash() -> None:
+    """Die as a rank that segfaults in teardown: nccl-tests' failure line, then SIGSEGV."""
+    time.sleep(CRASH_AFTER_S)
+    sys.stdout.write(
+        f"{lab.node_name()}: Test NCCL failure common.cu:1279 'unhandled system error "
+        "(run with NCCL_DEBUG=INFO for details) / '\n"
+    )
+    sys.stdout.flush()
+    signal.signal(signal.SIGSEGV, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGSEGV)
 
 
 if __name__ == "__main__":
