@@ -3,7 +3,7 @@
 The single-node all-reduce over a node's emulated GPUs (NVLink, no network): each size's
 time is paced from an H200 8-GPU bus bandwidth curve, busbw = PEAK x size / (size + HALF)
 (about 384 GB/s at 128 MiB and 476 at 4 GiB, as a published 8 x H100 SXM run with NVLS
-shows: samples/nccl_single_node), slept for real and printed in nccl-tests' layout with one
+shows: tests/fixtures/gpu_load/), slept for real and printed in nccl-tests' layout with one
 `Rank` line per GPU. Fault `nccl-node-slow` (a factor, default 4) divides the curve.
 Standard library only: it runs on the node with the system python3.
 """
