@@ -26,6 +26,7 @@ from pytest_hpcnet.probes.gpu_load import (
     split_load_output,
 )
 from pytest_hpcnet.probes.gpu_nccl_node import node_nccl_command, parse_node_nccl
+from pytest_hpcnet.probes.gpu_topo import Topology, parse_topo
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.requirements.gpu_load import INSTALL_TORCH, NodeLoad
 from pytest_hpcnet.transport.fanout import CommandResult
@@ -33,6 +34,16 @@ from pytest_hpcnet.transport.fanout import CommandResult
 ENGINE = "torch"
 EXTRA_S = 200.0
 """Beyond twice the load time: torch import, CUDA start-up, the checksums, the copies."""
+
+
+def gpu_affinity(topo: Topology) -> dict[int, str]:
+    """{GPU index: its `CPU Affinity`} from `nvidia-smi topo -m` (rows `GPU0`, ...)."""
+    out = {}
+    for row in topo.gpus:
+        index = row.device[3:]
+        if index.isdigit() and row.cpu_affinity:
+            out[int(index)] = row.cpu_affinity
+    return out
 
 
 class GpuLoadCampaign:
@@ -45,6 +56,7 @@ class GpuLoadCampaign:
         self.results: dict[str, CommandResult] = {}
         self.wall_s: float | None = None
         self.queries: dict[str, GpuQuery] = {}
+        self.affinity: dict[str, dict[int, str]] = {}
         self._lock = threading.Lock()
 
     def _plan(self) -> tuple[dict[str, NodeLoad], dict[str, int]]:
@@ -77,6 +89,9 @@ class GpuLoadCampaign:
                 continue
             plan[node.name] = len(gpus)
             self.queries[node.name] = parse_query_gpu(query.text)
+            topo = facts.sections.get("gpu_topo")
+            if topo is not None:
+                self.affinity[node.name] = gpu_affinity(parse_topo(topo.text))
         return skipped, plan
 
     def loads(self) -> dict[str, NodeLoad]:
@@ -98,7 +113,11 @@ class GpuLoadCampaign:
             with phase(self.facts.progress, what) as outcome:
                 self.results = self.facts.transport.run_on_all(
                     lambda node: load_command(
-                        plan[node.name], settings.seconds, settings.size, settings.copy_mib
+                        plan[node.name],
+                        settings.seconds,
+                        settings.size,
+                        settings.copy_mib,
+                        self.affinity.get(node.name),
                     ),
                     nodes=list(plan),
                     timeout_s=settings.seconds * 2 + EXTRA_S,

@@ -81,14 +81,28 @@ def parse_engines(text: str) -> Engines:
     return Engines(found, tuple(missing))
 
 
-def load_command(gpus: int, seconds: float, size: int = 8192, copy_mib: int = 1024) -> str:
+def load_command(
+    gpus: int,
+    seconds: float,
+    size: int = 8192,
+    copy_mib: int = 1024,
+    affinity: dict[int, str] | None = None,
+) -> str:
     """Load all `gpus` GPUs of the node at once for about `seconds`, sampling nvidia-smi
-    every SAMPLE_MS; the program's file is removed afterwards, also when it fails."""
+    every SAMPLE_MS, each GPU's child on its `affinity` CPUs (`topo -m`'s `0-47,96-143`);
+    the program's file is removed afterwards, also when it fails."""
     program = PROGRAM.read_text()
     sampler_s = int(seconds * 2 + 150)
     fields = ",".join(SAMPLE_FIELDS)
     old_fields = ",".join(OLD_NAMES.get(f, f) for f in SAMPLE_FIELDS)
     args = f"--gpus {int(gpus)} --seconds {seconds:g} --size {int(size)} --copy-mib {int(copy_mib)}"
+    near = ";".join(
+        f"{i}={cpus}"
+        for i, cpus in sorted((affinity or {}).items())
+        if re.fullmatch(r"[0-9,-]+", cpus or "")
+    )
+    if near:
+        args += f" --affinity {shlex.quote(near)}"
     return "\n".join(
         [
             "d=$(mktemp -d /tmp/hpcnet-gpu-load.XXXXXX) || exit 1",
@@ -154,6 +168,8 @@ class GpuLoad:
     d2h_gbs: float | None = None
     checksum: str | None = None
     checksum_stable: bool | None = None
+    cpus: str | None = None
+    """The CPUs its child ran on (`any`, `not-applied`, or topo -m's list)."""
     error: str | None = None
 
     def figure(self, name: str) -> float | None:
@@ -209,6 +225,7 @@ def _gpu_line(line: str) -> GpuLoad | None:
         cuda=pairs.get("cuda"),
         checksum=checksum,
         checksum_stable=stable,
+        cpus=pairs.get("cpus"),
         error=f"unreadable: {', '.join(unread)}" if unread else None,
         **numbers,
     )

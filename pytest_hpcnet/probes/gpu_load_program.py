@@ -8,7 +8,8 @@ and prints their lines between a header and an `end` line; with `--gpu I` it loa
   `--seconds`, timed with CUDA events; TFLOPS is the median of the steady part (the first
   fifth of the timed batches dropped as warm-up);
 - a device-to-device copy (HBM: bytes read plus written), and pinned host-to-device and
-  device-to-host copies;
+  device-to-host copies, the child running on the GPU's nearest CPUs (`--affinity`, from
+  `nvidia-smi topo -m`) so its pinned memory is on the GPU's NUMA node;
 - a checksum of a fixed-seed bf16 product (sums of its bit patterns, hashed), computed
   before and after the soak: the same on every healthy GPU of one SKU and software stack.
 
@@ -96,8 +97,31 @@ def _checksum(torch, dev) -> str:
     return hashlib.sha256(":".join(map(str, sums)).encode()).hexdigest()[:16]
 
 
-def one_gpu(index: int, seconds: float, n: int, copy_mib: int) -> str:
+def cpu_list(text: str) -> set[int]:
+    """`0-47,96-143` -> the CPU numbers."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        if low.strip().isdigit():
+            cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def pin(cpus: str) -> str:
+    """Run on the GPU's nearest CPUs (`nvidia-smi topo -m`), so pinned host memory is
+    allocated on its NUMA node; what was applied, for the output line."""
+    if not cpus:
+        return "any"
+    try:
+        os.sched_setaffinity(0, cpu_list(cpus))
+    except (OSError, ValueError, AttributeError):
+        return "not-applied"
+    return cpus
+
+
+def one_gpu(index: int, seconds: float, n: int, copy_mib: int, cpus: str = "") -> str:
     """Load GPU `index`; its output line."""
+    pinned = pin(cpus)
     import torch
 
     dev = torch.device(f"cuda:{index}")
@@ -118,7 +142,8 @@ def one_gpu(index: int, seconds: float, n: int, copy_mib: int) -> str:
     return (
         f"{head} bf16_tflops={bf16:.1f} tf32_tflops={tf32:.1f} hbm_gbs={hbm:.1f} "
         f"h2d_gbs={h2d:.2f} d2h_gbs={d2h:.2f} checksum={after} "
-        f"checksum_stable={'yes' if after == before else 'no'} batches={batches + more}"
+        f"checksum_stable={'yes' if after == before else 'no'} batches={batches + more} "
+        f"cpus={pinned}"
     )
 
 
@@ -133,10 +158,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--size", type=int, default=8192)
     parser.add_argument("--copy-mib", type=int, default=1024)
+    parser.add_argument("--affinity", default="", help="GPU=CPUS;... from nvidia-smi topo -m")
+    parser.add_argument("--cpus", default="")
     args = parser.parse_args(argv)
     if args.gpu is not None:
         try:
-            print(one_gpu(args.gpu, args.seconds, args.size, args.copy_mib), flush=True)
+            line = one_gpu(args.gpu, args.seconds, args.size, args.copy_mib, args.cpus)
+            print(line, flush=True)
         except Exception as exc:  # the parent prints it as this GPU's error
             print(f"gpu={args.gpu} error={_word(f'{type(exc).__name__}: {exc}')}", flush=True)
             return 1
@@ -145,9 +173,10 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID")  # CUDA index = nvidia-smi index
     base = [sys.executable, os.path.abspath(__file__), "--seconds", str(args.seconds)]
     base += ["--size", str(args.size), "--copy-mib", str(args.copy_mib)]
+    near = dict(x.split("=", 1) for x in args.affinity.split(";") if "=" in x)
     children = [
         subprocess.Popen(
-            [*base, "--gpu", str(i)],
+            [*base, "--gpu", str(i), "--cpus", near.get(str(i), "")],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

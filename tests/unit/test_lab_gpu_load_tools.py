@@ -120,3 +120,22 @@ def test_hot_gpu_is_cool_at_rest(tmp_path):
 
     run = lab_node(tmp_path, {"gpu-hot": "6"})
     assert judge_throttle("node01", parse_query_gpu(run(query_gpu_command())))
+
+
+def test_each_gpu_runs_on_its_nearest_cpus(healthy):
+    """The children run on topo -m's CPU affinity: the lab's NUMA-1 list names no CPU of a
+    small host, which the line reports as not applied rather than failing the GPU."""
+    import os as _os
+
+    from pytest_hpcnet.campaigns.gpu_load import gpu_affinity
+    from pytest_hpcnet.probes.gpu_topo import TOPO_COMMAND, parse_topo
+
+    run, _ = healthy
+    near = gpu_affinity(parse_topo(run(TOPO_COMMAND)))
+    assert near[0] == "0-47,96-143" and near[7] == "48-95,144-191"
+    out = run(load_command(8, 1, size=4096, copy_mib=16, affinity=near))
+    load = {line.split()[0]: line for line in out.splitlines() if line.startswith("gpu=")}
+    host = _os.cpu_count() or 1
+    assert "cpus=0-47,96-143" in load["gpu=0"]
+    expected = "cpus=48-95,144-191" if host > 48 else "cpus=not-applied"
+    assert expected in load["gpu=7"]
