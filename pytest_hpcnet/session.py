@@ -189,6 +189,7 @@ class HpcnetState:
         self.overlap_pairs = False
         self.extra_summary: dict[str, str] = {}  # gate keys: baseline choice, trends page
         self.planned: dict[str, list[str]] = {}  # the collected subjects per requirement
+        self.failures: list[str] = []  # one line per record that did not pass (the first ones)
         self._cloud: CloudRead | None = None
         self.header: list[str] = []  # lines for pytest's header
 
@@ -302,6 +303,8 @@ class HpcnetState:
         line, record, unreachable = carried
         if record["verdict"] in ("fail", "not_measured", "error"):
             self.failing[record["check_id"]] += 1
+            if len(self.failures) < FAILURE_LINES:
+                self.failures.append(failure_line(record))
         self.contacted = self.contacted or bool(record["commands"])
         self.unreachable.update(unreachable)
         self.bundle.append_line(line)
@@ -363,6 +366,17 @@ class HpcnetState:
             metrics=self.config.getoption("hpcnet_metrics"),
             sign_key=self.config.getoption("hpcnet_sign_key"),
         )
+
+
+FAILURE_LINES = 20
+"""How many records that did not pass the terminal summary names, one line each."""
+
+
+def failure_line(record: dict) -> str:
+    """`FAIL mtu [node02]: node02: eth1 (erdma_1): MTU 1500, expected 8500` (one line)."""
+    shown = {"fail": "FAIL", "not_measured": "NOT MEASURED", "error": "ERROR"}[record["verdict"]]
+    message = " ".join(str(record.get("message", "")).split())
+    return f"{shown} {record['check_id']} [{record['subject']}]: {message}"
 
 
 def checks_line(counts: dict[str, int], outcomes: Counter[str]) -> str:
@@ -547,6 +561,11 @@ def write_summary(state: HpcnetState, terminalreporter) -> None:
     tr.write_line("checks: " + checks_line(summary.counts, state.outcomes))
     for check_id, count in sorted(state.failing.items()):
         tr.write_line(f"  {title(check_id)} ({check_id}): {count} not passed", red=True)
+    for line in state.failures:  # the reason in full, which pytest's FAILED lines cut
+        tr.write_line(f"    {line}", red=True)
+    more = sum(state.failing.values()) - len(state.failures)
+    if more > 0:
+        tr.write_line(f"    ... and {more} more in evidence.jsonl and the certificate")
     for line in state.header:  # the baseline chosen by `auto`
         tr.write_line(line)
     for entry in summary.scope.incomplete:

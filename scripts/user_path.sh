@@ -39,7 +39,7 @@ import pytest
 
 
 @pytest.mark.static
-@pytest.mark.check("site_kernel", "Kernel answers")
+@pytest.mark.check("site_uname", "Kernel answers")
 def test_kernel_release(cluster, node, check):
     result = cluster.run(node, "uname -r", recorder=check)
     assert result.ok and result.stdout.strip(), f"{node.name}: uname -r failed"
@@ -64,12 +64,12 @@ check_venv() {  # $1: venv (made if missing); $2: pip requirement
   if grep -q Traceback <<<"$out"; then fail "traceback on a user mistake"; fi
 }
 
-lab_run() {  # $1: venv; from an empty folder, as the README says
+lab_run() {  # $1: venv; the inventory copied into an empty folder, run there, as the README says
   local venv=$1 folder status=0 run
-  folder="$work/empty-$(basename "$1")"
-  step "pytest --inventory lab.yaml from an empty folder ($(basename "$venv"))"
-  mkdir -p "$folder"
-  out=$(cd "$folder" && "$venv/bin/pytest" --inventory "$work/lab.yaml" -p no:cacheprovider) \
+  folder="$work/acceptance-$(basename "$1")"
+  step "pytest --hpcnet-inventory lab.yaml in a folder holding only the inventory ($(basename "$venv"))"
+  mkdir -p "$folder" && cp "$work/lab.yaml" "$folder/lab.yaml"
+  out=$(cd "$folder" && "$venv/bin/pytest" --hpcnet-inventory lab.yaml -p no:cacheprovider) \
     || status=$?
   tail -n 12 <<<"$out"
   run=$(ls -d "$folder"/reports/*/ 2>/dev/null | head -n 1)
@@ -107,6 +107,8 @@ grep -E "^(checks|verdict): " <<<"$out" || true
 [ "$status" -eq 0 ] && grep -q "^verdict: PASSED (static checks passed" <<<"$out" \
   || fail "$(tail -n 30 <<<"$out")"
 
+step "the README's site checks (suites/, copied to site_checks/) beside the shipped suites"
+cp -r "$checkout/suites" "$work/site_checks/examples"
 step "a site's own check beside the shipped suites (--pyargs pytest_hpcnet.suites site_checks/)"
 status=0
 out=$(cd "$work" && "$work/venv/bin/pytest" --inventory "$work/lab.yaml" -p no:cacheprovider \
@@ -116,5 +118,9 @@ grep -E "^(checks|verdict): " <<<"$out" || true
 # -m static is a partial run: PASSED, never a handover certificate
 [ "$status" -eq 0 ] && grep -q "^verdict: PASSED (static checks passed, not a handover certificate)" \
   <<<"$out" || fail "$(tail -n 30 <<<"$out")"
-grep -Eq '"check_id": ?"site_kernel"' "$work"/site-reports/*/evidence.jsonl || fail "no site evidence"
+grep -Eq '"check_id": ?"site_uname"' "$work"/site-reports/*/evidence.jsonl || fail "no site evidence"
+for example in site_kernel site_mounts; do  # the README's examples ran and were recorded
+  grep -Eq "\"check_id\": ?\"$example" "$work"/site-reports/*/evidence.jsonl \
+    || fail "the suites/ example $example left no evidence"
+done
 step "passed"

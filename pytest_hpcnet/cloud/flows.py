@@ -7,7 +7,7 @@ flows every pair of cluster nodes needs, each saying whether Alibaba Cloud docum
 a host that is not a node (bastion, monitoring, CPFS mount target), declared with its
 address so the audit can judge it.
 
-The defaults follow ALIBABA-FACTS section 6: Alibaba documents no eRDMA port. An ERI
+The defaults follow docs/sources.md: Alibaba documents no eRDMA port. An ERI
 "shares the IP addresses and security group rules of the ENI" (ECS *ERIs*), and eRDMA
 runs iWARP by default, so its connections are TCP (RDMA_CM on the application's port);
 NCCL's bootstrap and socket connections use ephemeral TCP ports, so nodes need all TCP

@@ -57,7 +57,7 @@ class ErdmaExpect(Strict):
     """eRDMA in depth (issue 16): figures per ERI and per instance, driver state, NCCL.
 
     None means "not published / not expected": the check reports the value and does not
-    judge it. Profiles give each key's source (ALIBABA-FACTS.md ids S1, S13, ...).
+    judge it. Profiles give each key's source (the source keys of docs/sources.md: S1, S13, ...).
     """
 
     eris: Annotated[int, Field(ge=1)] | None = None
@@ -162,7 +162,7 @@ class CpfsExpect(Strict):
             "lustre",
         ]
     )
-    """What CPFS clients put in /proc/mounts (ALIBABA-FACTS section 7): cpfs-nfs mounts show
+    """What CPFS clients put in /proc/mounts (docs/sources.md): cpfs-nfs mounts show
     as `nfs` (through a local proxy on 127.0.x.y), CPFS for Lingjun through EFC as
     `fuse.aliyun-alinas-efc`, legacy CPFS as `lustre`."""
     client: Literal["cpfs-nfs", "efc", "lustre"] | None = None

@@ -105,7 +105,7 @@ def rdma_devices(node: LabNode, eris: int = 1) -> list[dict]:
     `no-rdma` removes them, `port-down` downs every port, `eri-down` one device's port;
     `gid-shift` puts an extra IPv6 GID before the IPv4 one on one device,
     `eri-pcie-downgrade` runs one device's PCIe link at x8 of x16. GIDs are
-    compat-mode style (ALIBABA-FACTS section 5): [0] link-local, [1] ::ffff:<address>.
+    compat-mode style (docs/sources.md): [0] link-local, [1] ::ffff:<address>.
     An ERI is an ENI: erdma_1 sits on the secondary ENI `eth1`, its GUID and GIDs from
     eth1's MAC and address (a node recorded without one keeps it on eth0).
     """

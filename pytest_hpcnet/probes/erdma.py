@@ -1,7 +1,7 @@
 """eRDMA in depth: device identity, GID table and driver state of every ERI on a node.
 
 Identity is by driver (`/sys/class/infiniband/*/device/driver` -> `erdma`) or PCI id
-`1ded:107f`, never by name alone: Alibaba's ACK example shows `rocep26s0` (ALIBABA-FACTS
+`1ded:107f`, never by name alone: Alibaba's ACK example shows `rocep26s0` (docs/sources.md
 section 3, S10); a name glob stays an option. The GID table comes from `ibv_devinfo -v`:
 the default (iWARP) driver has one MAC-derived GID at index 0, `compat_mode=Y` fills
 RoCEv2-style GIDs where IPv4 is usually index 1 but moves per device with extra IPv6
@@ -27,7 +27,7 @@ from pytest_hpcnet.probes.text import strip_ansi
 
 ERDMA_DRIVER = "erdma"
 ERDMA_PCI_ID = ("0x1ded", "0x107f")
-"""Alibaba eRDMA PCI vendor:device (ALIBABA-FACTS section 5, S12 README)."""
+"""Alibaba eRDMA PCI vendor:device (source S12 README)."""
 NOMINAL_RATE = "100 Gb/sec (4X EDR)"
 """What the public driver's `erdma_query_port` reports for every ERI (S12): not a capacity."""
 CC_ALGORITHMS = ("newreno", "cubic", "hpcc_rtt", "hpcc_ecn", "mpcc")
@@ -381,7 +381,7 @@ def parse_erdma_driver(text: str) -> ErdmaDriver:
 
 def expected_active_mtu(netdev_mtu: int) -> int:
     """The IB MTU the erdma driver reports for a netdev MTU (largest IB MTU that fits):
-    8500 -> 4096, 1400 -> 1024 (ALIBABA-FACTS section 2, S12 `erdma_query_port`)."""
+    8500 -> 4096, 1400 -> 1024 (source S12 `erdma_query_port`)."""
     return next((m for m in IB_MTUS if netdev_mtu >= m), 256)
 
 

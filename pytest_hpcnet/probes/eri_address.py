@@ -1,6 +1,6 @@
 """Each ERI's own interface and IPv4 address.
 
-On Alibaba Cloud an ERI is an ENI with eRDMA enabled (ALIBABA-FACTS section 6, S6): an
+On Alibaba Cloud an ERI is an ENI with eRDMA enabled (source S6): an
 instance with two ERIs has two ENIs, `eth0` and `eth1`, each with its own primary private
 address, and `erdma_1`'s netdev is `eth1`. So the GID an ERI must carry, the `-x` index
 perftest and NCCL get on it and the address a perftest client connects to for it all come

@@ -1,7 +1,7 @@
 """NCCL_DEBUG=INFO lines: which network NCCL chose on each host, its devices, GPUDirect RDMA.
 
 NCCL falls back to TCP sockets when it cannot use RDMA and the collective still completes;
-only its INFO lines say so (ALIBABA-FACTS section 3): `NET/IB : Using [0]erdma_0:1/RoCE
+only its INFO lines say so (docs/sources.md): `NET/IB : Using [0]erdma_0:1/RoCE
 [RO]; OOB eth0:...` and `Using network IB` on eRDMA, `NET/IB : No device found.` then
 `NET/Socket : Using [0]eth0:...` and `Using network Socket` on fallback. GPUDirect RDMA
 shows as `GPU Direct RDMA Enabled for HCA` / `via NET/IB/<n>/GDRDMA`, off as

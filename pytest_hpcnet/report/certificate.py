@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -23,8 +23,11 @@ from pytest_hpcnet import __version__
 from pytest_hpcnet.redact import redact
 from pytest_hpcnet.report.certificate_evidence import evidence_sections
 from pytest_hpcnet.report.certificate_format import (
+    counted,
     format_margin,
+    format_threshold,
     format_value,
+    pair_nodes,
 )
 from pytest_hpcnet.report.certificate_gpu import gpu_load_section, gpu_section
 from pytest_hpcnet.report.certificate_header import (
@@ -34,7 +37,12 @@ from pytest_hpcnet.report.certificate_header import (
     scope_line,
     verdict_reasons,
 )
-from pytest_hpcnet.report.certificate_node_facts import FACT_TITLES, node_facts
+from pytest_hpcnet.report.certificate_node_facts import (
+    FACT_TITLES,
+    NODE_TITLES,
+    node_facts,
+    node_groups,
+)
 from pytest_hpcnet.report.certificate_rows import (  # noqa: F401 - re-exported
     DEFAULT_REQUIREMENTS,
     NodeInfo,
@@ -47,6 +55,15 @@ from pytest_hpcnet.report.certificate_rows import (  # noqa: F401 - re-exported
     node_rows,
     requirement_rows,
     waiver_rows,
+)
+from pytest_hpcnet.report.certificate_summary import (
+    ScopeGroup,
+    excluded_groups,
+    failing_pairs,
+    findings,
+    name_list,
+    scope_groups,
+    where,
 )
 from pytest_hpcnet.report.certificate_versions import (
     ToolVersions,
@@ -65,8 +82,14 @@ from pytest_hpcnet.report.evidence import (
     run_date_of,
     utc_now,
 )
-from pytest_hpcnet.report.heatmap import headline_metric, heatmap_svg, legend_html
-from pytest_hpcnet.report.records import RunScope
+from pytest_hpcnet.report.heatmap import (
+    MAX_HEATMAP_NODES,
+    headline_metric,
+    heatmap_svg,
+    legend_html,
+    worst_pairs,
+)
+from pytest_hpcnet.report.records import CheckRecord, RunScope, ScopeEntry
 from pytest_hpcnet.report.signing import (
     CERTIFICATE_HTML,
     CERTIFICATE_JSON,
@@ -77,6 +100,22 @@ from pytest_hpcnet.report.signing import (
 from pytest_hpcnet.report.templates import page_environment
 
 CERTIFICATE_FORMAT = "hpcnet-certificate/1"
+EVIDENCE_HTML = "evidence.html"
+"""The evidence appendix: a file of the bundle, so the digest (and the signature) cover it."""
+#: The rows each list of the first two A4 pages shows at most, and at least while rows are
+#: cut to fit the page's budget: `PAGE_ROWS` less the requirement table's rows, never below
+#: `ROW_BUDGET`; the rest is in the appendix, counted.
+ROW_CAPS: dict[str, tuple[int, int]] = {
+    "found": (10, 3),
+    "pairs": (4, 2),
+    "incomplete": (6, 1),
+    "excluded": (5, 1),
+    "versions": (4, 1),
+    "node_groups": (3, 1),
+    "waivers": (5, 1),
+}
+ROW_BUDGET = 10
+PAGE_ROWS = 38
 
 
 class Contact(BaseModel):
@@ -142,6 +181,9 @@ def build_facts(
     started = (summary.started_at if summary else None) or (min(starts) if starts else None)
     ended = (summary.ended_at if summary else None) or (max(ends) if ends else None)
     rows = requirement_rows(records, run_date, ctx.requirements)
+    inventory_names = [n.name for n in ctx.nodes]
+    for row in rows:
+        row.where = where(records, row, run_date, inventory_names)
     header = run_facts(summary)
     threshold_sources = fill_threshold_sources(rows, header["profile_sources"])
     nodes = node_rows(records, ctx.nodes, unreachable, run_date)
@@ -203,8 +245,11 @@ def _environment() -> Environment:
             "margin": format_margin,
             "when": _format_when,
             "nodes": describe_nodes,
+            "names": name_list,
+            "threshold": format_threshold,
+            "count": counted,
         },
-        {"fact_titles": FACT_TITLES, "lab_notice": LAB_NOTICE},
+        {"fact_titles": FACT_TITLES, "lab_notice": LAB_NOTICE, "node_titles": NODE_TITLES},
     )
 
 
@@ -224,37 +269,161 @@ def _facts_script(facts: Mapping[str, Any]) -> Markup:
     return Markup(text)
 
 
-def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> str:
-    """The certificate page for these facts and the bundle's evidence (deterministic)."""
-    root = Path(run_dir)
+def fit_rows(lists: Mapping[str, Sequence[Any]], budget: int = ROW_BUDGET) -> dict[str, Any]:
+    """Each list as `{"shown", "more"}`: at most its cap (`ROW_CAPS`), and while the rows
+    shown exceed `budget`, one fewer for the longest list still above its floor."""
+    limits = {name: min(len(items), ROW_CAPS[name][0]) for name, items in lists.items()}
+    while sum(limits.values()) > budget:
+        above = [name for name in limits if limits[name] > ROW_CAPS[name][1]]
+        if not above:
+            break
+        longest = max(above, key=lambda name: (limits[name], name))
+        limits[longest] -= 1
+    return {
+        name: {"shown": list(items[: limits[name]]), "more": len(items) - limits[name]}
+        for name, items in lists.items()
+    }
+
+
+def _scope_entries(facts: Mapping[str, Any], key: str) -> list[ScopeGroup]:
+    return scope_groups(ScopeEntry.model_validate(e) for e in facts["scope"].get(key, []))
+
+
+def _needed(facts: Mapping[str, Any], incomplete: Sequence[ScopeGroup]) -> list[str]:
+    """What a run that is not ACCEPTED needs before anyone can accept the cluster."""
+    steps = []
+    if not facts["scope"].get("handover", True):
+        steps.append("run the whole suite (no -m, -k or test selection): a handover run")
+    if facts["counts"].get("fail"):
+        steps.append(
+            "fix what failed (listed above, by node, device and GPU) and run again; or, for a "
+            "known exception, add a waiver with its reason, grantor and expiry to the inventory"
+        )
+    if facts["unreachable_nodes"]:
+        steps.append("reach " + name_list(facts["unreachable_nodes"]) + " over SSH and run again")
+    keys = sorted({g.key for g in incomplete if g.key})
+    if keys:
+        steps.append("set " + ", ".join(keys) + " in the inventory (no bound: nothing to judge)")
+    if incomplete or facts["counts"].get("not_measured") or facts["counts"].get("error"):
+        steps.append(
+            "measure what was not measured (listed under Scope; no waiver covers it) and run again"
+        )
+    if not steps:
+        steps.append("run the whole suite again to completion")
+    return steps
+
+
+def _matrices(
+    records: Sequence[CheckRecord], node_order: Sequence[str], suspects: Sequence[str], on: date
+) -> list[dict[str, Any]]:
+    """Per pair check: the heat map where it is legible, else its worst pairs."""
+    found = []
+    for check_id in sorted({r.check_id for r in records if r.kind == "pair"}):
+        pairs = [r for r in records if r.check_id == check_id and r.kind == "pair"]
+        metric = headline_metric(pairs)
+        if metric is None:
+            continue
+        unit = next((m.unit for r in pairs for m in r.measured if m.name == metric), "")
+        nodes = {n for r in pairs for n in (pair_nodes(r.subject) or ())}
+        entry: dict[str, Any] = {
+            "check_id": check_id,
+            "metric": metric,
+            "unit": unit,
+            "nodes": len(nodes),
+            "svg": None,
+            "worst": [],
+        }
+        if len(nodes) <= MAX_HEATMAP_NODES:
+            entry["svg"] = heatmap_svg(check_id, records, node_order, suspects, on)
+        else:
+            entry["worst"] = worst_pairs(pairs, metric, on)
+        if entry["svg"] is not None or entry["worst"]:
+            found.append(entry)
+    return found
+
+
+def _page_context(root: Path, facts: Mapping[str, Any]) -> dict[str, Any]:
     records = read_records(root)
-    run_date = date.fromisoformat(facts["run_date"])
+    on = date.fromisoformat(facts["run_date"])
     rows = [RequirementRow.model_validate(r) for r in facts["requirements"]]
-    node_order = [n["name"] for n in facts["nodes"]]
-    suspects = [n["name"] for n in facts["nodes"] if n["suspect"]]
-    pair_checks = sorted({r.check_id for r in records if r.kind == "pair"})
-    heatmaps = []
-    for check_id in pair_checks:
-        svg = heatmap_svg(check_id, records, node_order, suspects, run_date)
-        if svg is not None:
-            metric = headline_metric(
-                [r for r in records if r.check_id == check_id and r.kind == "pair"]
-            )
-            heatmaps.append({"check_id": check_id, "metric": metric, "svg": svg})
-    template = _environment().get_template("certificate.html.j2")
-    html = template.render(
-        facts=facts,
-        rows=rows,
-        heatmaps=heatmaps,
-        sections=evidence_sections(root, records, rows, run_date),
-        facts_json=_facts_script(facts),
-        legend=legend_html(),
-        version_rows=version_rows(
+    order = [r.check_id for r in rows]
+    incomplete = _scope_entries(facts, "incomplete")
+    return {
+        "records": records,
+        "run_date": on,
+        "facts": facts,
+        "rows": rows,
+        "found": findings(records, on, order),
+        "pairs": failing_pairs(records, on),
+        "incomplete": incomplete,
+        "excluded": excluded_groups(
+            ScopeEntry.model_validate(e) for e in facts["scope"].get("excluded", [])
+        ),
+        "version_rows": version_rows(
             [ToolVersions.model_validate(t) for t in facts.get("versions", [])]
         ),
-        digest=facts.get(DIGEST_KEY, ""),
-        gpu=gpu_section(records),
-        gpu_load=gpu_load_section(records),
+        "needed": _needed(facts, incomplete),
+        "appendix": EVIDENCE_HTML,
+        "all_nodes": [n["name"] for n in facts["nodes"]],
+    }
+
+
+def render_evidence(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> str:
+    """The evidence appendix (`evidence.html`) for these facts (deterministic); rendered
+    before the bundle's digest, which covers it."""
+    root = Path(run_dir)
+    page = _page_context(root, facts)
+    records, on = page["records"], page["run_date"]
+    node_order = [n["name"] for n in facts["nodes"]]
+    suspects = [n["name"] for n in facts["nodes"] if n["suspect"]]
+    html = (
+        _environment()
+        .get_template("evidence.html.j2")
+        .render(
+            **{k: v for k, v in page.items() if k not in ("records", "run_date")},
+            matrices=_matrices(records, node_order, suspects, on),
+            sections=evidence_sections(root, records, page["rows"], on),
+            legend=legend_html(),
+            gpu=gpu_section(records),
+            gpu_load=gpu_load_section(records),
+        )
+    )
+    return redact(html)
+
+
+def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> str:
+    """The certificate page for these facts and the bundle's evidence (deterministic): the
+    document a person signs, on at most two A4 pages whatever the cluster size."""
+    root = Path(run_dir)
+    page = _page_context(root, facts)
+    pair_suspects = sorted({n for p in page["pairs"] for n in p.suspects})
+    judged = sum(r.verdict not in ("skipped", "not_run") for r in page["rows"])
+    html = (
+        _environment()
+        .get_template("certificate.html.j2")
+        .render(
+            facts=facts,
+            rows=page["rows"],
+            **fit_rows(
+                {
+                    "found": page["found"],
+                    "pairs": page["pairs"],
+                    "incomplete": page["incomplete"],
+                    "excluded": page["excluded"],
+                    "versions": page["version_rows"],
+                    "node_groups": node_groups(facts.get("node_facts", [])),
+                    "waivers": facts.get("waivers", []),
+                },
+                max(ROW_BUDGET, PAGE_ROWS - judged),
+            ),
+            pair_suspects=pair_suspects,
+            needed=page["needed"],
+            appendix=EVIDENCE_HTML,
+            all_nodes=page["all_nodes"],
+            appendix_sha=facts.get("evidence_files", {}).get(EVIDENCE_HTML, ""),
+            facts_json=_facts_script(facts),
+            digest=facts.get(DIGEST_KEY, ""),
+        )
     )
     return redact(html)
 
@@ -262,10 +431,12 @@ def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> st
 def render_certificate(
     run_dir: str | os.PathLike[str], context: CertificateContext | Mapping[str, Any] | None = None
 ) -> Path:
-    """Write `certificate.json` and `certificate.html` for a closed (or interrupted) run;
-    return the page's path. Sign afterwards; any later change to the bundle breaks it."""
+    """Write `evidence.html` (the appendix, covered by the digest), `certificate.json` and
+    `certificate.html` for a closed (or interrupted) run; return the page's path. Sign
+    afterwards; any later change to the bundle breaks it."""
     root = Path(run_dir)
     facts = build_facts(root, context)
+    _write_atomic(root / EVIDENCE_HTML, render_evidence(root, facts).encode("utf-8"))
     facts["evidence_files"] = bundle_manifest(root)
     facts[DIGEST_KEY] = compute_digest(facts["evidence_files"], facts)
     json_text = json.dumps(facts, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

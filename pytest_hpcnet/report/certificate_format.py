@@ -29,33 +29,96 @@ def headroom(measurement: Measurement) -> float | None:
     return None
 
 
+BYTE_UNITS = ("bytes", "byte", "B")
+_BINARY = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20))
+#: Units that are counted nouns, by their singular (`1 device`, `2 devices`).
+_SINGULAR = {
+    "bytes": "byte",
+    "devices": "device",
+    "GPUs": "GPU",
+    "nodes": "node",
+    "pairs": "pair",
+    "errors": "error",
+    "ports": "port",
+    "packets": "packet",
+    "flows": "flow",
+    "links": "link",
+    "ranks": "rank",
+    "entries": "entry",
+    "subjects": "subject",
+    "records": "record",
+    "checks": "check",
+    "runs": "run",
+}
+_SYMBOL = {">=": "≥", "<=": "≤", "==": "="}
+
+
+def _number_text(number: float) -> str:
+    if number.is_integer() and abs(number) < 1e15:
+        return str(int(number))
+    return f"{number:.4g}"
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 device`, `2 devices`, `1 more record`: the noun's last word singular for one."""
+    if count == 1:
+        head, _, last = noun.rpartition(" ")
+        noun = f"{head} {_SINGULAR.get(last, last)}".strip()
+    return f"{count} {noun}"
+
+
+def out_of_bound(measurement: Measurement) -> bool:
+    """Whether a measurement misses its threshold (False where that cannot be told)."""
+    value, threshold = measurement.value, measurement.threshold
+    number, bound = number_of(value), number_of(threshold)
+    if measurement.comparison == ">=" and number is not None and bound is not None:
+        return number < bound
+    if measurement.comparison == "<=" and number is not None and bound is not None:
+        return number > bound
+    if measurement.comparison == "==" and threshold is not None:
+        return value != threshold and (number is None or number != bound)
+    if measurement.comparison == "in" and isinstance(threshold, list):
+        return value not in threshold
+    return False
+
+
 def format_value(value: Any, unit: str = "") -> str:
-    """A value for display: integers plainly, other numbers with 4 significant digits."""
+    """A value for display: integers plainly, other numbers with 4 significant digits; bytes
+    from 1 MiB up in binary units (`12 MiB`); a counted unit singular for one (`1 device`)."""
     if value is None:
         return "—"
     number = number_of(value)
     if number is None:
-        text = str(value)
-    elif number.is_integer() and abs(number) < 1e15:
-        text = str(int(number))
-    else:
-        text = f"{number:.4g}"
-    return f"{text} {unit}".strip()
+        return f"{value} {unit}".strip()
+    if unit == "KiB" and abs(number) >= 1 << 10:
+        number, unit = number * 1024, "bytes"
+    if unit in BYTE_UNITS and abs(number) >= 1 << 20:
+        name, size = next((n, s) for n, s in _BINARY if abs(number) >= s)
+        return f"{_number_text(number / size)} {name}"
+    if unit in _SINGULAR and number == 1:
+        unit = _SINGULAR[unit]
+    return f"{_number_text(number)} {unit}".strip()
 
 
 def format_threshold(measurement: Measurement) -> str:
-    """`>= 180 Gb/s`, `== 9000`, `in {a, b}`; empty where there is no threshold."""
-    if measurement.threshold is None or measurement.comparison is None:
+    """`≥ 180 Gb/s`, `= 9000 bytes`, `≥ 12 MiB`, `none` (`== 0` of a counted unit),
+    `one of 4096, 8500`; empty where there is no threshold."""
+    threshold, comparison = measurement.threshold, measurement.comparison
+    if threshold is None or comparison is None:
         return ""
-    if isinstance(measurement.threshold, list):
-        allowed = ", ".join(format_value(v) for v in measurement.threshold)
-        return f"{measurement.comparison} {{{allowed}}}"
-    return f"{measurement.comparison} {format_value(measurement.threshold, measurement.unit)}"
+    if isinstance(threshold, list):
+        allowed = ", ".join(format_value(v) for v in threshold)
+        return f"one of {allowed}" + (f" {measurement.unit}" if measurement.unit else "")
+    if comparison == "==" and number_of(threshold) == 0 and measurement.unit in _SINGULAR:
+        return f"no {measurement.unit}"
+    return f"{_SYMBOL.get(comparison, comparison)} {format_value(threshold, measurement.unit)}"
 
 
 def format_margin(margin: float | None) -> str:
-    """A margin as a signed percentage, `—` where there is none."""
-    return "—" if margin is None else f"{margin * 100:+.1f} %"
+    """A margin as a signed percentage (no decimals from 100 % up), `—` where there is none."""
+    if margin is None:
+        return "—"
+    return f"{margin * 100:+.0f} %" if abs(margin) >= 1 else f"{margin * 100:+.1f} %"
 
 
 def pair_nodes(subject: str) -> tuple[str, str] | None:

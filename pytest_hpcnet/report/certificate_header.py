@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_hpcnet.report.certificate_format import counted
+from pytest_hpcnet.report.certificate_summary import name_list
 from pytest_hpcnet.report.evidence import RunSummary
 from pytest_hpcnet.report.records import RunScope
 
@@ -51,16 +53,16 @@ def verdict_reasons(
     if interrupted:
         reasons.append("the run did not finish")
     if unreachable:
-        reasons.append("unreachable: " + ", ".join(unreachable))
+        reasons.append("unreachable: " + name_list(unreachable))
     if counts.get("not_measured"):
-        reasons.append(f"{counts['not_measured']} check(s) not measured")
+        reasons.append(counted(counts["not_measured"], "checks") + " not measured")
     if counts.get("error"):
-        reasons.append(f"{counts['error']} check(s) could not be completed")
+        reasons.append(counted(counts["error"], "checks") + " could not be completed")
     if counts.get("fail"):
-        reasons.append(f"{counts['fail']} check(s) failed")
+        reasons.append(counted(counts["fail"], "checks") + " failed")
     if scope.incomplete:
         names = sorted({entry.check_id for entry in scope.incomplete})
-        reasons.append("in scope but not measured: " + ", ".join(names))
+        reasons.append("in scope but not measured: " + name_list(names, noun="checks"))
     if not scope.handover:
         reasons.append("partial run: not a handover certificate")
     if not (counts.get("pass") or counts.get("fail") or counts.get("waived")):

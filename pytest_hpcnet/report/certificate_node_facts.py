@@ -7,7 +7,8 @@ from the first per-node record that carries it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -30,6 +31,12 @@ FACT_TITLES: dict[str, str] = {
     "instance_type": "Instance type",
     "instance_id": "Instance id",
     "vswitch_id": "vSwitch",
+}
+
+#: The columns nodes share in the certificate's summary (the instance id is per node).
+#: The kernel is in the versions table beside it.
+NODE_TITLES: dict[str, str] = {
+    k: v for k, v in FACT_TITLES.items() if k not in ("instance_id", "kernel")
 }
 
 
@@ -73,3 +80,21 @@ def node_facts(
         values["instance_type"] = values["instance_type"] or instance_types.get(name, "")
         rows.append(NodeFacts(name=name, **values))
     return rows
+
+
+class NodeGroup(BaseModel):
+    """Nodes whose facts (all but the instance id) are the same: one row of the summary."""
+
+    nodes: list[str]
+    facts: dict[str, str]
+
+
+def node_groups(rows: Sequence[NodeFacts | Mapping[str, Any]]) -> list[NodeGroup]:
+    """The nodes grouped by their shared facts, the largest group first."""
+    grouped: dict[tuple[str, ...], NodeGroup] = {}
+    for row in rows:
+        data = row.model_dump() if isinstance(row, NodeFacts) else dict(row)
+        shared = {key: str(data.get(key) or "") for key in NODE_TITLES}
+        group = grouped.setdefault(tuple(shared.values()), NodeGroup(nodes=[], facts=shared))
+        group.nodes.append(str(data["name"]))
+    return sorted(grouped.values(), key=lambda g: (-len(g.nodes), g.nodes))

@@ -10,7 +10,12 @@ from datetime import date
 
 from pydantic import BaseModel, Field
 
-from pytest_hpcnet.report.certificate_format import format_threshold, headroom, pair_nodes
+from pytest_hpcnet.report.certificate_format import (
+    format_threshold,
+    headroom,
+    out_of_bound,
+    pair_nodes,
+)
 from pytest_hpcnet.report.evidence import CheckRecord, Measurement, effective_verdict, utc_now
 from pytest_hpcnet.requirements.registry import BY_ID, certificate_specs
 
@@ -55,6 +60,7 @@ class RequirementRow(BaseModel):
     unit: str = ""
     worst_value: float | str | None = None
     worst_subject: str = ""
+    where: str = ""  # the worst subject as shown: `all 4 nodes` when every subject tied
     margin: float | None = Field(
         default=None, description="headroom as a fraction of the threshold; < 0 misses it"
     )
@@ -123,7 +129,8 @@ def _worst(records: Sequence[CheckRecord], run_date: date) -> tuple[Measurement,
             if margin is not None:
                 numeric.append((margin, order, measurement, record.subject))
             elif measurement.comparison is not None:
-                other.append((0 if failing else 1, order, measurement, record.subject))
+                rank = 0 if failing and out_of_bound(measurement) else 1 if failing else 2
+                other.append((rank, order, measurement, record.subject))
     if numeric:
         _, _, measurement, subject = min(numeric, key=lambda item: (item[0], item[1]))
         return measurement, subject

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import date
+from typing import Any
 
 from markupsafe import Markup, escape
 
-from pytest_hpcnet.report.certificate_format import format_value, headroom, number_of, pair_nodes
+from pytest_hpcnet.report.certificate_format import (
+    format_threshold,
+    format_value,
+    headroom,
+    number_of,
+    pair_nodes,
+)
 from pytest_hpcnet.report.evidence import CheckRecord, Measurement, effective_verdict
 
 MAX_HEATMAP_LABELLED = 16
+MAX_HEATMAP_NODES = 16  # beyond this a matrix is illegible: the worst pairs are listed instead
+MAX_WORST_PAIRS = 20
 NEAR_BOUND = 0.05  # a pass within 5 % of its threshold is drawn pale green
 
 #: (css colour, legend text) per cell state; the legend under each matrix lists them.
@@ -21,7 +30,7 @@ COLOURS: dict[str, tuple[str, str]] = {
     "error": ("#e39a2d", "not judged (error)"),
     "not_measured": ("#e39a2d", "not measured"),
     "waived": ("#8a7fe0", "failed, waived"),
-    "none": ("#e5e5e5", "not measured"),
+    "none": ("#e5e5e5", "no record (pair not probed)"),
 }
 
 
@@ -44,6 +53,32 @@ def legend_html() -> Markup:
         for colour, text in COLOURS.values()
     )
     return Markup(f'<p class="legend">{items}</p>')
+
+
+def worst_pairs(
+    pairs: Sequence[CheckRecord], metric: str, run_date: date, limit: int = MAX_WORST_PAIRS
+) -> list[dict[str, Any]]:
+    """The pairs with the least headroom on `metric` (failing ones first), for a cluster too
+    large for a legible matrix."""
+    rows = []
+    for record in pairs:
+        measurement = next((m for m in record.measured if m.name == metric), None)
+        if measurement is None or number_of(measurement.value) is None:
+            continue
+        verdict = effective_verdict(record, run_date)
+        margin = headroom(measurement)
+        rows.append(
+            {
+                "subject": record.subject.replace("->", " → "),
+                "value": format_value(measurement.value, measurement.unit),
+                "threshold": format_threshold(measurement),
+                "margin": margin,
+                "verdict": verdict,
+                "key": (verdict == "pass", margin if margin is not None else 0.0, record.subject),
+            }
+        )
+    rows.sort(key=lambda row: row["key"])
+    return [{k: v for k, v in row.items() if k != "key"} for row in rows[:limit]]
 
 
 def headline_metric(records: Sequence[CheckRecord]) -> str | None:
@@ -113,8 +148,10 @@ def heatmap_svg(
         for col, target in enumerate(names):
             x, y = left + col * size, top + row * size
             entry = cells.get((source, target))
-            if entry is None:
-                fill, title, text = COLOURS["none"][0], f"{source}->{target}: not measured", ""
+            if entry is None and source == target:  # a node with itself: never a pair
+                fill, title, text, stroke = "#ffffff", f"{source} (itself)", "", "#e5e5e5"
+            elif entry is None:
+                fill, title, text = COLOURS["none"][0], f"{source}->{target}: no record", ""
                 stroke = "#ffffff"
             else:
                 measurement, verdict = entry

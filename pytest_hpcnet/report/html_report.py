@@ -119,6 +119,17 @@ def _measurement_rows(record: dict[str, Any]) -> str:
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
+def command_line(command: dict[str, Any]) -> str:
+    """`node01: exit 0 in 0.4 s, output outputs/<digest>.txt`; what is unknown is left out
+    (`no exit status`: the command was cut off or never ended)."""
+    status = command.get("exit_status")
+    said = f"exit {status}" if status is not None else "no exit status"
+    took = f" in {command['duration_s']} s" if command.get("duration_s") is not None else ""
+    digest = command.get("output_digest")
+    output = f", output outputs/{digest}.txt" if digest else ""
+    return f"{command['node']}: {said}{took}{output}"
+
+
 def html_extras(report: pytest.TestReport, record: dict[str, Any]) -> None:
     """Attach measured-vs-threshold and the commands run to the test's row."""
     if html_extra is None:
@@ -126,11 +137,7 @@ def html_extras(report: pytest.TestReport, record: dict[str, Any]) -> None:
     parts = [_measurement_rows(record)]
     commands = record.get("commands", [])
     if commands:
-        lines = [
-            f"{c['node']}: exit {c['exit_status']} in {c['duration_s']}s, output "
-            f"outputs/{c['output_digest']}.txt"
-            for c in commands[:10]
-        ]
+        lines = [command_line(c) for c in commands[:10]]
         parts.append("<pre>" + html.escape("\n".join(lines)) + "</pre>")
     if record.get("suspect_nodes"):
         parts.append(f"<p>suspect: {html.escape(', '.join(record['suspect_nodes']))}</p>")

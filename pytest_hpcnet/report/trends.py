@@ -97,6 +97,7 @@ class Series:
     subject: str
     unit: str = ""
     comparison: str | None = None
+    threshold: float | None = None  # the latest run's bound, where it had one
     points: list[Point] = field(default_factory=list)
 
     @property
@@ -124,10 +125,10 @@ class History:
 
 
 DIGEST_FILE = "trends-digest.json"
-DIGEST_VERSION = 1
-PointRow = tuple[str, str, str, float, str, str | None]
+DIGEST_VERSION = 2
+PointRow = tuple[str, str, str, float, str, str | None, float | None]
 """One figure of one subject in one run: check id, measurement, subject, value, unit,
-comparison."""
+comparison, threshold."""
 
 
 @dataclass
@@ -155,8 +156,9 @@ def digest_run(
         for m in record.measured:
             value = _number(m.value)
             if (record.check_id, m.name) in wanted and value is not None:
+                bound = _number(m.threshold)
                 points.append(
-                    (record.check_id, m.name, record.subject, value, m.unit, m.comparison)
+                    (record.check_id, m.name, record.subject, value, m.unit, m.comparison, bound)
                 )
     statuses = dict(node_status(records, summary)) if node_status is not None else None
     return RunDigest(points, statuses)
@@ -182,8 +184,16 @@ def read_digest(run_dir: Path, with_status: bool) -> RunDigest | None:
         if data["version"] != DIGEST_VERSION or data["figures"] != _figure_keys():
             return None
         points = [
-            (str(c), str(n), str(s), float(v), str(u), None if k is None else str(k))
-            for c, n, s, v, u, k in data["points"]
+            (
+                str(c),
+                str(n),
+                str(s),
+                float(v),
+                str(u),
+                None if k is None else str(k),
+                None if t is None else float(t),
+            )
+            for c, n, s, v, u, k, t in data["points"]
         ]
         known = {(f.check_id, f.name) for f in FIGURES}
         if any((check_id, name) not in known for check_id, name, *_ in points):
@@ -260,10 +270,11 @@ def build_history(
     wanted = {(f.check_id, f.name): f for f in FIGURES}
     for index, (summary, digest) in enumerate(runs):
         history.runs.append(RunInfo(summary.run_id, _start(summary), summary.verdict))
-        for check_id, measurement, subject, value, unit, comparison in digest.points:
+        for check_id, measurement, subject, value, unit, comparison, bound in digest.points:
             figure = wanted[(check_id, measurement)]
             series = table.setdefault((figure, subject), Series(figure, subject))
             series.unit, series.comparison = unit, comparison
+            series.threshold = bound if bound is not None else series.threshold
             while len(series.points) <= index:
                 series.points.append(Point())
             series.points[index] = Point(value=value)

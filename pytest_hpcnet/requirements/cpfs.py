@@ -43,7 +43,7 @@ def judge_node_throughput(
 
 def judge_aggregate(rw: str, values: Mapping[str, float], cpfs: CpfsExpect) -> Verdict:
     """The nodes' summed `rw` bandwidth at or above the rated figure of `capacity_tib`
-    (ALIBABA-FACTS section 7) less `aggregate_lower`; no capacity set is not measured."""
+    (docs/sources.md) less `aggregate_lower`; no capacity set is not measured."""
     total = sum(values.values())
     key = "expect.cpfs.capacity_tib"
     if not cpfs.capacity_tib:

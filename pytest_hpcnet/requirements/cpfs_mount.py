@@ -11,7 +11,7 @@ from pytest_hpcnet.requirements.verdict import Measurement, Verdict
 PROXY = re.compile(r"127\.0\.\d{1,3}\.\d{1,3}")
 """The local proxy `mount.cpfs-nfs` puts between NFS and CPFS (default 127.0.1.255)."""
 CLIENT_FSTYPES = {"cpfs-nfs": "nfs", "efc": "aliyun-alinas-efc", "lustre": "lustre"}
-"""The fstype (normalized) each client shows in /proc/mounts (ALIBABA-FACTS section 7)."""
+"""The fstype (normalized) each client shows in /proc/mounts (docs/sources.md)."""
 
 
 def proxy_address(mount: MountInfo) -> str | None:

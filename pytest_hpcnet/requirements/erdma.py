@@ -238,7 +238,7 @@ def judge_instance_bw(
     figure, note = instance_figure(e.per_instance_gbps, nic_indexes, e.same_nic_index_gbps)
     judged = judge_instance_bandwidth(node, per_device, devices, figure, e.bw_fraction, note)
     if not judged.ok and nic_indexes is None and e.same_nic_index_gbps is not None:
-        cap = f"{e.same_nic_index_gbps:g} Gbit/s, ALIBABA-FACTS S1"
+        cap = f"{e.same_nic_index_gbps:g} Gbit/s, source S1"
         judged = judged.with_reason(
             f"{judged.reason}; the one-NIC-index cap ({cap}) may explain it: the cloud "
             "audit was not in scope to tell (NetworkCardIndex of each ERI)"
@@ -344,7 +344,7 @@ def judge_eri_nic_indexes(
             len(on),
             wanted,
             reason=f"{node}: {why}: the instance is capped at {cap:g} Gbit/s{rated_text} "
-            "(ALIBABA-FACTS S1); attach one with another NetworkCardIndex "
+            "(source S1); attach one with another NetworkCardIndex "
             "(AttachNetworkInterface)",
         )
     where = ", ".join(f"{i} on {index}" for i, index in eris)

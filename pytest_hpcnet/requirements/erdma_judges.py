@@ -4,7 +4,7 @@ and device.
 Figures come from the caller (the profile, with its source), never from the port `rate`
 file (nominal "100 Gb/sec (4X EDR)"). Per-ERI bandwidth is judged against the per-ERI
 figure, a node's devices run at once against the per-instance figure (on ebmgn7ex 160
-Gbit/s with the two ERIs on different NIC indexes, 100 when they share one: ALIBABA-FACTS
+Gbit/s with the two ERIs on different NIC indexes, 100 when they share one: docs/sources.md
 section 2, S1; 160 when the indexes are unknown). NCCL must be on the expected network on
 every node (a socket fallback names the nodes), the GID index used must be the IPv4 one, bad
 counters must not move.

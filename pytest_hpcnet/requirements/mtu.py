@@ -1,5 +1,5 @@
 """Judges of the MTU requirements: each interface's MTU as expected, the eRDMA MTU rule for
-NCCL LL128 (ALIBABA-FACTS S12), and the full MTU across each node pair's path."""
+NCCL LL128 (source S12), and the full MTU across each node pair's path."""
 
 from __future__ import annotations
 

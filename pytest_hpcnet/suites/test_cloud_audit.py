@@ -134,7 +134,7 @@ def test_instance_type_supports_erdma(cluster, node, cloud, check):
 @mark("erdma_nic_index")
 def test_eris_attached_on_distinct_nic_indexes(cluster, node, request, check):
     """The instance has `expect.erdma.eris` ERIs and, where the profile publishes the
-    one-NIC-index cap (`same_nic_index_gbps`, ebmgn7ex: ALIBABA-FACTS S1), each on its own
+    one-NIC-index cap (`same_nic_index_gbps`, ebmgn7ex: source S1), each on its own
     NIC index (DescribeNetworkInterfaces `Attachment.NetworkCardIndex`)."""
     wanted = cluster.expect.erdma.eris
     if wanted is None:
@@ -146,7 +146,7 @@ def test_eris_attached_on_distinct_nic_indexes(cluster, node, request, check):
     cap = cluster.expect.erdma.same_nic_index_gbps
     if cap is not None:
         indexes = len({i for _, i in eris if i is not None})
-        check.measure("nic_indexes", indexes, "", min(wanted, 2), ">=", "ALIBABA-FACTS S1")
+        check.measure("nic_indexes", indexes, "", min(wanted, 2), ">=", "source S1")
     verdict = judge_eri_nic_indexes(node.name, eris, cluster.expect)
     check.suspect(*([] if verdict else [node.name]))
     check.judge(verdict)

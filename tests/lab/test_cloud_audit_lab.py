@@ -350,7 +350,7 @@ def test_eris_sharing_one_nic_index_fail_exactly_that_node(
     assert bad["check_id"] == "erdma_nic_index" and bad["subject"] == NODE, bad
     assert bad["message"].startswith(
         f"{NODE}: ERIs eni-eri0-{NODE}, eni-eri1-{NODE} share NIC index 0: the instance is "
-        "capped at 1 Gbit/s instead of 2 (ALIBABA-FACTS S1); attach one with another "
+        "capped at 1 Gbit/s instead of 2 (source S1); attach one with another "
         "NetworkCardIndex (AttachNetworkInterface)"
     ), bad["message"]
     assert {r["verdict"] for r in checked if r["subject"] != NODE} == {"pass"}

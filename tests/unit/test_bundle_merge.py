@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import date, datetime, timedelta
 from itertools import permutations
 
@@ -240,7 +241,9 @@ def test_one_rejected_partition_rejects_the_merge_and_names_the_failure(tmp_path
     assert facts["verdict"] == "REJECTED"
     mtu_row = next(r for r in facts["requirements"] if r["check_id"] == "mtu")
     assert (mtu_row["verdict"], mtu_row["worst_subject"]) == ("fail", "gpu-c")
-    assert "gpu-c: eth0 mtu 1500 &lt; 9000" in (out / "certificate.html").read_text()
+    assert "gpu-c: eth0 mtu 1500 &lt; 9000" in (out / "evidence.html").read_text()
+    page = (out / "certificate.html").read_text()
+    assert re.search(r'Jumbo MTU</td><td class="mono">gpu-c</td>', page)  # what failed, where
     assert verify(out).ok
 
 

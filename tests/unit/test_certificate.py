@@ -147,7 +147,7 @@ def test_worst_value_is_min_for_at_least_and_max_for_at_most():
     assert (bw.worst_value, bw.worst_subject, bw.verdict) == (150.0, "gpu-a->gpu-c", "fail")
     assert bw.margin == pytest.approx((150.0 - 180.0) / 180.0)
     assert bw.subjects == 3 and bw.subjects_failed == 2
-    assert bw.threshold == ">= 180 Gb/s"
+    assert bw.threshold == "≥ 180 Gb/s"
     assert bw.threshold_source == "profile ebmgn8is"
     lat = rows["ib_write_lat"]
     assert (lat.worst_value, lat.worst_subject, lat.verdict) == (8.0, "gpu-c->gpu-d", "pass")
@@ -216,7 +216,7 @@ def test_custom_requirement_list_and_equality_thresholds():
         ],
     )
     assert [(r.check_id, r.verdict) for r in rows] == [("erdma", "fail"), ("cpfs", "not_run")]
-    assert rows[0].worst_value == "DOWN" and rows[0].threshold == "== ACTIVE"
+    assert rows[0].worst_value == "DOWN" and rows[0].threshold == "= ACTIVE"
     assert rows[0].margin is None
 
 
@@ -252,19 +252,21 @@ def test_certificate_shows_verdict_and_run_facts(rendered):
 
 
 def test_failing_row_comes_first_with_worst_value_and_link(rendered):
-    _, html = rendered
+    run_dir, html = rendered
+    appendix = (run_dir / "evidence.html").read_text(encoding="utf-8")
     body = html.split('<section id="requirements">', 1)[1].split("</section>", 1)[0]
     row_classes = re.findall(r'<tr class="row-(\w+)"', body)
     assert row_classes[:2] == ["fail", "fail"]
     assert row_classes[-1] == "not_run"
     first_row = body.split('<tr class="row-', 2)[1]
-    assert 'href="#ev-ib_write_bw"' in first_row
+    assert 'href="evidence.html#ev-ib_write_bw"' in first_row  # the record, in the appendix
     assert "120.2 Gb/s" in first_row  # the worst measured value, 4 significant digits
     assert "-33.2 %" in first_row
-    assert 'id="ev-ib_write_bw"' in html  # the link has a target
-    assert "bw_avg 120.25 Gb/s &lt; 180 Gb/s" in html  # failure message in evidence
-    assert "121.40 120.25" in html  # raw-output excerpt
-    assert "NOT RUN" in html
+    assert 'id="ev-ib_write_bw"' in appendix  # the link has a target
+    assert "bw_avg 120.25 Gb/s &lt; 180 Gb/s" in appendix  # failure message in evidence
+    assert "121.40 120.25" in appendix  # raw-output excerpt
+    assert "121.40 120.25" not in html  # raw output is not on the pages a person signs
+    assert "Not run (no record)" in html and "NOT RUN" in appendix
 
 
 def test_nodes_table_and_heat_map_mark_the_suspect(rendered):
@@ -272,6 +274,9 @@ def test_nodes_table_and_heat_map_mark_the_suspect(rendered):
     facts = json.loads((run_dir / "certificate.json").read_text())
     suspects = [n["name"] for n in facts["nodes"] if n["suspect"]]
     assert suspects == ["gpu-c"]
+    assert 'suspect: <span class="suspect-flag mono">gpu-c</span>' in html  # failing pairs
+    assert "<svg" not in html  # the matrices are in the appendix
+    html = (run_dir / "evidence.html").read_text(encoding="utf-8")
     svgs = re.findall(r"<svg.*?</svg>", html, re.DOTALL)
     assert svgs, "no heat map"
     heatmap = next(s for s in svgs if "ib_write_bw" in s)
@@ -291,7 +296,7 @@ def test_page_is_self_contained(rendered):
         '<script type="application/json" id="hpcnet-facts">'
     ]
     links = re.findall(r"(?:src|href)=\"(?!#)([^\"]+)\"", html)
-    inside = r"outputs/[0-9a-f]{64}\.txt|trends\.html"
+    inside = r"outputs/[0-9a-f]{64}\.txt|trends\.html|evidence\.html(#[\w-]+)?"
     external = [link for link in links if not re.fullmatch(inside, link)]
     assert links and external == []  # only relative links into the bundle's own outputs/
     assert "@page" in html and "A4" in html and "break-inside: avoid" in html
@@ -313,9 +318,11 @@ def test_waivers_and_sign_off(rendered):
     waivers = html.split('<section id="waivers">', 1)[1].split("</section>", 1)[0]
     assert "switch firmware" in waivers and "2026-11-01" in waivers
     assert "EXPIRED — NOT APPLIED" in waivers
+    assert "Jane Roe" in waivers or "<th>Granted by</th>" in waivers
     signoff = html.split('<section id="signoff"', 1)[1]
     assert "Alice Provider" in signoff and "Bob Customer" in signoff
-    assert signoff.count('class="line"') == 4
+    assert signoff.count('class="line"') == 0  # nothing to accept on a REJECTED run
+    assert "Nothing to accept: this run is REJECTED" in signoff and "accept the cluster" not in html
 
 
 def test_unclosed_run_is_incomplete_and_pairless_run_has_no_heat_map(tmp_path):

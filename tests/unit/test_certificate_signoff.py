@@ -122,6 +122,11 @@ def section(page: str, ident: str) -> str:
     return page.split(f'id="{ident}"', 1)[1].split("</section>", 1)[0]
 
 
+def appendix(run_dir: Path) -> str:
+    """The evidence appendix beside the certificate."""
+    return (run_dir / "evidence.html").read_text(encoding="utf-8")
+
+
 # --- header: profile, scope, lab ----------------------------------------------------------
 
 
@@ -185,7 +190,8 @@ def test_lab_evidence_is_marked_in_title_banner_and_heading(tmp_path):
 
 def test_rows_carry_profile_sources_and_skip_reasons(tmp_path):
     sources = {"mtu": "Alibaba VPC jumbo frames: MTU 8500, ECS docs 'Jumbo frames'"}
-    _, page = render(tmp_path, {"profile": "ebmgn8is", "profile_sources": sources})
+    run_dir, _ = render(tmp_path, {"profile": "ebmgn8is", "profile_sources": sources})
+    page = appendix(run_dir)
     rows = section(page, "requirements")
     mtu_row = re.search(r'<tr class="row-pass" id="req-mtu">.*?</tr>', rows, re.S).group(0)
     assert "inventory expect.mtu" in mtu_row  # the measurement's own source
@@ -202,11 +208,12 @@ def test_rows_carry_profile_sources_and_skip_reasons(tmp_path):
 def test_baseline_column_only_when_a_baseline_was_given(tmp_path):
     slower = bandwidth("gpu-a", "gpu-c", 150.0)
     slower.measured[0].baseline, slower.measured[0].delta = 200.0, -0.25
-    _, page = render(tmp_path, records=[slower])
-    rows = section(page, "requirements")
+    run_dir, page = render(tmp_path, records=[slower])
+    assert "<th>Change</th>" in section(page, "requirements") and "-25.0 %" in page
+    rows = section(appendix(run_dir), "requirements")
     assert "<th>Baseline</th>" in rows and "-25.0 %" in rows and "200 Gb/s" in rows
-    _, plain = render(tmp_path / "plain")
-    assert "<th>Baseline</th>" not in plain
+    plain_dir, plain = render(tmp_path / "plain")
+    assert "<th>Change</th>" not in plain and "<th>Baseline</th>" not in appendix(plain_dir)
 
 
 def test_requirements_table_has_fixed_columns_that_fill_the_page(tmp_path):
@@ -214,11 +221,13 @@ def test_requirements_table_has_fixed_columns_that_fill_the_page(tmp_path):
     past an A4 page (each column's width set, summing to the page's width)."""
     slower = bandwidth("gpu-a", "gpu-c", 150.0)
     slower.measured[0].baseline, slower.measured[0].delta = 200.0, -0.25
-    for page in (render(tmp_path / "plain")[1], render(tmp_path, records=[slower])[1]):
+    runs = [render(tmp_path / "plain"), render(tmp_path, records=[slower])]
+    pages = [page for run_dir, page in runs] + [appendix(run_dir) for run_dir, _ in runs]
+    for page in pages:
         table = section(page, "requirements")
         heads = re.findall(r"<th>", table.split("</thead>", 1)[0])
         widths = [int(w) for w in re.findall(r'<col style="width:(\d+)%">', table)]
-        assert '<table class="requirements">' in table
+        assert re.search(r'<table class="requirements( compact)?">', table)
         assert len(widths) == len(heads) and sum(widths) == 100
 
 
@@ -226,8 +235,9 @@ def test_requirements_table_has_fixed_columns_that_fill_the_page(tmp_path):
 
 
 def test_versions_collapse_identical_nodes_and_name_the_odd_ones(tmp_path):
-    _, page = render(tmp_path, odd_kernel=True)
-    versions = section(page, "versions")
+    run_dir, page = render(tmp_path, odd_kernel=True)
+    assert "erdma differs across nodes: 0.2.38 on all 4 nodes but gpu-d; not read on gpu-d" in page
+    versions = section(appendix(run_dir), "versions")
     assert "kernel differs across nodes" in versions
     assert "6.8.0-31-generic on gpu-c" in versions
     assert re.search(r'class="mono odd">6\.8\.0-31-generic<', versions)
@@ -247,8 +257,10 @@ def test_versions_agreeing_on_every_node_read_all_n_nodes():
 
 
 def test_node_facts_from_the_records(tmp_path):
-    _, page = render(tmp_path)
-    facts = page.split('id="node-facts"', 1)[1].split("</table>", 1)[0]
+    run_dir, page = render(tmp_path)
+    summary = section(page, "versions")  # nodes that share their facts share a row
+    assert "all 4 nodes" in summary and "ecs.ebmgn8is.32xlarge" in summary
+    facts = appendix(run_dir).split('id="node-facts"', 1)[1].split("</table>", 1)[0]
     row = re.search(r"<tr><td class=\"mono\">gpu-b</td>.*?</tr>", facts).group(0)
     for text in (">2<", ">9000<", KERNEL, "ecs.ebmgn8is.32xlarge", "i-gpu-b", "vsw-0def"):
         assert text in row, text
@@ -289,7 +301,9 @@ def test_unsigned_bundle_says_so(tmp_path):
 
 
 def test_passing_rows_have_collapsed_evidence_and_failing_rows_open(tmp_path):
-    run_dir, page = render(tmp_path)
+    run_dir, main = render(tmp_path)
+    page = appendix(run_dir)
+    assert "<details" not in main  # the evidence is the appendix
     passing = re.search(r'<details class="evidence" id="ev-ib_write_bw">.*?</details>', page, re.S)
     assert passing is not None, "no collapsed evidence for the passing bandwidth row"
     assert "ib_write_bw -d erdma_0" in passing.group(0)  # the command
@@ -297,8 +311,9 @@ def test_passing_rows_have_collapsed_evidence_and_failing_rows_open(tmp_path):
     links = re.findall(r'href="(outputs/[0-9a-f]{64}\.txt)"', passing.group(0))
     assert links and all((run_dir / link).is_file() for link in links)
     assert re.search(r'<details class="evidence" id="ev-mtu">', page)
-    assert 'href="#ev-mtu"' in page  # the row links to its evidence
-    _, failed = render(tmp_path / "failed", records=[bandwidth("gpu-a", "gpu-c", 150.0)])
+    assert 'href="evidence.html#ev-mtu"' in main  # the row links to its evidence
+    failed_dir, _ = render(tmp_path / "failed", records=[bandwidth("gpu-a", "gpu-c", 150.0)])
+    failed = appendix(failed_dir)
     assert re.search(r'<details class="evidence" id="ev-ib_write_bw" open>', failed)
 
 
@@ -317,15 +332,19 @@ def test_hostile_node_output_and_names_never_become_markup(tmp_path):
         bundle.append(record)
     bundle.close({"started_at": RUN_START})
     context = {**CONTEXT, "nodes": [{"name": HOSTILE_NAME, "instance_type": "<i>x</i>"}]}
-    page = render_certificate(bundle.run_dir, context).read_text(encoding="utf-8")
-    assert re.findall(r"<script[^>]*>", page) == [
+    main = render_certificate(bundle.run_dir, context).read_text(encoding="utf-8")
+    page = appendix(bundle.run_dir)
+    assert re.findall(r"<script[^>]*>", main) == [
         '<script type="application/json" id="hpcnet-facts">'
     ]
-    for tag in ("<img", "<b ", "<i>x"):
-        assert tag not in page, tag
-    assert not re.search(r"<[a-z]+[^>]*\sonerror=", page, re.I)
-    assert not re.search(r"<[a-z]+[^>]*\sonmouseover=", page, re.I)
+    assert re.findall(r"<script[^>]*>", page) == []
+    for shown in (main, page):
+        for tag in ("<img", "<b ", "<i>x"):
+            assert tag not in shown, tag
+        assert not re.search(r"<[a-z]+[^>]*\sonerror=", shown, re.I)
+        assert not re.search(r"<[a-z]+[^>]*\sonmouseover=", shown, re.I)
     assert "&lt;script&gt;alert(&#34;pwned&#34;)" in page  # the output is shown, escaped
+    assert "&lt;img src=x onerror" in main  # the failing node, named and escaped
 
 
 # --- heat map -------------------------------------------------------------------------------
@@ -342,14 +361,14 @@ def test_exact_pass_is_green_and_failures_red():
 
 
 def test_heat_map_has_a_legend_and_green_cells(tmp_path):
-    _, page = render(tmp_path)
-    nodes = section(page, "nodes")
-    assert 'class="legend"' in nodes and "not measured" in nodes
+    run_dir, _ = render(tmp_path)
+    nodes = section(appendix(run_dir), "pairs")
+    assert 'class="legend"' in nodes and "not measured" in nodes and "(Gb/s)" in nodes
     assert f'fill="{COLOURS["pass"][0]}"' in nodes
 
 
 def test_gpu_section_hook_is_in_the_template_once():
-    template = Path(__file__).resolve().parents[2] / "pytest_hpcnet/templates/certificate.html.j2"
+    template = Path(__file__).resolve().parents[2] / "pytest_hpcnet/templates/evidence.html.j2"
     text = template.read_text()
     line = '{% include "certificate_gpu.html.j2" ignore missing %}'
     assert text.count(line) == 1

@@ -1,6 +1,6 @@
 """ERIs and their NIC indexes from the fake ECS API (DescribeNetworkInterfaces
 `Attachment.NetworkCardIndex`): the `erdma_nic_index` check per node on an ebmgn7ex profile
-(two ERIs on distinct NIC indexes, ALIBABA-FACTS S1), and the indexes it hands to the
+(two ERIs on distinct NIC indexes, source S1), and the indexes it hands to the
 all-ERIs-at-once bandwidth check."""
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def test_the_node_with_both_eris_on_one_index_fails_and_the_others_pass(plane):
     message = str(failed.value).splitlines()[0]
     assert message == (
         "gpu2: ERIs eni-gpu2-eri0, eni-gpu2-eri1 share NIC index 0: the instance is capped at "
-        "100 Gbit/s instead of 160 (ALIBABA-FACTS S1); attach one with another "
+        "100 Gbit/s instead of 160 (source S1); attach one with another "
         "NetworkCardIndex (AttachNetworkInterface)"
     )
 

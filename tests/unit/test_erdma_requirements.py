@@ -128,7 +128,7 @@ def test_instance_bw_with_unknown_nic_indexes_is_judged_against_the_rated_figure
     both = ["erdma_0", "erdma_1"]
     got = judge_instance_bw("n1", {"erdma_0": 50.0, "erdma_1": 50.0}, both, e7)
     assert not got and got.bound == 128.0
-    assert "one-NIC-index cap (100 Gbit/s, ALIBABA-FACTS S1) may explain it" in got.reason
+    assert "one-NIC-index cap (100 Gbit/s, source S1) may explain it" in got.reason
     assert "the cloud audit was not in scope to tell" in got.reason
     assert judge_instance_bw("n1", {"erdma_0": 70.0, "erdma_1": 70.0}, both, e7)
     # known distinct indexes: the rated figure, no hint
@@ -149,7 +149,7 @@ def test_eri_nic_indexes_judge():
     assert not shared and shared.measured == 1 and shared.bound == 2
     assert shared.reason == (
         "node02: ERIs eni-c, eni-d share NIC index 0: the instance is capped at 100 Gbit/s "
-        "instead of 160 (ALIBABA-FACTS S1); attach one with another NetworkCardIndex "
+        "instead of 160 (source S1); attach one with another NetworkCardIndex "
         "(AttachNetworkInterface)"
     )
     few = judge_eri_nic_indexes("node03", [("eni-e", 0)], e7)

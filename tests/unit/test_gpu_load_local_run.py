@@ -1,6 +1,6 @@
 """The GPU load suite as a user runs it on one GPU machine (`connection: local`, no SSH),
 here against the lab's emulated nvidia-smi, dcgmi and torch on PATH: every check of the
-`gpu_load` marker passes on the controller itself, and the certificate has the table."""
+`gpu_load` marker passes on the controller itself, and the certificate's evidence appendix has the table."""
 
 from __future__ import annotations
 
@@ -71,5 +71,5 @@ def test_gpu_load_suite_on_a_local_node(tmp_path):
         )
     }, [r["message"] for r in records if r["verdict"] != "pass"] or proc.stdout[-3000:]
     assert proc.returncode == 0, proc.stdout[-3000:]
-    html = (run / "certificate.html").read_text()
+    html = (run / "evidence.html").read_text()  # the certificate's evidence appendix
     assert '<section id="gpus-under-load">' in html and html.count("GPU 7") >= 1

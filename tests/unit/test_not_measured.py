@@ -249,3 +249,35 @@ def test_a_bad_signing_key_is_found_before_the_run(pytester):
         ".", "--inventory", "inv.yaml", "--hpcnet-sign-key", "sign.pem", "--reports-dir", "out"
     )
     assert good.ret == 0
+
+
+def test_the_summary_gives_each_failure_its_whole_reason_on_one_line(pytester):
+    pytester.makefile(".yaml", inv=INVENTORY_ONE)
+    reason = "n1: eth1 (erdma_1): MTU 1500, expected 8500 " + "and a long tail " * 6
+    pytester.makepyfile(
+        test_suite=(
+            "import pytest\n\n"
+            '@pytest.mark.check("mtu", "MTU")\n'
+            "def test_bad(check):\n"
+            f"    assert False, {reason!r}\n"
+        )
+    )
+    result = pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", "out")
+    result.stdout.fnmatch_lines([f"    FAIL mtu [cluster]: {reason.strip()}"])
+
+
+def test_the_evidence_appendix_shows_each_gpus_ecc_count_as_a_number(tmp_path):
+    from tests.certificate_bundle import write_bundle
+
+    write_bundle(tmp_path, 4)
+    appendix = (tmp_path / "evidence.html").read_text()
+    assert '<td class="mono">GPU3 ecc_uncorrected</td><td class="num">3' in appendix
+
+
+def test_report_html_never_says_exit_none():
+    from pytest_hpcnet.report.html_report import command_line
+
+    cut = {"node": "n1", "exit_status": None, "duration_s": None, "output_digest": None}
+    assert command_line(cut) == "n1: no exit status"
+    done = {"node": "n1", "exit_status": 0, "duration_s": 0.4, "output_digest": "ab"}
+    assert command_line(done) == "n1: exit 0 in 0.4 s, output outputs/ab.txt"

@@ -199,3 +199,21 @@ def test_a_run_with_history_writes_its_trends_page(pytester: pytest.Pytester):
     assert (latest / DIGEST_FILE).exists() and (first / DIGEST_FILE).exists()
     certificate = (latest / "certificate.html").read_text()
     assert '<a href="trends.html">night-by-night trends</a>' in certificate
+
+
+def test_plots_have_axes_dates_and_the_threshold(week):
+    page = render_trends(history(week, "prod"))
+    bandwidth = page.split('id="ib_write_bw-bw_avg"', 1)[1].split("<h2", 1)[0]
+    plot = re.search(r"<svg class=\"spark\".*?</svg>", bandwidth, re.S).group(0)
+    assert plot.count('class="axis"') == 2  # the value axis and the time axis
+    assert re.findall(r'class="tick date"[^>]*>([^<]+)<', plot) == ["11-23", "11-29"]
+    assert 'class="threshold"' in plot and "≥ 80" in plot  # the bound, dashed
+    assert "Gbit/s" in plot and "threshold ≥ 80 Gbit/s" in bandwidth
+
+
+def test_one_run_is_said_not_plotted(tmp_path):
+    write_week(tmp_path, nights=1)
+    page = render_trends(history(tmp_path, "prod"))
+    assert re.search(r"\b1 run\s+on 2026-11-23", page) and "1 runs" not in page
+    assert "<circle" not in page and "<polyline" not in page  # no dots at arbitrary heights
+    assert "one run so far: 93.32 Gbit/s (threshold ≥ 80 Gbit/s)" in page
