@@ -1,6 +1,7 @@
 """The GPU load suite as a user runs it on one GPU machine (`connection: local`, no SSH),
 here against the lab's emulated nvidia-smi, dcgmi and torch on PATH: every check of the
-`gpu_load` marker passes on the controller itself, and the certificate's evidence appendix has the table."""
+`gpu_load` marker passes on the controller itself, and the certificate's evidence appendix
+has the table."""
 
 from __future__ import annotations
 
