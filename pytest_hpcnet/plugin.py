@@ -98,6 +98,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "static: quick acceptance checks (seconds; nightly gate)")
     config.addinivalue_line("markers", "benchmark: minutes-long measurements (perftest, NCCL, fio)")
+    config.addinivalue_line(
+        "markers", "gpu_load: every GPU under load at once (GEMM soak, checksums, bandwidth)"
+    )
     config.addinivalue_line("markers", "check(id, requirement): the requirement a test proves")
     config.addinivalue_line("markers", "audit: Alibaba Cloud control-plane audit (credentials)")
     config.addinivalue_line(

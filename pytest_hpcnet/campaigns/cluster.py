@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pytest_hpcnet.campaigns.bisection import Bisection
 from pytest_hpcnet.campaigns.eri_paths import EriPathCampaign, EriPathMtu
 from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, NodeFacts
+from pytest_hpcnet.campaigns.gpu_load import DcgmPhase, GpuLoadCampaign, NodeNcclPhase
 from pytest_hpcnet.campaigns.nccl import NcclCampaign
 from pytest_hpcnet.campaigns.pairs import FlowFacts, PairCampaign, PairFacts
 from pytest_hpcnet.campaigns.perftest import PerftestCampaign, PerftestCampaigns
@@ -20,9 +21,11 @@ from pytest_hpcnet.campaigns.progress import Reporter, silent
 from pytest_hpcnet.campaigns.recorder import Recorder
 from pytest_hpcnet.campaigns.storage import FioCampaign, FioRun
 from pytest_hpcnet.inventory.models import Inventory, Node
+from pytest_hpcnet.probes.gpu_dcgm import DcgmRun
 from pytest_hpcnet.probes.metadata import MetadataFacts
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.probes.versions import parse_versions
+from pytest_hpcnet.requirements.gpu_load import NodeLoad
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable, Transport
 
 __all__ = ["Cluster", "MissingMeasurement", "NodeFacts"]
@@ -67,6 +70,9 @@ class Cluster:
         self.perftests = PerftestCampaigns(self.facts_campaign)
         self.collective = NcclCampaign(self.facts_campaign)
         self.storage = FioCampaign(self.facts_campaign)
+        self.gpu_load = GpuLoadCampaign(self.facts_campaign)
+        self.dcgm = DcgmPhase(self.facts_campaign)
+        self.node_nccl = NodeNcclPhase(self.facts_campaign)
 
     @property
     def nodes(self) -> list[Node]:
@@ -190,3 +196,42 @@ class Cluster:
         """fio write+read on every reachable node (in `only`, when given) at once under the
         CPFS mount (once)."""
         return self.storage.runs(only)
+
+    def gpu_loads(self, node: Node, recorder: Recorder | None = None) -> dict[str, NodeLoad]:
+        """Every node's GPU load phase (all at once, once), `node`'s load command recorded;
+        unreachable ends the test."""
+        self.facts(node, recorder)  # the engines and GPUs it was planned from
+        loads = self.gpu_load.loads()
+        result = self.gpu_load.results.get(node.name)
+        if result is not None:
+            _record(recorder, result)
+        if recorder is not None:
+            recorder.read("gpu_engines", "gpu_query")
+        return loads
+
+    def dcgm_run(
+        self, node: Node, level: int, recorder: Recorder | None = None
+    ) -> tuple[DcgmRun | None, str]:
+        """`node`'s `dcgmi diag -r LEVEL -j` (every node with dcgmi at once, once), its
+        command recorded; (None, why) where it did not run."""
+        self.facts(node, recorder)
+        found = self.dcgm.runs(level)[node.name]
+        result = self.dcgm.results.get(node.name)
+        if result is not None:
+            _record(recorder, result)
+        if recorder is not None:
+            recorder.read("gpu_engines", "gpu_query")
+        return found
+
+    def node_nccl_runs(
+        self, node: Node, recorder: Recorder | None = None
+    ) -> dict[str, tuple[NcclResult | None, str]]:
+        """Every node's single-node all-reduce (all at once, once), `node`'s command recorded."""
+        self.facts(node, recorder)
+        runs = self.node_nccl.runs()
+        result = self.node_nccl.results.get(node.name)
+        if result is not None:
+            _record(recorder, result)
+        if recorder is not None:
+            recorder.read("gpu_engines", "gpu_query")
+        return runs

@@ -30,6 +30,9 @@ from pytest_hpcnet.probes.eri_address import EriAddress, eri_address, eri_netdev
 from pytest_hpcnet.probes.fio import mount_check_command
 from pytest_hpcnet.probes.gpu import query_gpu_command
 from pytest_hpcnet.probes.gpu_host import DRIVER_VERSION_COMMAND, MODULES_COMMAND, memlock_command
+from pytest_hpcnet.probes.gpu_load import ENGINES_COMMAND
+from pytest_hpcnet.probes.gpu_nvlink import ERRORS_COMMAND as NVLINK_ERRORS_COMMAND
+from pytest_hpcnet.probes.gpu_nvlink import STATUS_COMMAND as NVLINK_STATUS_COMMAND
 from pytest_hpcnet.probes.gpu_rdma import CUDA_COMMAND, RDMA_SYSFS_COMMAND
 from pytest_hpcnet.probes.gpu_topo import TOPO_COMMAND
 from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND
@@ -441,3 +444,20 @@ class FactsCampaign:
             if section is not None and not facts.result.unreachable:
                 out[name] = parse_metadata(section.text)
         return out
+
+
+# -- GPUs under load: the engines each node has (found once, loaded in `campaigns/gpu_load`) --
+SECTIONS += [FactSection("gpu_engines", _gpu_command(ENGINES_COMMAND))]
+
+
+def _nvlink_command(command: str) -> Callable[[Node, Expectations], str]:
+    """`command` where the profile expects NVLink (`expect.gpu_load.nvlink_links`)."""
+    return lambda node, expect: (
+        command if expect.gpu.count and expect.gpu_load.nvlink_links else "echo 'not expected'"
+    )
+
+
+SECTIONS += [
+    FactSection("gpu_nvlink_status", _nvlink_command(NVLINK_STATUS_COMMAND)),
+    FactSection("gpu_nvlink_errors", _nvlink_command(NVLINK_ERRORS_COMMAND)),
+]

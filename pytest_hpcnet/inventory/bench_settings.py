@@ -95,10 +95,34 @@ class FioSettings(Strict):
     timeout_s: Annotated[int, Field(ge=10, le=7200)] = 600
 
 
+class NodeNcclSettings(Strict):
+    """`all_reduce_perf -b B -e E -f F -g <the node's GPUs> -c 1 -n N -w W`, one process."""
+
+    b: str = "128M"
+    e: str = "8G"
+    f: Annotated[int, Field(ge=2)] = 2
+    n: Annotated[int, Field(ge=1)] = 20
+    w: Annotated[int, Field(ge=0)] = 5
+    timeout_s: Annotated[int, Field(ge=10, le=7200)] = 900
+
+
+class GpuLoadSettings(Strict):
+    """The GPU load phase: every GPU of every node loaded at once (`gpu_load` marker)."""
+
+    seconds: Annotated[float, Field(ge=5, le=3600)] = 60.0
+    """Load per node: bf16 GEMM 60 %, tf32 GEMM 25 %, the copies 15 %."""
+    size: Annotated[int, Field(ge=256, le=32768)] = 8192
+    """The GEMMs' n (n x n x n)."""
+    copy_mib: Annotated[int, Field(ge=16, le=65536)] = 1024
+    nccl: NodeNcclSettings = Field(default_factory=lambda: NodeNcclSettings())
+    """The single-node all-reduce (`all_reduce_perf -g <GPUs>` on every node at once)."""
+
+
 class BenchmarkSettings(Strict):
     perftest: PerftestSettings = Field(default_factory=PerftestSettings)
     nccl: NcclSettings = Field(default_factory=NcclSettings)
     fio: FioSettings = Field(default_factory=FioSettings)
+    gpu_load: GpuLoadSettings = Field(default_factory=GpuLoadSettings)
 
 
 class CloudSettings(Strict):

@@ -194,6 +194,35 @@ class GpuExpect(Strict):
     """Whether /sys/class/infiniband describes the RDMA devices (PCIe link, NUMA node)."""
 
 
+class GpuLoadExpect(Strict):
+    """GPUs under load (docs/checks.md, "GPUs under load"): each GPU against its node's best
+    GPU and the cluster median, and against the SKU's published figures where a profile sets
+    them (null: peer-relative only, and the record says so)."""
+
+    peer_tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.10
+    """A GPU more than this fraction below its node's best GPU or the cluster median fails."""
+    min_bf16_tflops: PositiveFloat | None = None
+    min_tf32_tflops: PositiveFloat | None = None
+    min_hbm_gbs: PositiveFloat | None = None
+    """Device-to-device copy, bytes read plus written."""
+    min_h2d_gbs: PositiveFloat | None = None
+    min_d2h_gbs: PositiveFloat | None = None
+    min_pcie_fraction: Annotated[float, Field(gt=0, le=1)] = 0.7
+    """H2D and D2H at least this share of what the GPU's PCIe link carries one way (Azure's
+    48 GB/s floor on PCIe gen5 x16, 63.0 GB/s, is 0.76 of it)."""
+    max_temperature_c: PositiveFloat | None = None
+    """The hottest sample under load; null: reported, not judged (thermal slowdown still fails)."""
+    nvlink_links: Annotated[int, Field(ge=1, le=64)] | None = None
+    """NVLink links active on every GPU (`nvidia-smi nvlink -s`); null: no NVLink expected."""
+    nvlink_max_errors: Annotated[int, Field(ge=0)] = 0
+    min_node_busbw_gbs: PositiveFloat | None = None
+    """Single-node all-reduce bus bandwidth at the largest size; null: against peers only."""
+    dcgm_level: Annotated[int, Field(ge=1, le=4)] | None = 3
+    """`dcgmi diag -r LEVEL` on every node at once (3: about 10-20 min with the GEMM soak,
+    memory bandwidth, PCIe, targeted stress and power); null: DCGM not part of the handover."""
+    """Replay, recovery or CRC errors a link may have counted (`nvidia-smi nvlink -e`)."""
+
+
 class KnownBad(Strict):
     """A version that must not be installed, with why and where that is said."""
 
@@ -247,6 +276,7 @@ class Expectations(Strict):
     cpfs: CpfsExpect = Field(default_factory=CpfsExpect)
     cloud: CloudExpect = Field(default_factory=CloudExpect)
     gpu: GpuExpect = Field(default_factory=GpuExpect)
+    gpu_load: GpuLoadExpect = Field(default_factory=GpuLoadExpect)
     versions: VersionsExpect = Field(default_factory=VersionsExpect)
     regression_tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.10
     regression_tolerances: dict[str, Annotated[float, Field(gt=0, le=100)]] = Field(

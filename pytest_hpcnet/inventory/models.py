@@ -84,6 +84,8 @@ class NodeSpec(Strict):
     rdma: NodeRdma = Field(default_factory=NodeRdma)
     labels: list[str] = Field(default_factory=list)
     ssh: SshOverride = Field(default_factory=SshOverride)
+    connection: Literal["ssh", "local"] = "ssh"
+    """`local`: the node is the controller itself; its commands run here, with no SSH."""
 
 
 HOST = re.compile(r"^[A-Za-z0-9_\[{][A-Za-z0-9._:\[\]{}-]{0,252}$")
@@ -99,6 +101,7 @@ class Node(BaseModel):
     rdma: NodeRdma = Field(default_factory=NodeRdma)
     labels: list[str] = Field(default_factory=list)
     ssh: SshOverride = Field(default_factory=SshOverride)
+    connection: Literal["ssh", "local"] = "ssh"
 
 
 class Contact(Strict):

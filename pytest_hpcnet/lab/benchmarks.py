@@ -57,6 +57,13 @@ def benchmarks(state: LabState) -> dict:
             "direct": False,
             "timeout_s": 120,
         },
+        # the emulated torch paces GEMMs like an H200: 10 s of load, big GEMMs, few wake-ups
+        "gpu_load": {
+            "seconds": 10,
+            "size": 16384,
+            "copy_mib": 1024,
+            "nccl": {"b": "128M", "e": "8G", "n": 5, "w": 1},
+        },
     }
 
 

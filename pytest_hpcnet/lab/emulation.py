@@ -34,8 +34,13 @@ TOOLS = {
     "nvidia-smi": "nvidia_smi.py",
     "dmesg": "dmesg.py",
     "journalctl": "journalctl.py",
+    "dcgmi": "dcgmi.py",
 }
 SHARED = ("hpcnet_lab_rdma.py", "hpcnet_lab_node.py", "hpcnet_lab_perftest.py", "hpcnet_lab_gpu.py")
+SHARED += ("hpcnet_lab_nccl_node.py",)
+PYLIB = "pylib"
+"""On lab nodes' PYTHONPATH (`/usr/local/sbin/pylib`, sshd's SetEnv): the emulated `torch`."""
+TORCH_VERSION = "2.5.1+hpcnet.lab.emulation"
 STATE_POINTER = ".hpcnet-lab-state"
 VENDOR_ID = "0x1ded"
 VENDOR_PART_ID = 4223
@@ -68,7 +73,22 @@ def install_tools(state: LabState) -> Path:
     for module in SHARED:
         shutil.copyfile(TOOLS_DIR / module, folder / module)
     (folder / STATE_POINTER).write_text(f"{state.root}\n")
+    install_torch(folder / PYLIB)
     return folder
+
+
+def install_torch(pylib: Path) -> None:
+    """The emulated `torch` package (`tools/hpcnet_lab_torch.py`) with its package metadata,
+    so the facts' engine probe finds it as it finds a pip-installed torch."""
+    package = pylib / "torch"
+    package.mkdir(parents=True)
+    shutil.copyfile(TOOLS_DIR / "hpcnet_lab_torch.py", package / "__init__.py")
+    dist = pylib / f"torch-{TORCH_VERSION}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: torch\nVersion: {TORCH_VERSION}\n"
+        "Summary: hpcnet lab emulation of PyTorch (no GPU, no math)\n"
+    )
 
 
 def node_guid(mac: str) -> str:

@@ -209,6 +209,43 @@ KINDS: dict[str, FaultKind] = {
 }
 
 
+# GPUs under load: applied by the emulated torch (and nvidia-smi while a GPU is busy)
+def _gpu_load(kind: str, summary: str) -> FaultKind:
+    """A fault of one GPU under load only (default GPU 3); at rest it looks healthy."""
+    return FaultKind(
+        kind,
+        f"{kind} NODE [GPU={act.DEFAULT_GPU}]",
+        f"emulated torch: {summary}",
+        *act.recorded_fault(kind, act.DEFAULT_GPU, r"[0-7]", "a GPU index 0..7"),
+    )
+
+
+KINDS.update(
+    (k.name, k)
+    for k in (
+        _gpu_load("gpu-slow", "that GPU's GEMMs run at 0.6x"),
+        _gpu_load("gpu-hot", "HW thermal slowdown at 91 C under load only, GEMMs at 0.7x"),
+        _gpu_load("gpu-checksum", "that GPU's products differ (silent data corruption)"),
+        _gpu_load("gpu-hbm-slow", "that GPU's device-to-device copies at 0.5x"),
+        _gpu_load("gpu-host-slow", "that GPU's host copies (H2D, D2H) at 0.5x"),
+        _gpu("nvlink-down", "NVLink links 4 and 5 of that GPU <inactive>"),
+        _gpu("nvlink-errors", "NVLink link 2 of that GPU: 40 replay, 1 recovery, 12 CRC errors"),
+        FaultKind(
+            "nccl-node-slow",
+            "nccl-node-slow NODE [FACTOR=4]",
+            "emulated all_reduce_perf -g N on that node: its bus bandwidth divided by FACTOR",
+            *act.recorded_fault("nccl-node-slow", "4", act.NUMBER, "a slowdown factor such as 4"),
+        ),
+        FaultKind(
+            "dcgm-fail",
+            f"dcgm-fail NODE [GPU={act.DEFAULT_GPU}]",
+            "emulated dcgmi diag: that GPU fails the level's last hardware test",
+            *act.recorded_fault("dcgm-fail", act.DEFAULT_GPU, r"[0-7]", "a GPU index 0..7"),
+        ),
+    )
+)
+
+
 def _kind_of(fault_id: str) -> FaultKind:
     return KINDS[fault_id.partition(":")[0]]
 

@@ -29,7 +29,7 @@ from pytest_hpcnet.report.certificate_format import (
     format_value,
     pair_nodes,
 )
-from pytest_hpcnet.report.certificate_gpu import gpu_section
+from pytest_hpcnet.report.certificate_gpu import gpu_load_section, gpu_section
 from pytest_hpcnet.report.certificate_header import (
     LAB_NOTICE,
     certified_verdict,
@@ -385,6 +385,7 @@ def render_evidence(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -
             sections=evidence_sections(root, records, page["rows"], on),
             legend=legend_html(),
             gpu=gpu_section(records),
+            gpu_load=gpu_load_section(records),
         )
     )
     return redact(html)

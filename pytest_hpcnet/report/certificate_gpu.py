@@ -82,3 +82,70 @@ def gpu_section(records: Sequence[CheckRecord]) -> dict[str, Any] | None:
     for node in nodes.values():
         node["healthy"] = not node["issues"] and not node["unmeasured"] and node["gpus"] is not None
     return {"nodes": list(nodes.values()), "columns": columns}
+
+
+# -- GPUs under load: one row per GPU from the gpu_load records' measurements ----------------
+
+LOAD_CHECKS = ("gpu_compute", "gpu_bandwidth", "gpu_correctness", "gpu_nvlink", "gpu_dcgm")
+LOAD_FIGURES = (
+    "bf16_tflops",
+    "tf32_tflops",
+    "hbm_gbs",
+    "h2d_gbs",
+    "d2h_gbs",
+    "sm_clock_mhz",
+    "power_w_max",
+    "temperature_c_max",
+)
+
+
+def _gpu_key(subject: str) -> int:
+    tail = subject.rpartition(" ")[2]
+    return int(tail) if tail.isdigit() else -1
+
+
+def _load_row(node: str, subject: str) -> dict[str, Any]:
+    row: dict[str, Any] = {"node": node, "gpu": subject, "problems": []}
+    row.update(dict.fromkeys(LOAD_FIGURES))
+    row.update({"throttle": None, "checksum": None, "nvlink": None, "dcgm": None})
+    return row
+
+
+def gpu_load_section(records: Sequence[CheckRecord]) -> dict[str, Any] | None:
+    """{"rows": [per GPU], "unmeasured": [(node, check, why)]} for the template's "under
+    load" table, or None when no load check ran."""
+    mine = [r for r in records if r.check_id in LOAD_CHECKS and r.kind == "node"]
+    if not any(r.verdict != "skipped" for r in mine):
+        return None
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    unmeasured: list[tuple[str, str, str]] = []
+    for record in sorted(mine, key=lambda r: (r.subject, LOAD_CHECKS.index(r.check_id))):
+        if record.verdict in ("not_measured", "skipped", "error"):
+            unmeasured.append((record.subject, title(record.check_id), record.message))
+            continue
+        for m in record.measured:
+            if not m.subject.startswith("GPU "):
+                continue
+            row = rows.setdefault((record.subject, m.subject), _load_row(record.subject, m.subject))
+            if m.name in LOAD_FIGURES:
+                row[m.name] = m.value
+            elif m.name == "slowdown":
+                row["throttle"] = m.value if m.value != "none" else row["throttle"] or "none"
+            elif m.name == "power_cap" and row["throttle"] in (None, "none"):
+                row["throttle"] = "power cap (reported)"
+            elif m.name == "nvlink_active":
+                row["nvlink"] = f"{m.value} of {m.threshold} up"
+            elif m.name == "nvlink_errors_max" and m.value:
+                row["nvlink"] = f"{row['nvlink'] or ''} errors {m.value}".strip()
+            elif m.name == "dcgm":
+                row["dcgm"] = m.value
+            elif m.name == "checksum":
+                row["checksum"] = "agrees" if m.value == m.threshold else f"differs ({m.value})"
+        if record.verdict in BAD:
+            for clause in record.message.partition(" (fix: ")[0].split("; "):
+                for (node, gpu), row in rows.items():
+                    label = f"{node} {gpu}"
+                    if node == record.subject and (f"{label} (" in clause or f"{label}:" in clause):
+                        row["problems"].append(clause.removeprefix(f"{node}: "))
+    ordered = sorted(rows.values(), key=lambda r: (r["node"], _gpu_key(r["gpu"])))
+    return {"rows": ordered, "unmeasured": unmeasured}

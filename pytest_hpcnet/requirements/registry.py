@@ -16,7 +16,7 @@ import pytest
 if TYPE_CHECKING:
     from pytest_hpcnet.inventory.expectations import Expectations
 
-Selector = Literal["static", "benchmark"]
+Selector = Literal["static", "benchmark", "gpu_load"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,24 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "rdma_counters", "No RDMA/NIC error counter moved in benchmarks", ("erdma",), "benchmark"
     ),
     Requirement("cpfs", "CPFS", ("cpfs",), "benchmark"),
+    # GPUs under load: every GPU of every node at once (campaigns/gpu_load)
+    Requirement(
+        "gpu_compute",
+        "GPU compute under load (TFLOPS, clocks, throttling)",
+        ("gpu_load",),
+        "gpu_load",
+    ),
+    Requirement(
+        "gpu_correctness", "GPU results agree across the cluster (checksum)", (), "gpu_load"
+    ),
+    Requirement(
+        "gpu_bandwidth", "GPU memory and host-link bandwidth under load", ("gpu_load",), "gpu_load"
+    ),
+    Requirement("gpu_nvlink", "NVLink links up and error-free", ("gpu_load",), "gpu_load"),
+    Requirement("gpu_dcgm", "DCGM diagnostics pass on every GPU", ("gpu_load",), "gpu_load"),
+    Requirement(
+        "gpu_nccl_node", "Single-node NCCL all-reduce on every node", ("gpu_load",), "gpu_load"
+    ),
 )
 
 BY_ID: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}

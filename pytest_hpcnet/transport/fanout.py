@@ -42,6 +42,7 @@ from pytest_hpcnet.transport.connect import (
     is_connection_level,
     whole_seconds,
 )
+from pytest_hpcnet.transport.local import LOCAL, run_local
 from pytest_hpcnet.transport.remote_shell import RemoteShell, ShellBroken
 
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024
@@ -309,6 +310,8 @@ class Transport:
         timeout_s = timeout_s or self.ssh.command_timeout_s
         started = time.time()
         t0 = time.monotonic()
+        if self.sessions[name].node.connection == LOCAL:
+            return self._run_here(name, command, timeout_s, started, t0)
         try:
             conn = self.connect(name)
             wrapped = remote_command(command, timeout_s)
@@ -348,6 +351,29 @@ class Transport:
             self.sessions[name].connection = None
             self.sessions[name].shell = None
             result = self._failed(name, command, started, t0, reason)
+        for listener in self.listeners:
+            listener(result)
+        return result
+
+    def _run_here(
+        self, name: str, command: str, timeout_s: float, started: float, t0: float
+    ) -> CommandResult:
+        """`run` for a `connection: local` node: on the controller, no SSH."""
+        wrapped = remote_command(command, timeout_s)
+        out, err, status, timed_out, truncated = run_local(
+            wrapped, timeout_s, KILL_GRACE_S, MAX_OUTPUT_BYTES
+        )
+        result = CommandResult(
+            node=name,
+            command=redact(command),
+            exit_status=status,
+            stdout=redact(out.decode("utf-8", errors="replace")),
+            stderr=redact(err.decode("utf-8", errors="replace")),
+            duration_s=time.monotonic() - t0,
+            started_at=started,
+            timed_out=timed_out or status in (124, 137),
+            truncated=truncated,
+        )
         for listener in self.listeners:
             listener(result)
         return result

@@ -190,6 +190,12 @@ def test_failing_rows_first_and_not_run_rows_listed():
         "instance_type",
         "erdma_nic_index",
         "erdma_gdr_bw",
+        "gpu_compute",
+        "gpu_correctness",
+        "gpu_bandwidth",
+        "gpu_nvlink",
+        "gpu_dcgm",
+        "gpu_nccl_node",
     } == not_run
 
 

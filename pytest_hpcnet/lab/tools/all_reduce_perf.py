@@ -485,6 +485,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(USAGE)
         return 0 if args.help else 1
     rank, nranks = world()
+    if nranks == 1 and args.ngpus > 1:  # one process, all of a node's GPUs: NVLink, no network
+        import hpcnet_lab_nccl_node
+
+        step = f"{args.stepfactor}(factor)" if args.stepfactor > 1 else f"{args.stepbytes}(bytes)"
+        tail = f"step: {step} warmup iters: {args.warmup_iters} iters: {args.iters} agg iters: 1"
+        tail += f" validation: {args.check} graph: 0"
+        return hpcnet_lab_nccl_node.run(args, sizes(args), tail, VERSION, NCCL_HEADERS)
     report = JsonReport(args.output_file, rank, argv)
     info = InfoLog()
     network, devices = nccl_network()

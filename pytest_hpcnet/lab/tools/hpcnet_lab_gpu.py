@@ -5,7 +5,10 @@ Each node has eight NVIDIA H200 as recorded in samples/nvidia_smi (driver 580.15
 of a typical 8-GPU HGX board. The node's GPU faults from `lab.json` change them on every
 call: `gpu-missing` (that GPU is not enumerated), `gpu-ecc` (uncorrected errors and a
 pending row remap), `gpu-throttle` (HW and HW thermal slowdown), `gpu-pcie-downgrade`
-(gen4 x8), `driver-mismatch` (another driver version). `gpu-xid` lines live in the node's
+(gen4 x8), `driver-mismatch` (another driver version). A GPU the emulated torch keeps busy
+(its `gpu_busy/<slot>` file holds a time still to come) is under load: SM clock at its
+maximum, power near its 700 W cap (`sw_power_cap`), 60-63 C; with `gpu-hot` it slows down
+thermally (HW and HW thermal slowdown, 91 C) only then. `gpu-xid` lines live in the node's
 kernel log file, `<state>/nodes/<node>/kernel.log`, read by the emulated `dmesg` and
 `journalctl -k`. Standard library only: it runs on the node with the system python3.
 """
@@ -38,12 +41,41 @@ def _uuid(name: str, index: int) -> str:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
+def busy_slots() -> set[int]:
+    """The slots the emulated torch has work queued on (their busy file's time is to come)."""
+    import time
+
+    folder = lab.state_dir() / "nodes" / lab.node_name() / "gpu_busy"
+    now = time.time()
+    out = set()
+    for slot in range(len(BUS_IDS)):
+        try:
+            if float((folder / str(slot)).read_text()) > now:
+                out.add(slot)
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def load_values(slot: int, hot: bool) -> dict[str, str]:
+    """What nvidia-smi shows of a GPU under load (`hot`: the gpu-hot fault)."""
+    if hot:
+        return {"clocks": "1230 MHz", "power": "612.40 W", "temp": "91", "events": 0x48}
+    return {
+        "clocks": "1980 MHz",
+        "power": f"69{slot}.20 W",
+        "temp": str(60 + slot % 4),
+        "events": 0x4,
+    }
+
+
 def gpus() -> list[dict[str, str]]:
     """The node's visible GPUs in index order: field -> value as `--query-gpu` prints it."""
     name = lab.node_name()
     faults = node.faults()
     driver = faults.get("driver-mismatch") or DRIVER
     missing = _fault_gpu(faults, "gpu-missing")
+    busy = busy_slots()
     out = []
     for slot, bus in enumerate(BUS_IDS):
         if slot == missing:
@@ -52,6 +84,16 @@ def gpus() -> list[dict[str, str]]:
         slow = slot == _fault_gpu(faults, "gpu-throttle")
         pcie = slot == _fault_gpu(faults, "gpu-pcie-downgrade")
         events = "0x0000000000000048" if slow else "0x0000000000000001"
+        clocks, power, temp = "345 MHz", "78.89 W", "88" if slow else "40"
+        if slot in busy:
+            load = load_values(slot, slot == _fault_gpu(faults, "gpu-hot"))
+            mask = load["events"] | (0x48 if slow else 0)
+            clocks, power, temp, events = (
+                load["clocks"],
+                load["power"],
+                load["temp"],
+                f"0x{mask:016X}",
+            )
         out.append(
             {
                 "index": str(len(out)),
@@ -67,9 +109,10 @@ def gpus() -> list[dict[str, str]]:
                 "pcie.link.width.max": "16",
                 "persistence_mode": "Enabled",
                 "pstate": "P0",
-                "temperature.gpu": "88" if slow else "40",
-                "power.draw": "78.89 W",
-                "clocks.current.sm": "345 MHz",
+                "temperature.gpu": temp,
+                "power.draw": power,
+                "clocks.current.sm": clocks,
+                "clocks.sm": clocks,
                 "clocks.max.sm": "1980 MHz",
                 "clocks_event_reasons.active": events,
                 "clocks_throttle_reasons.active": events,

@@ -3,9 +3,11 @@
 Prints the node's eight emulated H200 (see hpcnet_lab_gpu.py) in the formats recorded
 on a real H200 (samples/nvidia_smi): `--query-gpu=F,... --format=csv[,noheader][,nounits]`
 (header `memory.total [MiB]`, values `143771 MiB`, `[N/A]`; an unknown field is refused as
-the real tool refuses it), `topo -m` (ANSI-underlined header, the node's eRDMA devices as
-NICs, `NIC Legend`), `-L` and `-q [-d ...]` (only the recorded header, with `CUDA Version`,
-and each GPU's `Compute Mode`). Faults change what it prints; nothing else is emulated.
+the real tool refuses it), repeated every N ms with `-lms N` (or N s with `-l N`) until
+killed, at most LOOP_MAX times, `topo -m` (ANSI-underlined header, the node's eRDMA devices
+as NICs, `NIC Legend`), `nvlink -s` / `-e` (the published H100 SXM5 formats, 18 links each),
+`-L` and `-q [-d ...]` (only the recorded header, with `CUDA Version`, and each GPU's
+`Compute Mode`). Faults change what it prints; nothing else is emulated.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ UNITS = {
     "memory.total": "MiB",
     "power.draw": "W",
     "clocks.current.sm": "MHz",
+    "clocks.sm": "MHz",
     "clocks.max.sm": "MHz",
 }
 LEGEND = """
@@ -55,6 +58,25 @@ def query(fields: list[str], options: set[str]) -> int:
                 v.split(" ")[0] if f in UNITS else v for f, v in zip(fields, values, strict=True)
             ]
         sys.stdout.write(", ".join(values) + "\n")
+    return 0
+
+
+LOOP_MAX = 7200
+"""The most samples one looping call prints (an hour at -lms 500): every loop is bounded."""
+
+
+def loop(fields: list[str], options: set[str], every_s: float) -> int:
+    """`--query-gpu ... -lms N`: the query again every `every_s` until killed (the header
+    once, as the real tool prints it)."""
+    for i in range(LOOP_MAX):
+        status = query(fields, options if i == 0 else options | {"noheader"})
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            return 0
+        if status != 0:
+            return status
+        time.sleep(every_s)
     return 0
 
 
@@ -113,24 +135,59 @@ def query_log() -> int:
     return 0
 
 
+NVLINKS = 18
+NVLINK_GBS = "26.562"
+"""Per link, as the recorded H100 SXM5 (NVLink 4) prints it; the H200 SXM has 18 links."""
+
+
+def nvlink(flag: str) -> int:
+    """`nvlink -s` (each link's speed, `<inactive>` for a down one) or `nvlink -e` (replay,
+    recovery and CRC error counters per link); faults `nvlink-down` (links 4 and 5 of that
+    GPU inactive) and `nvlink-errors` (link 2 of that GPU counting errors)."""
+    faults = gpu.node.faults()
+    down = gpu._fault_gpu(faults, "nvlink-down")
+    noisy = gpu._fault_gpu(faults, "nvlink-errors")
+    out = []
+    for row in gpu.gpus():
+        slot = gpu.BUS_IDS.index(row["pci.bus_id"][9:11])
+        out.append(f"GPU {row['index']}: {row['name']} (UUID: {row['uuid']})")
+        for link in range(NVLINKS):
+            if flag == "-s":
+                speed = "<inactive>" if slot == down and link in (4, 5) else f"{NVLINK_GBS} GB/s"
+                out.append(f"\t Link {link}: {speed}")
+                continue
+            counts = (40, 1, 12) if slot == noisy and link == 2 else (0, 0, 0)
+            for what, count in zip(("Replay", "Recovery", "CRC"), counts, strict=True):
+                out.append(f"\t Link {link}: {what} Errors: {count}")
+            out.append("")
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """Run like `nvidia-smi`; returns the exit status."""
     if argv[:2] == ["topo", "-m"]:
         return topo()
+    if argv[:1] == ["nvlink"] and argv[1:2] in (["-s"], ["-e"]):
+        return nvlink(argv[1])
     if argv[:1] == ["-q"]:
         return query_log()
     if argv == ["-L"]:
         for row in gpu.gpus():
             sys.stdout.write(f"GPU {row['index']}: {row['name']} (UUID: {row['uuid']})\n")
         return 0
-    fields, options = None, None
-    for arg in argv:
+    fields, options, every_s = None, None, None
+    for i, arg in enumerate(argv):
+        if arg in ("-lms", "-l") and i + 1 < len(argv) and argv[i + 1].isdigit():
+            every_s = int(argv[i + 1]) / (1000.0 if arg == "-lms" else 1.0)
         if arg.startswith("--query-gpu="):
             fields = [f.strip() for f in arg.split("=", 1)[1].split(",") if f.strip()]
         elif arg.startswith("--format="):
             options = set(arg.split("=", 1)[1].split(","))
     if fields and options is not None and "csv" in options:
-        return query(fields, options)
+        if every_s is None:
+            return query(fields, options)
+        return loop(fields, options, max(every_s, 0.01))
     usage = "Usage: nvidia-smi --query-gpu=F,... --format=csv[,noheader][,nounits] | topo -m | -L"
     sys.stdout.write(__doc__.splitlines()[0] + "\n" + usage + "\n")
     return 0 if argv in ([], ["-h"], ["--help"]) else 2

@@ -1,0 +1,125 @@
+"""NVLink state and error counters: `nvidia-smi nvlink -s` and `nvidia-smi nvlink -e`.
+
+Formats as published (tests/fixtures/gpu_load/, provenance there): a `GPU i: NAME (UUID:
+...)` line per GPU, then `Link n: 26.562 GB/s` or `Link n: <inactive>` (indented with a TAB
+and a space, or spaces), or `NVML: Unable to retrieve NVLink information as all links are
+inActive`; `-e` gives `Link n: Replay Errors: 0`, `Recovery Errors`, `CRC Errors` per link.
+Both ride the facts round trip (sections `gpu_nvlink_status`, `gpu_nvlink_errors`) where the
+profile expects NVLink. Parsers never raise; an elided or unreadable line is a `problems` entry.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+STATUS_COMMAND = "nvidia-smi nvlink -s 2>&1"
+ERRORS_COMMAND = "nvidia-smi nvlink -e 2>&1"
+
+_GPU = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: .*\))?\s*$")
+_LINK = re.compile(r"^\s*Link (\d+): (?:(\d+(?:\.\d+)?) GB/s|<inactive>)\s*$", re.I)
+_ERRORS = re.compile(r"^\s*Link (\d+): (Replay|Recovery|CRC) Errors: (\d+)\s*$", re.I)
+_ALL_DOWN = re.compile(r"all links are inactive", re.I)
+_ELIDED = re.compile(r"^\s*(\.{3,}|\[\.\.\.\]|\.\.\.<snip>\.\.\.)\s*$")
+
+
+@dataclass(frozen=True)
+class GpuLinks:
+    """One GPU's links: link -> GB/s, None where `<inactive>`."""
+
+    index: int
+    name: str
+    links: dict[int, float | None] = field(default_factory=dict)
+    all_inactive: bool = False
+
+    @property
+    def active(self) -> list[int]:
+        return sorted(n for n, speed in self.links.items() if speed is not None)
+
+    @property
+    def inactive(self) -> list[int]:
+        return sorted(n for n, speed in self.links.items() if speed is None)
+
+
+@dataclass(frozen=True)
+class NvlinkStatus:
+    gpus: tuple[GpuLinks, ...] = ()
+    problems: tuple[str, ...] = ()
+    error: str | None = None
+
+    def gpu(self, index: int) -> GpuLinks | None:
+        return next((g for g in self.gpus if g.index == index), None)
+
+
+@dataclass(frozen=True)
+class NvlinkErrors:
+    """GPU index -> link -> counter (`replay`, `recovery`, `crc`) -> count."""
+
+    gpus: dict[int, dict[int, dict[str, int]]] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+    error: str | None = None
+
+
+def _blocks(text: str) -> tuple[list[tuple[int, str, list[str]]], list[str]]:
+    """(GPU index, name, its lines) in order, and the lines outside any GPU block."""
+    blocks: list[tuple[int, str, list[str]]] = []
+    loose: list[str] = []
+    for line in text.splitlines():
+        head = _GPU.match(line)
+        if head:
+            blocks.append((int(head.group(1)), head.group(2), []))
+        elif line.strip():
+            (blocks[-1][2] if blocks else loose).append(line)
+    return blocks, loose
+
+
+def _unread(line: str, problems: list[str]) -> None:
+    what = "elided by the author" if _ELIDED.match(line) else "unreadable"
+    if len(problems) < 8:
+        problems.append(f"{what}: {line.strip()[:120]}")
+
+
+def parse_nvlink_status(text: str) -> NvlinkStatus:
+    """Read `nvidia-smi nvlink -s`."""
+    blocks, loose = _blocks(text)
+    if not blocks:
+        tail = next((x.strip() for x in reversed(loose) if x.strip()), "no output")
+        return NvlinkStatus(error=f"no GPU in nvidia-smi nvlink -s ({tail[:200]})")
+    problems: list[str] = []
+    for line in loose:
+        _unread(line, problems)
+    gpus = []
+    for index, name, lines in blocks:
+        links: dict[int, float | None] = {}
+        all_down = False
+        for line in lines:
+            m = _LINK.match(line)
+            if m:
+                links[int(m.group(1))] = float(m.group(2)) if m.group(2) else None
+            elif _ALL_DOWN.search(line):
+                all_down = True
+            else:
+                _unread(line, problems)
+        gpus.append(GpuLinks(index, name, links, all_down))
+    return NvlinkStatus(tuple(gpus), tuple(problems))
+
+
+def parse_nvlink_errors(text: str) -> NvlinkErrors:
+    """Read `nvidia-smi nvlink -e`."""
+    blocks, loose = _blocks(text)
+    if not blocks:
+        tail = next((x.strip() for x in reversed(loose) if x.strip()), "no output")
+        return NvlinkErrors(error=f"no GPU in nvidia-smi nvlink -e ({tail[:200]})")
+    problems: list[str] = []
+    for line in loose:
+        _unread(line, problems)
+    gpus: dict[int, dict[int, dict[str, int]]] = {}
+    for index, _, lines in blocks:
+        counters = gpus.setdefault(index, {})
+        for line in lines:
+            m = _ERRORS.match(line)
+            if m:
+                counters.setdefault(int(m.group(1)), {})[m.group(2).lower()] = int(m.group(3))
+            elif not _ALL_DOWN.search(line):
+                _unread(line, problems)
+    return NvlinkErrors(gpus, tuple(problems))

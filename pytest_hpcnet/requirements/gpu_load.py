@@ -1,0 +1,373 @@
+"""Judges of the GPUs under load: compute, result agreement, memory and host bandwidth.
+
+Each GPU is judged against the best GPU of its node and the median of every GPU of the
+cluster (`expect.gpu_load.peer_tolerance` below either fails), and against the SKU figure
+where the profile sets one (`expect.gpu_load.min_*`, with its source; unset: peer-relative
+only, and the verdict says so). Every measurement names its GPU (`GPU 3`); a failure names
+node, index, bus id and serial. A node whose load did not run or could not be read is not
+measured; a GPU whose load failed, fails.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+
+from pytest_hpcnet.inventory.expectations import Expectations
+from pytest_hpcnet.probes.gpu import GpuQuery
+from pytest_hpcnet.probes.gpu_load import (
+    POWER_CAP_BIT,
+    SLOWDOWN_BITS,
+    GpuLoad,
+    GpuSamples,
+    LoadRun,
+    LoadSamples,
+)
+from pytest_hpcnet.requirements.verdict import (
+    Measurement,
+    Verdict,
+    failing,
+    not_measured,
+    passing,
+)
+
+SECTIONS = ("gpu_load", "gpu_samples", "gpu_engines")
+INSTALL_TORCH = (
+    "install PyTorch with CUDA for the node's python3 (pip install torch), or run the load "
+    "phase on an image that has it"
+)
+TITLES = {
+    "bf16_tflops": ("bf16 GEMM", "TFLOPS", "min_bf16_tflops"),
+    "tf32_tflops": ("tf32 GEMM", "TFLOPS", "min_tf32_tflops"),
+    "hbm_gbs": ("HBM copy", "GB/s", "min_hbm_gbs"),
+    "h2d_gbs": ("host-to-device", "GB/s", "min_h2d_gbs"),
+    "d2h_gbs": ("device-to-host", "GB/s", "min_d2h_gbs"),
+}
+COMPUTE = ("bf16_tflops", "tf32_tflops")
+BANDWIDTH = ("hbm_gbs", "h2d_gbs", "d2h_gbs")
+
+
+@dataclass(frozen=True)
+class NodeLoad:
+    """What one node's load phase gave: its run and samples, or why there is none."""
+
+    node: str
+    run: LoadRun | None = None
+    samples: LoadSamples | None = None
+    missing: str | None = None
+    """Why the load did not run (no engine, unreachable, cut short), with what to do."""
+    fix: str = ""
+    query: GpuQuery | None = None
+    """The node's `nvidia-smi --query-gpu` from its facts (the GPUs' PCIe links)."""
+
+
+PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+"""GB/s per lane and direction: 2.5/5 GT/s with 8b/10b, 8/16/32 GT/s with 128b/130b (PCIe
+3.0-5.0 base specifications), 64 GT/s PAM4 with 242/256 FLIT efficiency (PCIe 6.0)."""
+
+
+def link_gbs(query: GpuQuery | None, index: int) -> tuple[float, str] | None:
+    """(GB/s one way, `gen5 x16`) of the GPU's link: its maximum generation (an idle GPU
+    lowers its current one) at its current width; None when unknown."""
+    gpu = query.gpu(index) if query is not None else None
+    gen = gpu.pcie_gen_max if gpu is not None else None
+    width = gpu.pcie_width if gpu is not None else None
+    if gen not in PCIE_LANE_GBS or not width:
+        return None
+    return PCIE_LANE_GBS[gen] * width, f"gen{gen} x{width}"
+
+
+def gpu_label(node: str, index: int, samples: LoadSamples | None) -> str:
+    """`node02 GPU 3 (00000000:5D:00.0, serial 1654124006923)` as far as known."""
+    found = samples.gpu(index) if samples is not None else None
+    known = []
+    if found is not None and found.bus_id:
+        known.append(found.bus_id)
+    if found is not None and found.serial:
+        known.append(f"serial {found.serial}")
+    return f"{node} GPU {index}" + (f" ({', '.join(known)})" if known else "")
+
+
+def _unmeasured(load: NodeLoad) -> Verdict | None:
+    """The not-measured verdict of a node whose load gave nothing to judge, else None."""
+    if load.missing:
+        return not_measured(load.missing, load.fix, sections=SECTIONS, subject=load.node)
+    if load.run is None:
+        return not_measured("the load phase did not run", sections=SECTIONS, subject=load.node)
+    if not load.run.gpus:
+        why = load.run.error or "the load program reported no GPU"
+        return not_measured(why, sections=SECTIONS, subject=load.node)
+    if not load.run.complete:
+        return not_measured(load.run.error or "cut short", sections=SECTIONS, subject=load.node)
+    errors = {g.error for g in load.run.gpus}
+    if len(load.run.gpus) > 1 and len(errors) == 1 and None not in errors:
+        why = f"the load failed the same way on every GPU (the engine, not a GPU): {errors.pop()}"
+        return not_measured(why, INSTALL_TORCH, sections=SECTIONS, subject=load.node)
+    return None
+
+
+def _healthy(run: LoadRun | None) -> list[GpuLoad]:
+    return [g for g in (run.gpus if run else ()) if not g.error]
+
+
+def _cluster_median(figure: str, peers: dict[str, NodeLoad]) -> float | None:
+    values = [
+        v for p in peers.values() for g in _healthy(p.run) if (v := g.figure(figure)) is not None
+    ]
+    return statistics.median(values) if values else None
+
+
+def _figure_checks(
+    node: str,
+    run: LoadRun,
+    samples: LoadSamples | None,
+    figures: tuple[str, ...],
+    peers: dict[str, NodeLoad],
+    expect: Expectations,
+    query: GpuQuery | None = None,
+) -> tuple[list[Measurement], list[str], list[str]]:
+    """(measurements, failures, notes) of each GPU's `figures` against node best, cluster
+    median and the SKU floor (host copies also against the GPU's PCIe link)."""
+    tol = expect.gpu_load.peer_tolerance
+    measurements: list[Measurement] = []
+    failures: list[str] = []
+    notes: list[str] = []
+    for figure in figures:
+        title, unit, key = TITLES[figure]
+        floor = getattr(expect.gpu_load, key)
+        if floor is None:
+            notes.append(f"{title}: no SKU figure (expect.gpu_load.{key}), peer-relative only")
+        values = {g.index: g.figure(figure) for g in _healthy(run)}
+        best = max((v for v in values.values() if v is not None), default=None)
+        median = _cluster_median(figure, peers)
+        for index, value in values.items():
+            bounds = []
+            if best is not None:
+                bounds.append((best * (1 - tol), f"{1 - tol:.2f} x node best {best:g}"))
+            if median is not None:
+                bounds.append((median * (1 - tol), f"{1 - tol:.2f} x cluster median {median:g}"))
+            if floor is not None:
+                bounds.append((floor, f"expect.gpu_load.{key} (SKU)"))
+            link = link_gbs(query, index) if figure in ("h2d_gbs", "d2h_gbs") else None
+            if link is not None:
+                share = expect.gpu_load.min_pcie_fraction
+                bounds.append((link[0] * share, f"{share:.2f} x its PCIe {link[1]} {link[0]:.1f}"))
+            bound, source = max(bounds) if bounds else (None, "")
+            measurements.append(
+                Measurement(
+                    figure,
+                    value,
+                    unit,
+                    round(bound, 2) if bound else None,
+                    ">=",
+                    source,
+                    f"GPU {index}",
+                )
+            )
+            if value is None:
+                failures.append(f"{gpu_label(node, index, samples)}: {title} not reported")
+            else:
+                low = [s for b, s in bounds if value < b]
+                if low:
+                    failures.append(
+                        f"{gpu_label(node, index, samples)}: {title} {value:g} {unit} "
+                        f"below {' and '.join(low)}"
+                    )
+    return measurements, failures, notes
+
+
+def _errors(node: str, run: LoadRun, samples: LoadSamples | None) -> list[str]:
+    """Each GPU whose load failed, and each expected GPU that reported nothing."""
+    out = [
+        f"{gpu_label(node, g.index, samples)}: the load failed: {g.error}"
+        for g in run.gpus
+        if g.error
+    ]
+    for index in range(run.expected or 0):
+        if run.gpu(index) is None:
+            out.append(f"{gpu_label(node, index, samples)}: no result from the load program")
+    return out
+
+
+def _verdict(
+    node: str,
+    what: str,
+    measurements: list[Measurement],
+    failures: list[str],
+    notes: list[str],
+    missing: list[str],
+    fix: str,
+) -> Verdict:
+    kw = {"measurements": tuple(measurements), "sections": SECTIONS, "subject": node}
+    if failures:
+        return failing("; ".join(failures), fix, **kw)
+    if missing:
+        return not_measured("; ".join(missing), **kw)
+    note = f" ({'; '.join(dict.fromkeys(notes))})" if notes else ""
+    return passing(f"{what}{note}", **kw)
+
+
+def _sample_checks(
+    node: str, run: LoadRun, samples: LoadSamples | None, expect: Expectations
+) -> tuple[list[Measurement], list[str], list[str], list[str]]:
+    """(measurements, failures, notes, missing) of the samples: slowdown fails, power cap is
+    reported, the hottest sample against the profile's ceiling."""
+    ceiling = expect.gpu_load.max_temperature_c
+    measurements: list[Measurement] = []
+    failures, notes, missing, capped = [], [], [], []
+    if ceiling is None:
+        notes.append("temperature reported, not judged (expect.gpu_load.max_temperature_c)")
+    for g in run.gpus:
+        found: GpuSamples | None = samples.gpu(g.index) if samples is not None else None
+        subject = f"GPU {g.index}"
+        if found is None:
+            why = samples.error if samples is not None and samples.error else "no samples"
+            missing.append(f"{gpu_label(node, g.index, samples)}: nvidia-smi under load: {why}")
+            continue
+        slow = found.event_names(SLOWDOWN_BITS)
+        measurements += [
+            Measurement("sm_clock_mhz", found.sm_mhz_median, "MHz", subject=subject),
+            Measurement("power_w_max", found.power_w_max, "W", subject=subject),
+            Measurement(
+                "slowdown",
+                ", ".join(slow) or "none",
+                "",
+                "none",
+                "==",
+                "clocks_event_reasons.active (nvml.h)",
+                subject,
+            ),
+            Measurement(
+                "temperature_c_max",
+                found.temperature_c_max,
+                "C",
+                ceiling,
+                "<=" if ceiling is not None else None,
+                "expect.gpu_load.max_temperature_c" if ceiling else "",
+                subject,
+            ),
+        ]
+        if found.events & POWER_CAP_BIT:
+            capped.append(str(g.index))
+            measurements.append(Measurement("power_cap", "active", subject=subject))
+        if slow:
+            failures.append(
+                f"{gpu_label(node, g.index, samples)}: {', '.join(slow)} under load "
+                f"(SM clock down to {found.sm_mhz_min:g} MHz, {found.temperature_c_max:g} C)"
+            )
+        t = found.temperature_c_max
+        if ceiling is not None and t is not None and t > ceiling:
+            failures.append(
+                f"{gpu_label(node, g.index, samples)}: {t:g} C under load > {ceiling:g} C"
+            )
+    if capped:
+        notes.append(f"power cap reached under load on GPU {', '.join(capped)} (not a failure)")
+    return measurements, failures, notes, missing
+
+
+def judge_gpu_compute(load: NodeLoad, peers: dict[str, NodeLoad], expect: Expectations) -> Verdict:
+    """bf16 and tf32 GEMM TFLOPS per GPU against peers and the SKU; no thermal or hardware
+    slowdown under load; the hottest sample within the profile's ceiling."""
+    early = _unmeasured(load)
+    if early is not None:
+        return early
+    run, samples = load.run, load.samples
+    assert run is not None
+    measurements, failures, notes = _figure_checks(load.node, run, samples, COMPUTE, peers, expect)
+    more, slow, sample_notes, missing = _sample_checks(load.node, run, samples, expect)
+    failures = _errors(load.node, run, samples) + failures + slow
+    fix = (
+        "check the named GPU's cooling, power and clocks (nvidia-smi -q -d PERFORMANCE); "
+        "reseat or replace it"
+    )
+    return _verdict(
+        load.node,
+        f"{len(run.gpus)} GPUs within {expect.gpu_load.peer_tolerance:.0%} of peers under load",
+        measurements + more,
+        failures,
+        notes + sample_notes,
+        missing,
+        fix,
+    )
+
+
+def judge_gpu_bandwidth(
+    load: NodeLoad, peers: dict[str, NodeLoad], expect: Expectations
+) -> Verdict:
+    """HBM (device-to-device copy) and pinned host<->device bandwidth per GPU against peers
+    and the SKU."""
+    early = _unmeasured(load)
+    if early is not None:
+        return early
+    run, samples = load.run, load.samples
+    assert run is not None
+    measurements, failures, notes = _figure_checks(
+        load.node, run, samples, BANDWIDTH, peers, expect, load.query
+    )
+    failures = _errors(load.node, run, samples) + failures
+    fix = (
+        "a slow host link: check the GPU's PCIe link under load (nvidia-smi -q -d PCIE); "
+        "slow HBM: replace the GPU"
+    )
+    return _verdict(
+        load.node,
+        f"{len(run.gpus)} GPUs' memory and host links within "
+        f"{expect.gpu_load.peer_tolerance:.0%} of peers",
+        measurements,
+        failures,
+        notes,
+        [],
+        fix,
+    )
+
+
+def majority_checksum(peers: dict[str, NodeLoad]) -> tuple[str | None, int]:
+    """The checksum more than half of the cluster's GPUs computed (None: no majority), and
+    how many GPUs reported one."""
+    counts = Counter(g.checksum for p in peers.values() for g in _healthy(p.run) if g.checksum)
+    total = sum(counts.values())
+    if not counts:
+        return None, 0
+    value, seen = counts.most_common(1)[0]
+    return (value if seen * 2 > total else None), total
+
+
+def judge_gpu_correctness(load: NodeLoad, peers: dict[str, NodeLoad]) -> Verdict:
+    """Every GPU computed the cluster's majority checksum of the fixed-seed product, the same
+    before and after the soak (a GPU that disagrees corrupts data silently)."""
+    early = _unmeasured(load)
+    if early is not None:
+        return early
+    run, samples = load.run, load.samples
+    assert run is not None
+    majority, total = majority_checksum(peers)
+    measurements: list[Measurement] = []
+    failures = _errors(load.node, run, samples)
+    for g in _healthy(run):
+        source = f"majority of {total} GPUs" if majority else f"no majority among {total} GPUs"
+        measurements.append(
+            Measurement("checksum", g.checksum, "", majority, "==", source, f"GPU {g.index}")
+        )
+        name = gpu_label(load.node, g.index, samples)
+        if g.checksum is None:
+            failures.append(f"{name}: no checksum reported")
+        elif majority is None:
+            failures.append(
+                f"{name}: checksum {g.checksum}; no checksum is shared by most of {total} GPUs"
+            )
+        elif g.checksum != majority:
+            failures.append(f"{name}: checksum {g.checksum} differs from the cluster's {majority}")
+        if g.checksum_stable is False:
+            failures.append(f"{name}: its checksum changed during the soak")
+    fix = "take the named GPU out of service and run dcgmi diag -r 3 on it; silent data corruption"
+    few = f" (compared across {total} GPUs only)" if total < 3 else ""
+    return _verdict(
+        load.node,
+        f"{len(run.gpus)} GPUs agree with the cluster's checksum{few}",
+        measurements,
+        failures,
+        [],
+        [],
+        fix,
+    )

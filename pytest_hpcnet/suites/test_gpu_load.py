@@ -1,0 +1,87 @@
+"""GPUs under load: compute, result agreement, memory and host-link bandwidth per GPU
+(docs/checks.md, "GPUs under load"). Every GPU of every node is loaded at once, once per
+session (`campaigns/gpu_load`); each test hands its judge's verdict to the check.
+
+A CPU-only profile (`expect.gpu.count` unset) skips them as not applicable.
+"""
+
+import pytest
+
+from pytest_hpcnet.probes.gpu import parse_query_gpu
+from pytest_hpcnet.probes.gpu_nvlink import parse_nvlink_errors, parse_nvlink_status
+from pytest_hpcnet.requirements import gpu_load
+from pytest_hpcnet.requirements.gpu_dcgm import judge_gpu_dcgm
+from pytest_hpcnet.requirements.gpu_nccl_node import judge_gpu_nccl_node
+from pytest_hpcnet.requirements.gpu_nvlink import judge_gpu_nvlink
+from pytest_hpcnet.requirements.registry import mark, not_applicable_when
+
+NOT_APPLICABLE = "not applicable: the profile sets no GPUs (expect.gpu.count)"
+pytestmark = [
+    pytest.mark.gpu_load,
+    not_applicable_when(lambda expect: not expect.gpu.count, NOT_APPLICABLE),
+]
+
+
+def engine_used(check, load) -> None:
+    """Name the engine in the record's tool versions."""
+    if load.run is not None and load.run.gpus:
+        check.tool_versions["gpu_load_engine"] = load.run.engine
+
+
+@mark("gpu_compute")
+def test_gpu_compute_under_load(cluster, node, check):
+    loads = cluster.gpu_loads(node, check)
+    engine_used(check, loads[node.name])
+    check.judge(gpu_load.judge_gpu_compute(loads[node.name], loads, cluster.expect), node.name)
+
+
+@mark("gpu_correctness")
+def test_gpu_results_agree(cluster, node, check):
+    loads = cluster.gpu_loads(node, check)
+    engine_used(check, loads[node.name])
+    check.judge(gpu_load.judge_gpu_correctness(loads[node.name], loads), node.name)
+
+
+@mark("gpu_bandwidth")
+def test_gpu_bandwidth_under_load(cluster, node, check):
+    loads = cluster.gpu_loads(node, check)
+    engine_used(check, loads[node.name])
+    check.judge(gpu_load.judge_gpu_bandwidth(loads[node.name], loads, cluster.expect), node.name)
+
+
+@mark("gpu_nvlink")
+@not_applicable_when(
+    lambda expect: not expect.gpu_load.nvlink_links,
+    "not applicable: the profile expects no NVLink (expect.gpu_load.nvlink_links)",
+)
+def test_gpu_nvlink_up_and_error_free(cluster, node, check):
+    facts = cluster.facts(node, check)
+    status = parse_nvlink_status(facts.text("gpu_nvlink_status"))
+    errors = parse_nvlink_errors(facts.text("gpu_nvlink_errors"))
+    query = parse_query_gpu(facts.text("gpu_query"))
+    check.judge(judge_gpu_nvlink(node.name, status, errors, query, cluster.expect), node.name)
+
+
+@mark("gpu_dcgm")
+@not_applicable_when(
+    lambda expect: not expect.gpu_load.dcgm_level,
+    "not applicable: DCGM is left out (expect.gpu_load.dcgm_level: null)",
+)
+def test_gpu_dcgm_diagnostics(cluster, node, check):
+    level = cluster.expect.gpu_load.dcgm_level
+    run, missing = cluster.dcgm_run(node, level, check)
+    if run is not None and run.version:
+        check.tool_versions["dcgm"] = run.version
+    query = parse_query_gpu(cluster.facts(node, check).text("gpu_query"))
+    check.judge(judge_gpu_dcgm(node.name, run, query, level, missing), node.name)
+
+
+@mark("gpu_nccl_node")
+def test_gpu_nccl_single_node(cluster, node, check):
+    runs = cluster.node_nccl_runs(node, check)
+    result, missing = runs[node.name]
+    if result is not None and result.tests_version:
+        check.tool_versions["nccl_tests"] = result.tests_version
+    peers = {name: found for name, (found, _) in runs.items()}
+    verdict = judge_gpu_nccl_node(node.name, result, peers, cluster.expect, missing)
+    check.judge(verdict, node.name)

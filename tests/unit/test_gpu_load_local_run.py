@@ -1,0 +1,76 @@
+"""The GPU load suite as a user runs it on one GPU machine (`connection: local`, no SSH),
+here against the lab's emulated nvidia-smi, dcgmi and torch on PATH: every check of the
+`gpu_load` marker passes on the controller itself, and the certificate's evidence appendix
+has the table."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pytest_hpcnet.lab.emulation import PYLIB, install_tools
+from pytest_hpcnet.lab.state import LabNode, LabState
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_gpu_load_suite_on_a_local_node(tmp_path):
+    state = LabState(str(tmp_path), "lab.yaml", nodes=[LabNode("node01", "198.18.0.11", 8500)])
+    state.save()
+    bin_dir = install_tools(state)
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text(
+        "cluster: {name: one-gpu-box, region: cn-lab}\n"
+        "nodes:\n  - {name: node01, host: localhost, connection: local}\n"
+        "expect: {profile: lab}\n"
+        "benchmarks: {gpu_load: {seconds: 5, size: 16384, nccl: {e: 1G, n: 2, w: 1}}}\n"
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "HPCNET_LAB_NODE": "node01",
+        "HPCNET_LAB_STATE": str(tmp_path),
+        "PYTHONPATH": str(bin_dir / PYLIB),
+    }
+    reports = tmp_path / "reports"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "gpu_load",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--inventory",
+            str(inventory),
+            "--reports-dir",
+            str(reports),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+    run = sorted(reports.iterdir())[-1]
+    records = [json.loads(x) for x in (run / "evidence.jsonl").read_text().splitlines() if x]
+    verdicts = {(r["check_id"], r["verdict"]) for r in records}
+    assert verdicts == {
+        (c, "pass")
+        for c in (
+            "gpu_compute",
+            "gpu_correctness",
+            "gpu_bandwidth",
+            "gpu_nvlink",
+            "gpu_dcgm",
+            "gpu_nccl_node",
+        )
+    }, [r["message"] for r in records if r["verdict"] != "pass"] or proc.stdout[-3000:]
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    html = (run / "evidence.html").read_text()  # the certificate's evidence appendix
+    assert '<section id="gpus-under-load">' in html and html.count("GPU 7") >= 1

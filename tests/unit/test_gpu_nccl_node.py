@@ -1,0 +1,57 @@
+"""Single-node NCCL: published runs parsed as launched, the lab's -g N emulation, the judge."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_hpcnet.inventory.expectations import Expectations
+from pytest_hpcnet.probes.gpu_nccl_node import node_nccl_command, parse_node_nccl
+from pytest_hpcnet.requirements.gpu_nccl_node import INSTALL_NCCL_TESTS, judge_gpu_nccl_node
+from tests.unit.test_lab_gpu_load_tools import lab_node
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "gpu_load"
+H100 = (FIXTURES / "nccl-tests-h100-sxm-x8-g8-128M-4G-nvls-issue290.txt").read_text()
+A100 = (FIXTURES / "nccl-tests-a100-sxm4-40gb-x8-g8-10G-single-size-oci.txt").read_text()
+
+
+def test_published_single_node_runs():
+    h100 = parse_node_nccl(H100, 8, "4G")
+    assert h100.ok and h100.busbw_at_max_size_gbs == 473.6 and h100.hosts == ("node005",)
+    a100 = parse_node_nccl(A100, 8, "10G")
+    assert a100.ok and a100.busbw_at_max_size_gbs == 232.83
+    assert not parse_node_nccl(H100, 4, "4G").ok  # 8 ranks where 4 were launched
+    assert not parse_node_nccl(H100, 8, "8G").ok  # stops before the asked size
+
+
+def test_judged_against_the_nodes_and_the_floor():
+    fast, slow = parse_node_nccl(H100, 8, "4G"), parse_node_nccl(A100, 8, "10G")
+    peers = {"a": fast, "b": fast, "c": slow}
+    expect = Expectations()
+    assert judge_gpu_nccl_node("a", fast, peers, expect).outcome == "pass"
+    verdict = judge_gpu_nccl_node("c", slow, peers, expect)
+    assert verdict.outcome == "fail"
+    assert (
+        "busbw 232.83 GB/s at 10737418240 B below 0.90 x the nodes' median 473.6" in verdict.reason
+    )
+    floor = Expectations(gpu_load={"min_node_busbw_gbs": 480})
+    assert "min_node_busbw_gbs" in judge_gpu_nccl_node("a", fast, peers, floor).reason
+    missing = judge_gpu_nccl_node("a", None, peers, expect, "no all_reduce_perf on the node's PATH")
+    assert missing.outcome == "not_measured" and missing.fix == INSTALL_NCCL_TESTS
+    died = parse_node_nccl("node01: Test NCCL failure common.cu:1 'unhandled cuda error'", 8, "4G")
+    assert judge_gpu_nccl_node("a", died, peers, expect).outcome == "fail"
+    assert judge_gpu_nccl_node("a", parse_node_nccl("", 8, "4G"), peers, expect).outcome == (
+        "not_measured"
+    )
+
+
+def test_lab_emulation_and_its_fault(tmp_path):
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "slow").mkdir()
+    command = node_nccl_command(8, "128M", "1G", 2, 2, 1)
+    healthy = parse_node_nccl(lab_node(tmp_path / "ok", {})(command), 8, "1G")
+    assert healthy.ok and healthy.hosts == ("node01",) and len(healthy.ranks) == 8
+    assert 460 < healthy.busbw_at_max_size_gbs < 470
+    slow = parse_node_nccl(lab_node(tmp_path / "slow", {"nccl-node-slow": "4"})(command), 8, "1G")
+    peers = {"node01": healthy, "node02": healthy, "node03": slow}
+    verdict = judge_gpu_nccl_node("node03", slow, peers, Expectations())
+    assert verdict.outcome == "fail" and "below 0.90 x the nodes' median" in verdict.reason

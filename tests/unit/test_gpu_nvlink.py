@@ -1,0 +1,89 @@
+"""NVLink state and errors: the parsers on published outputs, the lab emulation, the judge."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_hpcnet.inventory.expectations import Expectations
+from pytest_hpcnet.probes.gpu import parse_query_gpu, query_gpu_command
+from pytest_hpcnet.probes.gpu_nvlink import (
+    ERRORS_COMMAND,
+    STATUS_COMMAND,
+    parse_nvlink_errors,
+    parse_nvlink_status,
+)
+from pytest_hpcnet.requirements.gpu_nvlink import judge_gpu_nvlink
+from tests.unit.test_lab_gpu_load_tools import lab_node
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "gpu_load"
+H200 = Expectations(gpu_load={"nvlink_links": 18})
+
+
+def text(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def test_published_status_outputs():
+    b300 = parse_nvlink_status(
+        text("nvidia-smi-nvlink-status-b300-sxm6-x7-18links-53.125GBs-drv610-dell-xe9780.txt")
+    )
+    assert len(b300.gpus) == 7 and not b300.problems
+    assert all(len(g.active) == 18 and set(g.links.values()) == {53.125} for g in b300.gpus)
+    pcie = parse_nvlink_status(
+        text("nvidia-smi-nvlink-s-h100-pcie-x2-bridge-12of18-active-26.562GBs-drv555-hpe.txt")
+    )
+    assert pcie.gpu(1).inactive == [4, 5, 10, 11, 16, 17] and len(pcie.gpu(1).active) == 12
+    down = parse_nvlink_status(
+        text("nvidia-smi-nvlink-s-i6-a100-sxm4-80gb-all-links-inActive-azure-nhc.txt")
+    )
+    assert down.gpu(6).all_inactive and down.gpu(6).name == "NVIDIA A100-SXM4-80GB"
+    mixed = parse_nvlink_status(
+        text(
+            "nvidia-smi-nvlink-s-rtxa6000-x3-nvlink-bridge-pair-4links-14GBs-third-inActive-siboehm.txt"
+        )
+    )
+    assert [len(g.active) for g in mixed.gpus] == [4, 4, 0] and mixed.gpu(2).all_inactive
+    cut = parse_nvlink_status(
+        text("nvidia-smi-nvlink-s-v100-sxm2-links-3-5-inactive-excerpt-azhpc-diagnostics-73.txt")
+    )
+    assert cut.gpu(3).inactive == [3, 5] and cut.problems == ("elided by the author: ....",)
+    assert parse_nvlink_status("NVIDIA-SMI has failed because it couldn't communicate").error
+
+
+def test_published_error_counters():
+    errors = parse_nvlink_errors(
+        text("nvidia-smi-nvlink-e-h100-sxm-18links-zero-errors-elided-uuid-masked-stas00.txt")
+    )
+    assert errors.gpus[0][17] == {"replay": 0, "recovery": 0, "crc": 0}
+    assert errors.problems == ("elided by the author: [...]",)
+
+
+def test_an_elided_output_is_not_measured_never_a_pass():
+    status = parse_nvlink_status(
+        text("nvidia-smi-nvlink-status-h100-sxm5-x8-tab-indent-snipped-rhel-ai.txt")
+    )
+    errors = parse_nvlink_errors(
+        text("nvidia-smi-nvlink-e-h100-sxm-18links-zero-errors-elided-uuid-masked-stas00.txt")
+    )
+    verdict = judge_gpu_nvlink("n1", status, errors, None, H200)
+    assert verdict.outcome == "not_measured" and "elided by the author" in verdict.reason
+
+
+def test_lab_emulation_healthy_and_faulted(tmp_path):
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "bad").mkdir()
+    healthy = lab_node(tmp_path / "ok", {})
+    faulted = lab_node(tmp_path / "bad", {"nvlink-down": "3", "nvlink-errors": "6"})
+    for run, outcome in ((healthy, "pass"), (faulted, "fail")):
+        status = parse_nvlink_status(run(STATUS_COMMAND))
+        errors = parse_nvlink_errors(run(ERRORS_COMMAND))
+        query = parse_query_gpu(run(query_gpu_command()))
+        verdict = judge_gpu_nvlink("node01", status, errors, query, H200)
+        assert verdict.outcome == outcome, verdict.reason
+    assert verdict.reason.startswith(
+        "node01 GPU 3 (00000000:5D:00.0, serial 1654124006923): NVLink link 4, 5 inactive; "
+        "node01 GPU 6 (00000000:BA:00.0, serial 1654124006926): "
+    )
+    assert "NVLink link 2 counted errors: replay 40, recovery 1, crc 12" in verdict.reason
+    subjects = {m.subject for m in verdict.measurements if m.name == "nvlink_active"}
+    assert subjects == {f"GPU {i}" for i in range(8)}
