@@ -11,6 +11,7 @@ facts round trip (`ENGINES_COMMAND`). Parsers never raise: what they cannot read
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 import statistics
@@ -198,10 +199,12 @@ class LoadRun:
 
 
 def _float(value: str | None) -> float | None:
+    """A finite number, else None (`nan`, `inf` and words are not figures)."""
     try:
-        return float(value) if value is not None else None
+        number = float(value) if value is not None else None
     except ValueError:
         return None
+    return number if number is not None and math.isfinite(number) else None
 
 
 def _gpu_line(line: str) -> GpuLoad | None:

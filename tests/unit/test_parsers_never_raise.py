@@ -21,6 +21,7 @@ import pkgutil
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,11 @@ from pytest_hpcnet.probes import (
     erdma_gdr,
     fio,
     gpu,
+    gpu_dcgm,
     gpu_host,
+    gpu_load,
+    gpu_nccl_node,
+    gpu_nvlink,
     gpu_rdma,
     gpu_topo,
     gpu_xid,
@@ -92,6 +97,13 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "sysctl": sysctl.parse_sysctl,
     "rdma_counters": counters.parse_rdma_counters,
     "versions": versions.parse_versions,
+    "gpu_engines": gpu_load.parse_engines,
+    "gpu_load": gpu_load.parse_load,
+    "gpu_samples": gpu_load.parse_samples,
+    "nvlink_status": gpu_nvlink.parse_nvlink_status,
+    "nvlink_errors": gpu_nvlink.parse_nvlink_errors,
+    "dcgm": gpu_dcgm.parse_dcgm_json,
+    "nccl_node": partial(gpu_nccl_node.parse_node_nccl, gpus=8, e="10G"),
 }
 
 # Which parsers read which samples (glob under tests/fixtures/, parser names).
@@ -145,6 +157,15 @@ CORPUS: list[tuple[str, tuple[str, ...]]] = [
     ("samples/ibv_devinfo/*", ("rdma_output",)),
     ("samples/rdma_link/*", ("rdma_output", "rdma_link")),
     ("sysctl/*", ("sysctl",)),
+    ("gpu_load/engines-*", ("gpu_engines",)),
+    ("gpu_load/load-*", ("gpu_load",)),
+    ("gpu_load/samples-*", ("gpu_samples",)),
+    ("gpu_load/nvidia-smi-nvlink-s-*", ("nvlink_status",)),
+    ("gpu_load/nvidia-smi-nvlink-status-*", ("nvlink_status",)),
+    ("gpu_load/nvidia-smi-nvlink-e-*", ("nvlink_errors",)),
+    ("gpu_load/dcgm-*", ("dcgm",)),
+    ("gpu_load/nvvs-*", ("dcgm",)),
+    ("gpu_load/nccl-tests-*", ("nccl", "nccl_node")),
 ]
 
 LINE_PREFIXES = 24
@@ -282,6 +303,10 @@ UNFRAMED = {
     "topo",
     "gdr",
     "erdma_identity",
+    "gpu_samples",
+    "gpu_engines",
+    "nvlink_status",
+    "nvlink_errors",
     "interfaces",
     "metadata",
     "listing",
@@ -352,7 +377,7 @@ def test_every_parser_and_sample_is_covered():
     covered = {sample for _, sample in _cases()} | WHOLE_ONLY
     samples = {p.relative_to(FIXTURES).as_posix() for p in _samples()}
     assert samples <= covered, sorted(samples - covered)
-    listed = set(PARSERS.values())
+    listed = {getattr(p, "func", p) for p in PARSERS.values()}
     unlisted = [
         f"{info.name}.{fn}"
         for info in pkgutil.iter_modules(probes.__path__)
