@@ -1,0 +1,122 @@
+"""pytest-xdist on the 4-node lab: an `-n 2` run gives the evidence, verdict and certificate
+of the `-n 0` run, each node's facts are gathered once in the whole session, and the pairs
+that cross the two workers' ranges (node02->node03, node04->node01) are measured once."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hpcnet.lab import faults
+from tests.lab.test_static_suite import run_static
+
+pytestmark = pytest.mark.lab
+
+FAULTY = "node03"  # the first node of the second worker's range: a crossing pair's target
+RUN_FIELDS = {
+    "run_id",
+    "generated_at",
+    "started_at",
+    "ended_at",
+    "evidence_files",
+    "evidence_digest",
+}
+MEASURED = {"margin", "worst_value", "worst_subject", "measurement", "threshold", "unit"}
+"""A certificate row's figure: its worst measurement, which differs between any two runs."""
+
+
+def run(inventory: str, reports: Path, workers: int) -> tuple[int, list[dict], Path]:
+    code, records = run_static(inventory, reports, "-n", str(workers))
+    (folder,) = list(reports.iterdir())
+    return code, records, folder
+
+
+def record_keys(records: list[dict]) -> Counter:
+    return Counter(
+        (r["check_id"], r["subject"], r["verdict"], r["message"], r["nodeid"]) for r in records
+    )
+
+
+KINDS = {
+    "facts": "echo '@@hpcnet begin hostname'",
+    "listener": "f=$(mktemp /tmp/hpcnet-listener.",
+    "probe": "d=$(mktemp -d /tmp/hpcnet-sections.",
+    "stop": "kill ",
+}
+
+
+def ssh_work(records: list[dict]) -> Counter:
+    """How many times each node ran each kind of command (facts, pair listener, pair probe,
+    listener stop), counted by distinct start time across every record that cites it."""
+    started: dict[tuple[str, str], set] = {}
+    for record in records:
+        for command in record["commands"]:
+            for kind, head in KINDS.items():
+                if command["command"].startswith(head):
+                    started.setdefault((command["node"], kind), set()).add(command["started_at"])
+    return Counter({key: len(times) for key, times in started.items()})
+
+
+def unordered(value: Any) -> Any:
+    """`value` with every list sorted: the records' order is the order tests finished in."""
+    if isinstance(value, dict):
+        return {k: unordered(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return sorted((unordered(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+    return value
+
+
+def certificate(folder: Path) -> dict:
+    """certificate.json without what differs between any two runs (ids, times, digests)."""
+    data = json.loads((folder / "certificate.json").read_text())
+    data["requirements"] = [
+        {k: v for k, v in row.items() if k not in MEASURED and k != "threshold_source"}
+        for row in data["requirements"]
+    ]
+    return unordered({k: v for k, v in data.items() if k not in RUN_FIELDS})
+
+
+def summary(folder: Path) -> dict:
+    data = json.loads((folder / "summary.json").read_text())
+    keys = ("verdict", "counts", "scope", "unreachable_nodes", "lab", "connection_retries")
+    return unordered({k: data[k] for k in keys})
+
+
+def differences(one: dict, two: dict) -> list[str]:
+    return [
+        f"{k}: {one.get(k)!r:.300} != {two.get(k)!r:.300}"
+        for k in one | two
+        if one.get(k) != two.get(k)
+    ]
+
+
+@pytest.mark.parametrize("fault", [None, "mtu"])
+def test_two_workers_give_the_single_process_run(lab4, tmp_path, fault):
+    if fault:
+        faults.inject(fault, FAULTY, None, Path(lab4.state_dir))
+    try:
+        one = run(lab4.inventory, tmp_path / "n0", 0)
+        two = run(lab4.inventory, tmp_path / "n2", 2)
+    finally:
+        if fault:
+            faults.heal(FAULTY, Path(lab4.state_dir))
+    (code0, records0, folder0), (code2, records2, folder2) = one, two
+    assert code2 == code0 == (1 if fault else 0)
+    assert record_keys(records2) == record_keys(records0)
+    assert not differences(summary(folder0), summary(folder2))
+    assert not differences(certificate(folder0), certificate(folder2))
+    if fault:  # the crossing pair into the faulty node, judged once, by node02's worker
+        bad = {(r["check_id"], r["subject"]) for r in records2 if r["verdict"] == "fail"}
+        assert ("path_mtu", f"node02->{FAULTY}") in bad, bad
+    work0, work2 = ssh_work(records0), ssh_work(records2)
+    assert work2 == work0  # nothing measured twice, nothing left out
+    assert {n: c for (n, kind), c in work2.items() if kind == "facts"} == {
+        f"node0{i}": 1 for i in range(1, 5)
+    }
+    assert {n: c for (n, kind), c in work2.items() if kind == "listener"} == {
+        f"node0{i}": 1 for i in range(1, 5)
+    }
