@@ -405,8 +405,8 @@ class HpcnetState:
     # -- pytest-xdist ---------------------------------------------------------------------
 
     def _hand_over_to_controller(self) -> None:
-        """What the controller needs of this worker beyond the records: the collected plan,
-        the nodes it found unreachable, its retries, the placement of the nodes it gathered."""
+        """What the controller needs of this worker beyond the records: the nodes it found
+        unreachable, its connection retries, the placement of the nodes it gathered."""
         output = self.config.workeroutput.setdefault(XDIST_OUTPUT, {})
         output["unreachable"] = dict(self.unreachable)
         if self.cluster is not None:
@@ -423,12 +423,13 @@ class HpcnetState:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:
-        """A worker ended: take its plan, unreachable nodes, retries and placement."""
+        """A worker ended: take its unreachable nodes, retries and placement."""
         output = getattr(node, "workeroutput", {}).get(XDIST_OUTPUT)
         if not output:
             return
         self.unreachable.update(output.get("unreachable", {}))
-        self.worker_retries.update(output.get("retries", {}))
+        for name, count in output.get("retries", {}).items():  # a pair's target: two workers
+            self.worker_retries[name] = self.worker_retries.get(name, 0) + count
         for name, text in output.get("metadata", {}).items():
             self.worker_placement[name] = parse_metadata(text)
         self.contacted = self.contacted or bool(output.get("contacted"))
@@ -495,8 +496,8 @@ def planned_subjects(items: list[pytest.Item]) -> dict[str, list[str]]:
 def owner_of(item: pytest.Item, partition: Partition) -> int | None:
     """The range whose worker runs a check (None: the cluster-wide group). A pair check is
     its source's; an ACL flow the range listening on its target; a node check its node's.
-    Benchmarks (rounds over the whole cluster), the cloud audit (one read of the control
-    plane) and checks without a node are cluster-wide."""
+    Benchmarks (rounds over the whole cluster), the cloud audit's other checks (one read of
+    the control plane) and checks without a node are cluster-wide."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     pair = params.get("node_pair")
     if pair is not None:
