@@ -4,6 +4,7 @@ the ranges' pair probes together equal the single-process ones."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import replace
 
@@ -15,6 +16,7 @@ from pytest_hpcnet.campaigns.pairs import PairCampaign
 from pytest_hpcnet.campaigns.partition import CLUSTER_GROUP, FactsSpool, Partition
 from pytest_hpcnet.inventory.loader import load_inventory
 
+pytest_plugins = ["pytester"]
 WORKERS = 3
 
 
@@ -139,3 +141,61 @@ def test_the_scheduler_groups_by_what_the_workers_collected(tmp_path):
     scheduler._groups = spool.collected().groups
     assert scheduler._split_scope("s.py::t[n9]") == "hpcnet-2"
     assert scheduler._split_scope("site.py::test_own") == "site.py::test_own"
+
+
+SPLIT_INVENTORY = """\
+cluster: {name: split, region: cn-test}
+ssh: {connect_timeout_s: 1, connect_retries: 1}
+nodes:
+  - {name: "n[1-4]", host: "198.18.0.[201-204]"}
+"""
+
+SPLIT_SUITE = """\
+import os
+from pathlib import Path
+
+import pytest
+
+
+def ran(name):
+    with Path(os.environ["RAN"]).open("a") as out:
+        out.write(f"{os.environ['PYTEST_XDIST_WORKER']} {name}\\n")
+
+
+@pytest.mark.check("reachability", "r")
+def test_per_node(node, check):
+    ran(node.name)
+
+
+@pytest.mark.check("path_mtu", "p")
+def test_per_pair(node_pair, check):
+    ran(node_pair[0].name + "->" + node_pair[1].name)
+
+
+@pytest.mark.check("placement", "c")
+def test_cluster_wide(check):
+    ran("cluster")
+"""
+
+
+def test_two_workers_run_each_range_and_its_pairs_in_one_worker(pytester, tmp_path, monkeypatch):
+    pytest.importorskip("xdist")
+    pytester.makefile(".yaml", inv=SPLIT_INVENTORY)
+    pytester.makepyfile(test_split=SPLIT_SUITE)
+    monkeypatch.setenv("RAN", str(tmp_path / "ran.txt"))
+    result = pytester.runpytest_subprocess(
+        ".", "--inventory", "inv.yaml", "--reports-dir", "out", "-n", "2", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=9)
+    where = dict(line.split()[::-1] for line in (tmp_path / "ran.txt").read_text().splitlines())
+    first, second = where["n1"], where["n3"]
+    assert first != second
+    assert {where[s] for s in ("n1", "n2", "n1->n2", "n2->n3")} == {first}  # n2->n3: its source's
+    assert {where[s] for s in ("n3", "n4", "n3->n4", "n4->n1")} == {second}
+    (run,) = list((pytester.path / "out").iterdir())
+    records = [json.loads(line) for line in (run / "evidence.jsonl").read_text().splitlines()]
+    assert sorted(r["nodeid"] for r in records) == sorted(  # the ids of a run without xdist
+        [f"test_split.py::test_per_node[n{i}]" for i in range(1, 5)]
+        + [f"test_split.py::test_per_pair[{p}]" for p in ("n1->n2", "n2->n3", "n3->n4", "n4->n1")]
+        + ["test_split.py::test_cluster_wide"]
+    )
