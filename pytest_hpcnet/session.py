@@ -255,6 +255,9 @@ class HpcnetState:
         if self.cluster is None:
             assert self.inventory is not None
             concurrency = self.config.getoption("hpcnet_concurrency")
+            if self.partition is not None:  # the session's SSH sessions, shared by its workers
+                total = concurrency or self.inventory.ssh.concurrency
+                concurrency = -(-total // self.partition.parts)
             transport = Transport(self.inventory, concurrency)
             self.cluster = Cluster(
                 self.inventory,
