@@ -316,6 +316,25 @@ class HpcnetState:
         subject, kind = subject_of(item)
         check = Check(check_id, requirement, subject, kind, item.nodeid, self.bundle)
         item.stash[CHECK] = check
+        if self.partition is not None:
+            self._facts_before(item)
+
+    def _facts_before(self, item: pytest.Item) -> None:
+        """On an xdist worker, read the facts a check sees as gathered before it in one
+        process: a pair's two ends, every node for a cluster-wide check, so that a node
+        found unreachable by another worker is known here before the check asks."""
+        assert self.partition is not None
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        pair = params.get("node_pair")
+        if pair is not None:
+            names = [pair[0].name, pair[1].name]
+        elif owner_of(item, self.partition) is None:
+            names = self.partition.names
+        else:
+            return
+        facts = self.open_cluster().gather_facts()
+        for name in names:
+            facts[name]
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):

@@ -5,12 +5,15 @@ that cross the two workers' ranges (node02->node03, node04->node01) are measured
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_hpcnet.lab import cluster as lab
 from pytest_hpcnet.lab import faults
 from tests.lab.test_static_suite import run_static
 
@@ -94,29 +97,35 @@ def differences(one: dict, two: dict) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("fault", [None, "mtu"])
+@pytest.mark.parametrize("fault", [None, "mtu", "down"])
 def test_two_workers_give_the_single_process_run(lab4, tmp_path, fault):
-    if fault:
+    if fault == "down":  # unreachable: found by one worker, known to the other
+        os.kill(lab4.node(FAULTY).sshd_pid, signal.SIGTERM)
+    elif fault:
         faults.inject(fault, FAULTY, None, Path(lab4.state_dir))
     try:
         one = run(lab4.inventory, tmp_path / "n0", 0)
         two = run(lab4.inventory, tmp_path / "n2", 2)
     finally:
-        if fault:
+        if fault == "down":
+            lab.start_node_sshd(lab4, FAULTY)
+        elif fault:
             faults.heal(FAULTY, Path(lab4.state_dir))
     (code0, records0, folder0), (code2, records2, folder2) = one, two
     assert code2 == code0 == (1 if fault else 0)
     assert record_keys(records2) == record_keys(records0)
     assert not differences(summary(folder0), summary(folder2))
     assert not differences(certificate(folder0), certificate(folder2))
-    if fault:  # the crossing pair into the faulty node, judged once, by node02's worker
-        bad = {(r["check_id"], r["subject"]) for r in records2 if r["verdict"] == "fail"}
+    bad = {(r["check_id"], r["subject"]) for r in records2 if r["verdict"] != "pass"}
+    if fault == "mtu":  # the crossing pair into the faulty node, judged once, by node02's worker
+        assert ("path_mtu", f"node02->{FAULTY}") in bad, bad
+    if fault == "down":
+        assert summary(folder2)["verdict"] == "INCOMPLETE"
         assert ("path_mtu", f"node02->{FAULTY}") in bad, bad
     work0, work2 = ssh_work(records0), ssh_work(records2)
     assert work2 == work0  # nothing measured twice, nothing left out
     assert {n: c for (n, kind), c in work2.items() if kind == "facts"} == {
         f"node0{i}": 1 for i in range(1, 5)
     }
-    assert {n: c for (n, kind), c in work2.items() if kind == "listener"} == {
-        f"node0{i}": 1 for i in range(1, 5)
-    }
+    listeners = {f"node0{i}": 1 for i in range(1, 5) if fault != "down" or i != 3}
+    assert {n: c for (n, kind), c in work2.items() if kind == "listener"} == listeners
