@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from pytest_hpcnet.campaigns.partition import Partition
+from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import cluster as lab
 from pytest_hpcnet.lab import faults
 from tests.lab.test_static_suite import run_static
@@ -30,6 +32,8 @@ RUN_FIELDS = {
 }
 MEASURED = {"margin", "worst_value", "worst_subject", "measurement", "threshold", "unit"}
 """A certificate row's figure: its worst measurement, which differs between any two runs."""
+FIRST = {"message"}
+"""A row quotes its first failing record, first in the order the tests finished."""
 
 
 def run(inventory: str, reports: Path, workers: int) -> tuple[int, list[dict], Path]:
@@ -64,6 +68,19 @@ def ssh_work(records: list[dict]) -> Counter:
     return Counter({key: len(times) for key, times in started.items()})
 
 
+def flow_commands(inventory: str, fault: str | None) -> Counter:
+    """The extra probe commands of an `-n 2` run: an ACL flow whose listening range (its
+    target's ring predecessor's) is not its source's range."""
+    inv = load_inventory(inventory)
+    partition = Partition([n.name for n in inv.nodes], 2)
+    extra: Counter = Counter()
+    for flow in inv.expect.flows.allow + inv.expect.flows.deny:
+        down = fault == "down" and FAULTY in (flow.source, flow.target)
+        if partition.flow_owner(flow.target) != partition.range_of(flow.source) and not down:
+            extra[(flow.source, "probe")] = 1
+    return extra
+
+
 def unordered(value: Any) -> Any:
     """`value` with every list sorted: the records' order is the order tests finished in."""
     if isinstance(value, dict):
@@ -77,7 +94,7 @@ def certificate(folder: Path) -> dict:
     """certificate.json without what differs between any two runs (ids, times, digests)."""
     data = json.loads((folder / "certificate.json").read_text())
     data["requirements"] = [
-        {k: v for k, v in row.items() if k not in MEASURED and k != "threshold_source"}
+        {k: v for k, v in row.items() if k not in MEASURED | FIRST and k != "threshold_source"}
         for row in data["requirements"]
     ]
     return unordered({k: v for k, v in data.items() if k not in RUN_FIELDS})
@@ -89,12 +106,18 @@ def summary(folder: Path) -> dict:
     return unordered({k: data[k] for k in keys})
 
 
-def differences(one: dict, two: dict) -> list[str]:
-    return [
-        f"{k}: {one.get(k)!r:.300} != {two.get(k)!r:.300}"
-        for k in one | two
-        if one.get(k) != two.get(k)
-    ]
+def differences(one: Any, two: Any, path: str = "") -> list[str]:
+    """Where two (unordered) JSON values differ, leaf by leaf."""
+    if isinstance(one, dict) and isinstance(two, dict):
+        keys = sorted(one.keys() | two.keys())
+        return [d for k in keys for d in differences(one.get(k), two.get(k), f"{path}.{k}")]
+    if isinstance(one, list) and isinstance(two, list) and len(one) == len(two):
+        return [
+            d
+            for i, (a, b) in enumerate(zip(one, two, strict=True))
+            for d in differences(a, b, f"{path}[{i}]")
+        ]
+    return [] if one == two else [f"{path}: {one!r:.300} != {two!r:.300}"]
 
 
 @pytest.mark.parametrize("fault", [None, "mtu", "down"])
@@ -114,8 +137,8 @@ def test_two_workers_give_the_single_process_run(lab4, tmp_path, fault):
     (code0, records0, folder0), (code2, records2, folder2) = one, two
     assert code2 == code0 == (1 if fault else 0)
     assert record_keys(records2) == record_keys(records0)
-    assert not differences(summary(folder0), summary(folder2))
-    assert not differences(certificate(folder0), certificate(folder2))
+    assert differences(summary(folder0), summary(folder2)) == []
+    assert differences(certificate(folder0), certificate(folder2)) == []
     bad = {(r["check_id"], r["subject"]) for r in records2 if r["verdict"] != "pass"}
     if fault == "mtu":  # the crossing pair into the faulty node, judged once, by node02's worker
         assert ("path_mtu", f"node02->{FAULTY}") in bad, bad
@@ -123,7 +146,12 @@ def test_two_workers_give_the_single_process_run(lab4, tmp_path, fault):
         assert summary(folder2)["verdict"] == "INCOMPLETE"
         assert ("path_mtu", f"node02->{FAULTY}") in bad, bad
     work0, work2 = ssh_work(records0), ssh_work(records2)
-    assert work2 == work0  # nothing measured twice, nothing left out
+    probes0 = Counter({k: v for k, v in work0.items() if k[1] == "probe"})
+    probes2 = Counter({k: v for k, v in work2.items() if k[1] == "probe"})
+    assert work2 - probes2 == work0 - probes0  # nothing measured twice, nothing left out
+    # a source probes its ACL flows in the command of the range listening on the flow's
+    # target: one more command where that is another range than the source's own
+    assert probes2 - probes0 == flow_commands(lab4.inventory, fault)
     assert {n: c for (n, kind), c in work2.items() if kind == "facts"} == {
         f"node0{i}": 1 for i in range(1, 5)
     }
