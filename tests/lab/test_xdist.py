@@ -83,8 +83,11 @@ def flow_commands(inventory: str, fault: str | None) -> Counter:
 
 def unordered(value: Any) -> Any:
     """`value` with every list sorted: the records' order is the order tests finished in."""
-    if isinstance(value, dict):
-        return {k: unordered(v) for k, v in value.items()}
+    if isinstance(value, dict):  # a scope entry's subjects, joined in record order
+        return {
+            k: ", ".join(sorted(v.split(", "))) if k == "subject" else unordered(v)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return sorted((unordered(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
     return value
