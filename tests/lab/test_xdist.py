@@ -85,7 +85,9 @@ def unordered(value: Any) -> Any:
     """`value` with every list sorted: the records' order is the order tests finished in."""
     if isinstance(value, dict):  # a scope entry's subjects, joined in record order
         return {
-            k: ", ".join(sorted(v.split(", "))) if k == "subject" else unordered(v)
+            k: ", ".join(sorted(v.split(", ")))
+            if k == "subject" and isinstance(v, str)
+            else unordered(v)
             for k, v in value.items()
         }
     if isinstance(value, list):
