@@ -72,10 +72,13 @@ def flow_commands(inventory: str, fault: str | None) -> Counter:
     """The extra probe commands of an `-n 2` run: an ACL flow whose listening range (its
     target's ring predecessor's) is not its source's range."""
     inv = load_inventory(inventory)
-    partition = Partition([n.name for n in inv.nodes], 2)
+    names = [n.name for n in inv.nodes]
+    partition = Partition(names, 2)
     extra: Counter = Counter()
     for flow in inv.expect.flows.allow + inv.expect.flows.deny:
-        down = fault == "down" and FAULTY in (flow.source, flow.target)
+        partner = names[(names.index(flow.source) + 1) % len(names)]
+        # a pair with a stopped end records no probe: the flow's is the source's only one
+        down = fault == "down" and FAULTY in (flow.source, flow.target, partner)
         if partition.flow_owner(flow.target) != partition.range_of(flow.source) and not down:
             extra[(flow.source, "probe")] = 1
     return extra
