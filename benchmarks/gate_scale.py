@@ -23,6 +23,8 @@ Per size, holding the host-wide lab lock only for that size (other lab users tak
 - with `--history N`: the static runs of each size find N earlier runs of the cluster in
   their reports folder, as a nightly gate does (its trends page reads up to 14): copies of one
   untimed run, a night apart;
+- with `--workers 0 2`: the static run once per worker count (`-n K`, `0`: no xdist), each
+  process's own CPU and peak RSS left by `benchmarks/xdist_rusage.py` (controller, workers);
 - with `--controller-floor`: what the controller's CPU cannot go below at this granularity,
   per size: `pytest only` (a generated project with as many empty tests as the static run
   has items, with the same pytest-html and JUnit reports: pytest's own per-item protocol)
@@ -176,10 +178,18 @@ def measure_floor(inventory: str, same_work: bool = False) -> dict:
 
 
 def measure_static(
-    inventory: str, reports: Path, profile: Path | None = None, extra: tuple[str, ...] = ()
+    inventory: str,
+    reports: Path,
+    profile: Path | None = None,
+    extra: tuple[str, ...] = (),
+    workers: int | None = None,
 ) -> dict:
-    """`pytest --inventory ... -m static` as a user runs it, in a fresh process."""
+    """`pytest --inventory ... -m static` as a user runs it, in a fresh process; with
+    `workers`, under `-n workers`, each process's CPU and peak RSS in `processes`."""
     profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
+    usage_dir = Path(tempfile.mkdtemp(prefix="hpcnet-rusage-"))
+    if workers is not None:
+        extra = (*extra, "-p", "benchmarks.xdist_rusage", "-n", str(workers))
     run = timed(
         [
             sys.executable,
@@ -199,8 +209,10 @@ def measure_static(
             *extra,
         ],
         cwd=ROOT,
-        env=installed_env(),
+        env={**installed_env(), "HPCNET_RUSAGE_DIR": str(usage_dir)},
     )
+    run["processes"] = {p.stem: json.loads(p.read_text()) for p in sorted(usage_dir.glob("*.json"))}
+    shutil.rmtree(usage_dir, ignore_errors=True)
     lines = run["output"].splitlines()
     checks = [ln.removeprefix("checks: ") for ln in lines if ln.startswith("checks: ")]
     runs = sorted(p for p in reports.iterdir() if p.is_dir()) if reports.exists() else []
@@ -322,6 +334,10 @@ def one_size(size: int, args: argparse.Namespace) -> dict:
                 row["same_work"].append(measure_floor(inventory, same_work=True))
                 row["static"].append(measure_static(inventory, reports))
             row["failed"] = failed_subjects(row["static"][-1]["run_dir"])
+            for _ in range(args.repeat):  # the worker counts interleaved
+                for workers in args.workers:
+                    run = measure_static(inventory, reports, workers=workers)
+                    row.setdefault("xdist", {}).setdefault(workers, []).append(run)
             if args.controller_floor:
                 items = item_count(row["static"][-1]["checks"])
                 row["pytest_only"] = measure_pytest_only(items, size)
@@ -358,6 +374,42 @@ def summarize(row: dict) -> str:
     )
 
 
+def xdist_rows(row: dict) -> str:
+    """Markdown rows of one size's `--workers` runs (medians; worst peak RSS)."""
+    nodes = row["nodes"]
+    same = statistics.median(r["wall_s"] for r in row["same_work"])
+
+    def per_node(seconds: float) -> float:
+        return seconds * 1000 / nodes
+
+    def totals(run: dict) -> tuple[float, float, float]:
+        procs = run["processes"]
+        controller = procs.get("controller", {}).get("cpu_s", run["cpu_s"])
+        workers = [p["cpu_s"] for name, p in procs.items() if name != "controller"]
+        return controller + sum(workers), controller, max(workers, default=0.0)
+
+    lines = []
+    baseline = None
+    for workers, runs in sorted(row["xdist"].items()):
+        wall = statistics.median(r["wall_s"] for r in runs)
+        measured = [totals(r) for r in runs]
+        total, controller, largest = (statistics.median(m[i] for m in measured) for i in range(3))
+        if workers == 0:
+            baseline = total
+        share = f"{largest / baseline:.0%}" if baseline and workers else "-"
+        rss = {}
+        for run in runs:
+            for name, p in run["processes"].items():
+                rss[name] = max(rss.get(name, 0.0), p["peak_rss_mb"])
+        rss_text = ", ".join(f"{n} {v:.0f}" for n, v in sorted(rss.items()))
+        lines.append(
+            f"| {nodes} | {workers} | {wall:.2f} | {wall / same:.2f}x | {per_node(total):.1f} "
+            f"| {per_node(controller):.1f} | {per_node(largest):.1f} | {share} | {rss_text} "
+            f"| {runs[-1]['checks']} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 128, 256])
@@ -373,6 +425,13 @@ def main() -> None:
         "--controller-floor",
         action="store_true",
         help="also measure pytest alone and one item per node (the controller's CPU floor)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also run the static suite under -n K for each K (0: without xdist)",
     )
     args = parser.parse_args()
     rows = []
@@ -403,6 +462,15 @@ def main() -> None:
                 f"| {row['one_item']['cpu_s'] * 1000 / row['nodes']:.1f} "
                 f"| {static * 1000 / row['nodes']:.1f} |"
             )
+    if args.workers:
+        print(
+            "\n| nodes | -n | static wall s | static / same-work | CPU ms/node, all processes "
+            "| controller CPU ms/node | largest worker CPU ms/node | largest worker / -n 0 total "
+            "| peak RSS MB per process | checks |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+        for row in rows:
+            print(xdist_rows(row))
     for row in rows:
         if row["failed"]:
             print(f"\n{row['nodes']} nodes, healthy run failures: {row['failed']}")
@@ -412,6 +480,7 @@ def main() -> None:
     if args.json:
         for row in rows:
             extras = [row[k] for k in ("pytest_only", "one_item") if k in row]
+            extras += [r for runs in row.get("xdist", {}).values() for r in runs]
             for run in row["static"] + row["floor"] + row["same_work"] + extras:
                 run.pop("output", None)
                 run["run_dir"] = str(run.get("run_dir", ""))

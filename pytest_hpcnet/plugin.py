@@ -294,6 +294,20 @@ def pytest_configure_node(node) -> None:  # pytest-xdist: workers share the cont
     node.workerinput["hpcnet_run_id"] = state.run_dir.name
     if state.bundle is not None:  # workers judge on the controller's run date
         node.workerinput["hpcnet_run_started"] = state.bundle.started_at.isoformat()
+    if state.spool is not None:  # each worker gathers its own range of nodes
+        node.workerinput["hpcnet_spool"] = str(state.spool.path)
+        node.workerinput["hpcnet_token"] = state.spool.token
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """pytest-xdist: split by range of nodes when the nodes are partitioned (`-n N`)."""
+    state = config.stash.get(STATE, None)
+    if state is None or state.spool is None:
+        return None  # xdist's own scheduler
+    from pytest_hpcnet.xdist_schedule import RangeScheduling
+
+    return RangeScheduling(config, state.spool, log)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -21,11 +21,13 @@ import pytest
 from cryptography.exceptions import UnsupportedAlgorithm
 
 from pytest_hpcnet.campaigns.cluster import Cluster
+from pytest_hpcnet.campaigns.partition import FactsSpool, Partition
 from pytest_hpcnet.campaigns.progress import LOG, PREFIX, Reporter, silent
 from pytest_hpcnet.gate.history import TRENDS_FILE, has_history, history, write_run_digest
 from pytest_hpcnet.gate.runlock import RunLocked, take_run_lock
 from pytest_hpcnet.inventory.loader import InventoryError, load_inventory
 from pytest_hpcnet.inventory.models import Inventory
+from pytest_hpcnet.probes.metadata import MetadataFacts, parse_metadata
 from pytest_hpcnet.report.baseline import (
     AUTO,
     Baseline,
@@ -85,12 +87,40 @@ def start_run(config: pytest.Config, path: str) -> HpcnetState:
     reports = Path(config.getoption("hpcnet_reports_dir"))
     state = HpcnetState(config, inventory, reports / (run_id or new_run_id()))
     _load_baseline(config, state, reports)
+    _plan_partition(config, state)
     if not config.option.collectonly and not workerinput:
         _take_run_lock(config, state, reports)
     config.pluginmanager.register(state, "hpcnet-state")
     if not config.option.collectonly:
         _open_run_dir(config, state)
     return state
+
+
+XDIST_OUTPUT = "hpcnet"
+"""The key of what a worker hands the controller at its end (`workeroutput`)."""
+
+
+def _plan_partition(config: pytest.Config, state: HpcnetState) -> None:
+    """Split the nodes between pytest-xdist workers on this host (`-n N` with xdist's default
+    `--dist load`): the controller makes the spool and schedules by range
+    (`xdist_schedule`); each worker groups its checks and shares the facts it gathers."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        if workerinput.get("hpcnet_spool") and state.inventory is not None:
+            names = [n.name for n in state.inventory.nodes]
+            state.partition = Partition(names, int(workerinput["workercount"]))
+            state.spool = FactsSpool.open(workerinput["hpcnet_spool"], workerinput["hpcnet_token"])
+        return
+    dist = getattr(config.option, "dist", "no")
+    specs = [str(spec) for spec in getattr(config.option, "tx", None) or []]
+    local = bool(specs) and all("popen" in spec.split("//") for spec in specs)
+    if dist != "load" or not local or config.option.collectonly:
+        return
+    import secrets
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="hpcnet-xdist-"))
+    state.spool = FactsSpool.create(folder, secrets.token_hex(16))
 
 
 def _check_sign_key(path: str | None) -> None:
@@ -190,6 +220,10 @@ class HpcnetState:
         self.extra_summary: dict[str, str] = {}  # gate keys: baseline choice, trends page
         self.planned: dict[str, list[str]] = {}  # the collected subjects per requirement
         self.failures: list[str] = []  # one line per record that did not pass (the first ones)
+        self.partition: Partition | None = None  # an xdist worker's share of the nodes
+        self.spool: FactsSpool | None = None  # the facts the workers share (one host)
+        self.worker_placement: dict[str, MetadataFacts] = {}  # from the workers' facts
+        self.worker_retries: dict[str, int] = {}
         self._cloud: CloudRead | None = None
         self.header: list[str] = []  # lines for pytest's header
 
@@ -222,16 +256,35 @@ class HpcnetState:
         if self.cluster is None:
             assert self.inventory is not None
             concurrency = self.config.getoption("hpcnet_concurrency")
+            if self.partition is not None:  # the session's SSH sessions, shared by its workers
+                total = concurrency or self.inventory.ssh.concurrency
+                concurrency = -(-total // self.partition.parts)
             transport = Transport(self.inventory, concurrency)
-            self.cluster = Cluster(self.inventory, transport, terminal_reporter(self.config))
+            self.cluster = Cluster(
+                self.inventory,
+                transport,
+                terminal_reporter(self.config),
+                self.partition,
+                self.spool,
+            )
             if self.overlap_pairs:
                 self.cluster.pairs.prefetch()
         return self.cluster
 
+    @pytest.hookimpl(tryfirst=True)  # an xdist worker's groups are written before it reports
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """With pair checks selected, the controller probes the pairs alongside the facts."""
+        """With pair checks selected, the controller probes the pairs alongside the facts; an
+        xdist worker leaves the owner of each check and the plan for the controller."""
         self.overlap_pairs = not self.is_worker and any(map(needs_pairs, session.items))
         self.planned = planned_subjects(session.items)
+        if self.partition is not None and self.spool is not None:
+            groups = {
+                item.nodeid: Partition.group(owner_of(item, self.partition))
+                for item in session.items
+                if item.get_closest_marker("check") is not None
+            }
+            worker = self.config.workerinput["workerid"]
+            self.spool.put(f"collected-{worker}", {"groups": groups, "planned": self.planned})
         # What start-up and collection built lives to the end of the run: moved out of the
         # collector's sight, each later collection walks only what the tests allocate (at
         # 64 nodes, about 0.4 s of the controller's 5 s went to walking it again and again).
@@ -264,6 +317,25 @@ class HpcnetState:
         subject, kind = subject_of(item)
         check = Check(check_id, requirement, subject, kind, item.nodeid, self.bundle)
         item.stash[CHECK] = check
+        if self.partition is not None:
+            self._facts_before(item)
+
+    def _facts_before(self, item: pytest.Item) -> None:
+        """On an xdist worker, read the facts a check sees as gathered before it in one
+        process: a pair's two ends, every node for a cluster-wide check, so that a node
+        found unreachable by another worker is known here before the check asks."""
+        assert self.partition is not None
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        pair = params.get("node_pair")
+        if pair is not None:
+            names = [pair[0].name, pair[1].name]
+        elif owner_of(item, self.partition) is None:
+            names = self.partition.names
+        else:
+            return
+        facts = self.open_cluster().gather_facts()
+        for name in names:
+            facts[name]
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
@@ -327,9 +399,14 @@ class HpcnetState:
         if self.cluster is not None:
             self.unreachable.update(self.cluster.transport.unreachable())
             self.cluster.transport.close()
+        if self.is_worker:
+            self._hand_over_to_controller()
+            return  # the controller alone closes the evidence
         if self.bundle is None or self.inventory is None:
             return
         inv = self.inventory
+        if self.spool is not None and not self.is_worker:
+            self.planned = self.spool.collected().planned  # what the workers collected
         _plan_trends(self)
         summary = self.bundle.close(
             {
@@ -338,9 +415,9 @@ class HpcnetState:
                 "expectations_sha256": inv.expect_sha256,
                 "unreachable_nodes": sorted(self.unreachable),
                 "interrupted": self.interrupted or session.shouldstop is not False,
-                "connection_retries": self.cluster.transport.retries() if self.cluster else {},
+                "connection_retries": self.retries(),
                 "scope": run_scope(self.config, inv, self.planned).model_dump(),
-                "lab": is_lab(inv, self.cluster.placement() if self.cluster else {}),
+                "lab": is_lab(inv, self.placement()),
                 **profile_facts(inv),
                 **self.extra_summary,
             }
@@ -350,15 +427,61 @@ class HpcnetState:
         _write_digest(self)
         _write_trends(self)
 
+    # -- pytest-xdist ---------------------------------------------------------------------
+
+    def _hand_over_to_controller(self) -> None:
+        """What the controller needs of this worker beyond the records: the nodes it found
+        unreachable, its connection retries, the placement of the nodes it gathered."""
+        output = self.config.workeroutput.setdefault(XDIST_OUTPUT, {})
+        output["unreachable"] = dict(self.unreachable)
+        if self.cluster is not None:
+            facts = self.cluster.facts_campaign
+            output["retries"] = self.cluster.transport.retries()
+            output["metadata"] = {
+                name: section.text
+                for name in sorted(facts.gathered_here)
+                if (found := facts.known(name)) is not None
+                and not found.result.unreachable
+                and (section := found.sections.get("metadata")) is not None
+            }
+            output["contacted"] = bool(facts.gathered_here)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        """A worker ended: take its unreachable nodes, retries and placement."""
+        output = getattr(node, "workeroutput", {}).get(XDIST_OUTPUT)
+        if not output:
+            return
+        self.unreachable.update(output.get("unreachable", {}))
+        for name, count in output.get("retries", {}).items():  # a pair's target: two workers
+            self.worker_retries[name] = self.worker_retries.get(name, 0) + count
+        for name, text in output.get("metadata", {}).items():
+            self.worker_placement[name] = parse_metadata(text)
+        self.contacted = self.contacted or bool(output.get("contacted"))
+
+    def retries(self) -> dict[str, int]:
+        """Connection retries per node: this process's, else its workers'."""
+        return self.cluster.transport.retries() if self.cluster else dict(self.worker_retries)
+
+    def placement(self) -> dict[str, MetadataFacts]:
+        """Each reached node's instance metadata: from this process's facts, else from the
+        workers' (in inventory order, as one process would have it)."""
+        if self.cluster is not None:
+            return self.cluster.placement()
+        assert self.inventory is not None
+        found = self.worker_placement
+        return {n.name: found[n.name] for n in self.inventory.nodes if n.name in found}
+
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self) -> None:
         """Render (and sign) the certificate after every other report is written."""
+        if self.spool is not None and not self.is_worker:
+            shutil.rmtree(self.spool.path, ignore_errors=True)
         if self.bundle is None or self.inventory is None or self.verdict is None:
             return
         if self.summary is not None:
             junit_verdict(self.config.option.__dict__.get("xmlpath"), self.summary)
-        placement = self.cluster.placement() if self.cluster is not None else {}
-        context = run_context(self.inventory, placement, self.unreachable)
+        context = run_context(self.inventory, self.placement(), self.unreachable)
         self.certificate = finish_run(
             self.run_dir,
             context,
@@ -404,6 +527,24 @@ def planned_subjects(items: list[pytest.Item]) -> dict[str, list[str]]:
         if marker is not None:
             planned.setdefault(marker.args[0], {})[subject_of(item)[0]] = None
     return {check_id: list(subjects) for check_id, subjects in planned.items()}
+
+
+def owner_of(item: pytest.Item, partition: Partition) -> int | None:
+    """The range whose worker runs a check (None: the cluster-wide group). A pair check is
+    its source's; an ACL flow the range listening on its target; a node check its node's.
+    Benchmarks (rounds over the whole cluster), the cloud audit's other checks (one read of
+    the control plane) and checks without a node are cluster-wide."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    pair = params.get("node_pair")
+    if pair is not None:
+        return partition.pair_owner(pair[0].name)
+    flow = params.get("acl_flow")
+    if flow is not None:
+        return partition.flow_owner(flow[1].target)
+    if item.get_closest_marker("benchmark") or item.get_closest_marker("audit"):
+        return None
+    node = params.get("node")
+    return partition.range_of(node.name) if node is not None else None
 
 
 def needs_pairs(item: pytest.Item) -> bool:
@@ -554,7 +695,7 @@ def write_summary(state: HpcnetState, terminalreporter) -> None:
     tr.write_line(f"nodes reached: {reached}; unreachable: {len(down)}")
     for name, reason in sorted(down.items()):
         tr.write_line(f"  {name}: {reason}", red=True)
-    retried = state.cluster.transport.retries() if state.cluster else {}
+    retried = state.retries()
     if retried:
         tr.write_line("connection retries: " + ", ".join(f"{n} {c}" for n, c in retried.items()))
     summary = state.summary or RunSummary(run_id=state.run_dir.name)

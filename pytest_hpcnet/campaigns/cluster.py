@@ -7,7 +7,7 @@ recorded into the `recorder` it passes (its `check`); nothing is recorded implic
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pytest_hpcnet.campaigns.bisection import Bisection
 from pytest_hpcnet.campaigns.eri_paths import EriPathCampaign, EriPathMtu
@@ -15,6 +15,7 @@ from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, Nod
 from pytest_hpcnet.campaigns.gpu_load import DcgmPhase, GpuLoadCampaign, NodeNcclPhase
 from pytest_hpcnet.campaigns.nccl import NcclCampaign
 from pytest_hpcnet.campaigns.pairs import FlowFacts, PairCampaign, PairFacts
+from pytest_hpcnet.campaigns.partition import FactsSpool, Partition
 from pytest_hpcnet.campaigns.perftest import PerftestCampaign, PerftestCampaigns
 from pytest_hpcnet.campaigns.perftest_rounds import PairRun
 from pytest_hpcnet.campaigns.progress import Reporter, silent
@@ -59,12 +60,19 @@ class ReadFacts:
 class Cluster:
     """What suites talk to: the inventory, commands on nodes, and the campaigns' results."""
 
-    def __init__(self, inventory: Inventory, transport: Transport, progress: Reporter = silent):
+    def __init__(
+        self,
+        inventory: Inventory,
+        transport: Transport,
+        progress: Reporter = silent,
+        partition: Partition | None = None,
+        spool: FactsSpool | None = None,
+    ):
         self.inventory = inventory
         self.transport = transport
         self.progress = progress
         self.expect = inventory.expect
-        self.facts_campaign = FactsCampaign(inventory, transport, progress)
+        self.facts_campaign = FactsCampaign(inventory, transport, progress, partition, spool)
         self.pairs = PairCampaign(self.facts_campaign)
         self.eri_paths = EriPathCampaign(self.facts_campaign, self.pairs.ring)
         self.perftests = PerftestCampaigns(self.facts_campaign)
@@ -101,7 +109,7 @@ class Cluster:
 
     # -- facts ------------------------------------------------------------------------------
 
-    def gather_facts(self) -> dict[str, NodeFacts]:
+    def gather_facts(self) -> Mapping[str, NodeFacts]:
         """Every node's facts (gathered in parallel, once per session)."""
         return self.facts_campaign.gather()
 

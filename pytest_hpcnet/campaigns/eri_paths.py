@@ -60,21 +60,28 @@ class EriPathCampaign:
     def __init__(self, facts: FactsCampaign, ring: Callable[[], list[tuple[str, str]]]):
         self.facts = facts
         self.ring = ring  # the pair campaign's ring, read when the probes run
-        self._found: dict[tuple[str, str], list[EriPathMtu]] | None = None
+        self._found: dict[int | None, dict[tuple[str, str], list[EriPathMtu]]] = {}
         self._lock = threading.Lock()
 
     def pair(self, source: str, target: str) -> list[EriPathMtu]:
-        """The per-ERI probes of one pair (empty where every ERI is on the data interface)."""
+        """The per-ERI probes of one pair (empty where every ERI is on the data interface);
+        under an xdist partition, the pairs of the source's range only (once each)."""
+        partition = self.facts.partition
+        owner = partition.pair_owner(source) if partition is not None else None
         with self._lock:
-            if self._found is None:
-                self._found = self._gather()
-            return self._found.get((source, target), [])
+            if owner not in self._found:
+                ring = self.ring()
+                if partition is not None:
+                    ring = [(a, b) for a, b in ring if partition.pair_owner(a) == owner]
+                self._found[owner] = self._gather(ring)
+            return self._found[owner].get((source, target), [])
 
-    def _gather(self) -> dict[tuple[str, str], list[EriPathMtu]]:
-        reachable = {n.name for n in self.facts.reachable_nodes()}
+    def _gather(self, ring: list[tuple[str, str]]) -> dict[tuple[str, str], list[EriPathMtu]]:
+        facts = self.facts.gather()
+        reachable = {n for pair in ring for n in pair if not facts[n].result.unreachable}
         plans = {
             (a, b): paths
-            for a, b in self.ring()
+            for a, b in ring
             if a in reachable and b in reachable and (paths := eri_paths(self.facts, a, b))
         }
         if not plans:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pytest_hpcnet.campaigns.progress import LOG, Reporter, phase, silent
 from pytest_hpcnet.inventory.expectations import Expectations
@@ -50,6 +51,9 @@ from pytest_hpcnet.probes.sysctl import sysctl_command
 from pytest_hpcnet.probes.versions import versions_command
 from pytest_hpcnet.requirements.verdict import NotMeasured
 from pytest_hpcnet.transport.fanout import CommandResult, Transport
+
+if TYPE_CHECKING:
+    from pytest_hpcnet.campaigns.partition import FactsSpool, Partition
 
 MARK = "@@hpcnet"
 _SECTION = re.compile(rf"^{MARK} begin (\S+)$")
@@ -271,13 +275,24 @@ class NodeFacts:
 class FactsCampaign:
     """Every node's facts in one round trip per node, gathered once and cached."""
 
-    def __init__(self, inventory: Inventory, transport: Transport, progress: Reporter = silent):
+    def __init__(
+        self,
+        inventory: Inventory,
+        transport: Transport,
+        progress: Reporter = silent,
+        partition: Partition | None = None,
+        spool: FactsSpool | None = None,
+    ):
         self.inventory = inventory
         self.transport = transport
         self.progress = progress
+        self.partition = partition
+        self.spool = spool
         self._facts: dict[str, NodeFacts] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._arrivals: list[Callable[[NodeFacts], None]] = []
+        self._ranges: set[int] = set()
+        self.gathered_here: set[str] = set()  # nodes whose facts this process fetched
 
     def on_arrival(self, hook: Callable[[NodeFacts], None]) -> None:
         """Call `hook` with each node's facts as they arrive (at once for facts already in).
@@ -289,8 +304,11 @@ class FactsCampaign:
         for facts in arrived:
             hook(facts)
 
-    def gather(self) -> dict[str, NodeFacts]:
-        """Gather every node's facts in parallel (once)."""
+    def gather(self) -> Mapping[str, NodeFacts]:
+        """Gather every node's facts in parallel (once). Split between xdist workers
+        (`partition`), a mapping that fetches a node's range when the node is first read."""
+        if self.partition is not None:
+            return _PartitionedFacts(self)
         with self._lock:
             if not self._facts:
                 nodes = self.inventory.nodes
@@ -299,7 +317,55 @@ class FactsCampaign:
                     down = sum(1 for f in results.values() if f.result.unreachable)
                     outcome.text = f"{len(results) - down} answered, {down} unreachable"
                 self._facts = results
+                self.gathered_here.update(results)
             return self._facts
+
+    def gather_range(self, index: int) -> None:
+        """Make the facts of one range of the partition known here (once): gathered by this
+        process if it claims the range first, else read from the worker that did."""
+        assert self.partition is not None
+        with self._lock:
+            if index in self._ranges:
+                return
+            names = self.partition.ranges[index]
+            nodes = [self.inventory.node(n) for n in names]
+            if self.spool is None:
+                found, here = self._fan_out_nodes(nodes), True
+            else:
+                found, here = self.spool.claim_or_wait(
+                    f"facts-{index}", lambda: self._fan_out_nodes(nodes), self._share_wait_s()
+                )
+            if not isinstance(found, dict):
+                why = f"facts of nodes {names[0]}..{names[-1]} not shared by another worker"
+                found = {n: NodeFacts(n, _not_gathered(n, why), {}) for n in names}
+            for name, facts in found.items():
+                self._facts[name] = facts
+                if facts.result.unreachable and not here:
+                    self.transport.note_unreachable(name, facts.result.unreachable)
+            if here:
+                self.gathered_here.update(found)
+            self._ranges.add(index)
+
+    def _fan_out_nodes(self, nodes: list[Node]) -> dict[str, NodeFacts]:
+        expect = self.inventory.expect
+        with phase(self.progress, f"facts from {len(nodes)} nodes") as outcome:
+            results = self.transport.run_on_all(
+                lambda node: facts_command(node, expect), nodes=[n.name for n in nodes]
+            )
+            down = sum(1 for r in results.values() if r.unreachable)
+            outcome.text = f"{len(results) - down} answered, {down} unreachable"
+        return {n: NodeFacts(n, r, split_sections(r.stdout)) for n, r in results.items()}
+
+    def _share_wait_s(self) -> float:
+        """How long a worker waits for another's range: that range's whole fan-out."""
+        assert self.partition is not None
+        size = max(len(r) for r in self.partition.ranges)
+        waves = size // max(1, self.transport.concurrency) + 1
+        return (self.inventory.ssh.command_timeout_s + FACTS_GRACE_S) * (waves + 1)
+
+    def known(self, name: str) -> NodeFacts | None:
+        """The node's facts if this process has them already (gathers nothing)."""
+        return self._facts.get(name)
 
     def _fan_out_at_once(self) -> dict[str, NodeFacts]:
         expect = self.inventory.expect
@@ -461,3 +527,25 @@ SECTIONS += [
     FactSection("gpu_nvlink_status", _nvlink_command(NVLINK_STATUS_COMMAND)),
     FactSection("gpu_nvlink_errors", _nvlink_command(NVLINK_ERRORS_COMMAND)),
 ]
+
+
+class _PartitionedFacts(Mapping[str, NodeFacts]):
+    """Every node's facts under a partition: reading a node fetches its range (once)."""
+
+    def __init__(self, campaign: FactsCampaign):
+        self._campaign = campaign
+        self._partition = campaign.partition
+        assert self._partition is not None
+
+    def __getitem__(self, name: str) -> NodeFacts:
+        index = self._partition.range_of(name)
+        if index is None:
+            raise KeyError(name)
+        self._campaign.gather_range(index)
+        return self._campaign._facts[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._partition.names)
+
+    def __len__(self) -> int:
+        return len(self._partition.names)

@@ -26,6 +26,7 @@ from pytest_hpcnet.campaigns.pair_probes import (  # noqa: F401 - flow_id, requi
 )
 from pytest_hpcnet.campaigns.progress import LOG, phase
 from pytest_hpcnet.campaigns.schedule import ring_pairs
+from pytest_hpcnet.inventory.expectations import Flow
 
 
 class PairCampaign:
@@ -38,6 +39,7 @@ class PairCampaign:
         self._flows: dict[str, FlowFacts] = {}
         self._lock = threading.Lock()
         self._pipeline = None
+        self._ranges: dict[int, tuple[dict, dict]] = {}  # under an xdist partition
 
     def ring(self) -> list[tuple[str, str]]:
         """The pairs every pair check covers: each node to the next around the ring."""
@@ -85,10 +87,58 @@ class PairCampaign:
                 outcome.text = f"{len(pairs)} pairs and {len(flows)} ACL flows probed"
             self._pairs, self._flows = pairs, flows
 
+    def _flows_by_id(self) -> dict[str, tuple[str, Flow]]:
+        expect = self.inventory.expect
+        kinds = (("allow", expect.flows.allow), ("deny", expect.flows.deny))
+        return {flow_id(kind, f): (kind, f) for kind, flows in kinds for f in flows}
+
+    def gather_range(self, index: int) -> tuple[dict, dict]:
+        """Under an xdist partition: the ring pairs whose source is in range `index` and the
+        ACL flows that range listens for (`Partition.flow_owner`), probed once here; the
+        other ranges' pairs are another worker's. Only the nodes these probes touch have
+        their facts read (a neighbouring range's from the worker that gathered them)."""
+        partition = self.facts.partition
+        assert partition is not None
+        with self._lock:
+            if index in self._ranges:
+                return self._ranges[index]
+            ring = [(a, b) for a, b in self.ring() if partition.pair_owner(a) == index]
+            mine = [
+                (kind, flow)
+                for kind, flow in self._flows_by_id().values()
+                if partition.flow_owner(flow.target) == index
+            ]
+            expect = self.inventory.expect
+            flows = expect.flows.model_copy(
+                update={
+                    "allow": [f for k, f in mine if k == "allow"],
+                    "deny": [f for k, f in mine if k == "deny"],
+                }
+            )
+            expect = expect.model_copy(update={"flows": flows})
+            touched = {n for pair in ring for n in pair}
+            touched |= {n for _, f in mine for n in (f.source, f.target)}
+            names = [n.name for n in self.inventory.nodes if n.name in touched]
+            addresses = {n: a for n in names if (a := self.facts.data_address(n))}
+            found = gather_pair_facts(
+                self.facts.transport,
+                {n.name: n for n in self.inventory.nodes},
+                addresses,
+                ring,
+                expect,
+            )
+            self._ranges[index] = found
+            return found
+
     def pair(self, source: str, target: str) -> PairFacts:
         """What `source` saw of `target`; `MissingMeasurement` when the pair was not probed."""
-        self.gather()
-        found = self._pairs.get((source, target)) if self._pairs else None
+        partition = self.facts.partition
+        owner = partition.pair_owner(source) if partition is not None else None
+        if owner is not None:
+            found = self.gather_range(owner)[0].get((source, target))
+        else:
+            self.gather()
+            found = self._pairs.get((source, target)) if self._pairs else None
         if found is None:
             addressed = self.facts.data_address(target)
             reason = "not probed" if addressed else "no data-plane address"
@@ -97,5 +147,10 @@ class PairCampaign:
 
     def flow(self, key: str) -> FlowFacts | None:
         """The outcome of one inventory ACL flow, or None when it could not be tried."""
+        partition = self.facts.partition
+        if partition is not None:
+            known = self._flows_by_id().get(key)
+            owner = partition.flow_owner(known[1].target) if known is not None else None
+            return self.gather_range(owner)[1].get(key) if owner is not None else None
         self.gather()
         return self._flows.get(key)

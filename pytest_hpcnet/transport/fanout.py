@@ -296,6 +296,12 @@ class Transport:
         """Nodes found unreachable so far, with their reasons."""
         return {n: s.unreachable for n, s in self.sessions.items() if s.unreachable}
 
+    def note_unreachable(self, name: str, reason: str) -> None:
+        """Another process (an xdist worker) found `name` unreachable: so is it here."""
+        session = self.sessions.get(name)
+        if session is not None and not session.unreachable:
+            session.unreachable = reason
+
     def retries(self) -> dict[str, int]:
         """Nodes whose connection needed retries, with how many."""
         return {n: s.retries for n, s in self.sessions.items() if s.retries}
