@@ -30,8 +30,8 @@ RUN_FIELDS = {
     "evidence_files",
     "evidence_digest",
 }
-MEASURED = {"margin", "worst_value", "worst_subject", "measurement", "threshold", "unit"}
-"""A certificate row's figure: its worst measurement, which differs between any two runs."""
+MEASURED = {"margin", "worst_value", "worst_subject", "where", "measurement", "threshold", "unit"}
+"""A certificate row's figure: its worst measurement and where, which differ between runs."""
 FIRST = {"message"}
 """A row quotes its first failing record, first in the order the tests finished."""
 
