@@ -55,6 +55,8 @@ check_venv() {  # $1: venv (made if missing); $2: pip requirement
 
   step "an unrelated project's tests pass with the plugin installed"
   (cd "$work/unrelated" && "$venv/bin/pytest" -q -p no:cacheprovider) || fail "unrelated project"
+  (cd "$work/unrelated" && "$venv/bin/pytest" -q -p no:cacheprovider -p no:xdist) \
+    || fail "unrelated project with -p no:xdist"
 
   step "a bad inventory is exit 4 with one line"
   out=$(cd "$work/unrelated" && "$venv/bin/pytest" --inventory "$work/bad.yaml" 2>&1) || status=$?
