@@ -7,6 +7,7 @@ closed: a missing measurement or bound is `not_measured`, never a pass.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
@@ -20,11 +21,23 @@ from pytest_hpcnet.transport.fanout import CommandResult
 __all__ = ["Verdict", "at_least", "at_most"]
 
 
+def _impossible(measured: float) -> str:
+    """Why `measured` cannot be a reading of a rate, a time or a count (infinite or
+    negative: the output was misread), or "" when it can."""
+    if not math.isfinite(measured):
+        return f"measured {measured:g}: not a finite reading (the output was misread)"
+    if measured < 0:
+        return f"measured {measured:g}: a negative reading (the output was misread)"
+    return ""
+
+
 def at_least(measured: float | None, bound: float | None, reason: str, key: str = "") -> Verdict:
     """`measured >= bound`; `reason` says the failure. Nothing measured, or no bound to
     judge against (`key` names the expectation to set), is not measured: never a pass."""
     if measured is None or measured != measured:  # None or NaN
         return not_measured(reason or "nothing measured", bound=bound)
+    if impossible := _impossible(measured):
+        return not_measured(impossible, bound=bound)
     if bound is None:
         where = f" ({key})" if key else ""
         return not_measured(f"no bound set{where}; measured {measured:g}", measured=measured)
@@ -38,6 +51,8 @@ def at_most(measured: float | None, bound: float | None, reason: str, key: str =
     measured."""
     if measured is None or measured != measured:
         return not_measured(reason or "nothing measured", bound=bound)
+    if impossible := _impossible(measured):
+        return not_measured(impossible, bound=bound)
     if bound is None:
         where = f" ({key})" if key else ""
         return not_measured(f"no bound set{where}; measured {measured:g}", measured=measured)

@@ -45,6 +45,16 @@ def test_nothing_measured_or_no_bound_is_not_measured_never_a_pass():
     assert at_most(2.0, 1.0, "slow").outcome == "fail" and at_most(0.5, 1.0, "slow")
 
 
+def test_an_impossible_measurement_is_not_measured_never_a_pass():
+    """An infinite bandwidth or a negative latency is a misread output, not a fast link."""
+    assert at_least(float("inf"), 10.0, "no bandwidth").outcome == "not_measured"
+    assert at_least(-1.0, -5.0, "").outcome == "not_measured"
+    negative = at_most(-3.0, 20.0, "t_avg")
+    assert negative.outcome == "not_measured" and "-3" in negative.reason
+    assert at_most(float("-inf"), 20.0, "t_avg").outcome == "not_measured"
+    assert at_least(0.0, 0.0, "").outcome == "pass"
+
+
 def test_combine_fails_first_then_not_measured_and_keeps_every_measurement():
     a = passing(measurements=(Measurement("mtu", 8500, "bytes", 8500, "=="),))
     b = not_measured("eth1: no address", sections=("addr",))
