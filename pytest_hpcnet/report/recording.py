@@ -9,14 +9,15 @@ controller appends it to the evidence bundle.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, timezone
 from typing import Any
 
 import pytest
 
 from pytest_hpcnet.inventory.models import Waiver
-from pytest_hpcnet.report.evidence import EvidenceBundle, evidence_line
+from pytest_hpcnet.report.certificate_format import out_of_bound
+from pytest_hpcnet.report.evidence import EvidenceBundle, Measurement, evidence_line
 from pytest_hpcnet.report.verdict import NOT_APPLICABLE, check_verdict
 from pytest_hpcnet.requirements.verdict import (
     FAIL,
@@ -184,12 +185,35 @@ def subject_of(item: pytest.Item) -> tuple[str, str]:
     return "cluster", "cluster"
 
 
-def find_waiver(waivers: list[Waiver], check_id: str, subject: str) -> Waiver | None:
-    """The waiver naming `check_id` or `check_id[subject]`, if any (expired ones included)."""
+def find_waiver(
+    waivers: list[Waiver],
+    check_id: str,
+    subject: str,
+    measured: Sequence[dict[str, Any]] = (),
+) -> Waiver | None:
+    """The waiver naming `check_id`, `check_id[subject]`, or a device of the subject
+    (`check_id[node07 erdma_1]`: `node07` is the subject or an end of its pair, and every
+    measurement in `measured` that misses its bound names that device), if any (expired
+    ones included)."""
     for waiver in waivers:
         if waiver.check in (check_id, f"{check_id}[{subject}]"):
             return waiver
+        if _covers_device(waiver.check, check_id, subject, measured):
+            return waiver
     return None
+
+
+def _covers_device(
+    waived: str, check_id: str, subject: str, measured: Sequence[dict[str, Any]]
+) -> bool:
+    prefix = f"{check_id}["
+    if not (waived.startswith(prefix) and waived.endswith("]")):
+        return False
+    node, _, device = waived[len(prefix) : -1].partition(" ")
+    if not device or node not in subject.split("->"):
+        return False
+    missed = [m for m in measured if out_of_bound(Measurement.model_validate(m))]
+    return bool(missed) and all(m.get("subject") in (device, f"{node} {device}") for m in missed)
 
 
 def classify(report: pytest.TestReport, excinfo: pytest.ExceptionInfo | None) -> tuple[str, str]:
@@ -221,7 +245,7 @@ def decide(
     """The check's record with its one verdict: the report classified, a pass failed by a
     baseline regression, then the waiver judged on the run's date (`verdict.check_verdict`)."""
     verdict, message = classify(report, excinfo)
-    waiver = find_waiver(waivers, check.check_id, check.subject)
+    waiver = find_waiver(waivers, check.check_id, check.subject, check.measured)
     record = check.record(verdict, message, waiver)
     if regressions is not None and verdict == "pass":
         found = regressions(record)
