@@ -438,11 +438,11 @@ class HpcnetState:
             facts = self.cluster.facts_campaign
             output["retries"] = self.cluster.transport.retries()
             output["metadata"] = {
-                name: section.text
+                name: section
                 for name in sorted(facts.gathered_here)
                 if (found := facts.known(name)) is not None
                 and not found.result.unreachable
-                and (section := found.sections.get("metadata")) is not None
+                and (section := found.whole("metadata")) is not None
             }
             output["contacted"] = bool(facts.gathered_here)
 

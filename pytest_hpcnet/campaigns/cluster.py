@@ -56,6 +56,11 @@ class ReadFacts:
         self._recorder.read(section)
         return self._facts.text(section)
 
+    def whole(self, section: str) -> str | None:
+        """A section's output (read for the check) when the node gave all of it, else None."""
+        self._recorder.read(section)
+        return self._facts.whole(section)
+
 
 class Cluster:
     """What suites talk to: the inventory, commands on nodes, and the campaigns' results."""
@@ -120,9 +125,9 @@ class Cluster:
         _record(recorder, facts.result)
         if recorder is None:
             return facts
-        versions = facts.sections.get("versions")
+        versions = facts.whole("versions")
         if versions is not None:
-            recorder.tool_versions.update(parse_versions(versions.text))
+            recorder.tool_versions.update(parse_versions(versions))
         return ReadFacts(facts, recorder)
 
     def data_address(self, name: str) -> str | None:

@@ -31,16 +31,15 @@ def counters_command() -> str:
 
 
 def parse_snapshot(result: CommandResult) -> Snapshot | None:
-    """A node's snapshot from its output; None when the node did not answer."""
+    """A node's snapshot from its output; None when the node did not answer or a section is
+    missing, cut short or timed out (a partial snapshot would read as counters gone)."""
     if result.unreachable or result.timed_out:
         return None
     sections = split_sections(result.stdout)
-    rdma = sections.get("rdma")
-    links = sections.get("links")
-    return (
-        parse_rdma_counters(rdma.text if rdma else ""),
-        nic_snapshot(parse_interfaces(links.text if links else "")),
-    )
+    rdma, links = sections.get("rdma"), sections.get("links")
+    if rdma is None or links is None or not (rdma.complete and links.complete):
+        return None
+    return parse_rdma_counters(rdma.text), nic_snapshot(parse_interfaces(links.text))
 
 
 def merge_deltas(a: CounterDelta, b: CounterDelta) -> CounterDelta:
@@ -86,7 +85,9 @@ class CounterWatch:
             a = parse_snapshot(first)
             b = parse_snapshot(last) if last is not None else None
             if a is None or b is None:
-                why = (last or first).failure or "not read after the phase"
+                why = (last or first).failure or (
+                    "not read after the phase" if last is None else "a snapshot was cut short"
+                )
                 out[node] = CounterDelta(problems=(f"{self.phase} counters: {why}",))
                 continue
             out[node] = merge_deltas(counter_delta(a[0], b[0]), counter_delta(a[1], b[1]))

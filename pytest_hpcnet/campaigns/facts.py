@@ -260,6 +260,14 @@ class NodeFacts:
             )
         return out.text
 
+    def whole(self, section: str) -> str | None:
+        """A section's output when the node gave all of it; None when it is missing, cut
+        short or timed out (the accessors below then know nothing, as for a missing one)."""
+        out = self.sections.get(section)
+        if out is None or out.status is None or out.timed_out:
+            return None
+        return out.text
+
     def _cut_reason(self) -> str:
         """Why a section's end line never came, from what the facts command did."""
         result = self.result
@@ -421,9 +429,9 @@ class FactsCampaign:
 
     def address_in(self, facts: NodeFacts) -> str | None:
         """The IPv4 address on the node's data-plane interface, from its facts."""
-        out = facts.sections.get("addr")
+        out = facts.whole("addr")
         interface = self.inventory.node(facts.node).interface
-        iface = parse_interfaces(out.text).get(interface) if out else None
+        iface = parse_interfaces(out).get(interface) if out is not None else None
         addresses = iface.ipv4() if iface else ()
         return addresses[0] if addresses else None
 
@@ -434,19 +442,19 @@ class FactsCampaign:
     def rdma_device(self, name: str) -> str | None:
         """The node's first RDMA device matching its glob (perftest uses `eri_devices`)."""
         node = self.inventory.node(name)
-        out = self.gather()[name].sections.get("ibv_devinfo_v")
+        out = self.gather()[name].whole("ibv_devinfo_v")
         if out is None:
             return None
         glob = node.rdma.device_glob or self.inventory.expect.rdma.device_glob
-        matching = match_devices(parse_ibv_devinfo(out.text), glob)
+        matching = match_devices(parse_ibv_devinfo(out), glob)
         return matching[0].name if matching else None
 
     # -- eRDMA in depth ----------------------------------------------------------------------
 
     def identities(self, name: str) -> EriIdentities | None:
         """The node's RDMA devices as sysfs describes them (None: section missing)."""
-        out = self.gather()[name].sections.get("erdma_identity")
-        return parse_erdma_identity(out.text) if out is not None else None
+        out = self.gather()[name].whole("erdma_identity")
+        return parse_erdma_identity(out) if out is not None else None
 
     def eri_devices(self, name: str) -> list[str]:
         """The node's ERIs in name order: bound to erdma or PCI 1ded:107f in sysfs (the
@@ -458,16 +466,16 @@ class FactsCampaign:
         eris = ids.eris(node.rdma.device_glob) if ids is not None else ()
         if eris:
             return sorted(d.name for d in eris)
-        out = self.gather()[name].sections.get("ibv_devinfo_v")
+        out = self.gather()[name].whole("ibv_devinfo_v")
         if out is None:
             return []
         glob = node.rdma.device_glob or self.inventory.expect.rdma.device_glob
-        return sorted(d.name for d in match_devices(parse_ibv_devinfo(out.text), glob))
+        return sorted(d.name for d in match_devices(parse_ibv_devinfo(out), glob))
 
     def gid_tables(self, name: str) -> GidTables | None:
         """Port 1 GID tables of the node's devices (`ibv_devinfo -v`), or None."""
-        out = self.gather()[name].sections.get("ibv_devinfo_v")
-        return parse_gid_tables(out.text) if out is not None else None
+        out = self.gather()[name].whole("ibv_devinfo_v")
+        return parse_gid_tables(out) if out is not None else None
 
     def gid_index(self, name: str, device: str) -> int | None:
         """The GID index perftest and NCCL use on `device`: the inventory's
@@ -482,18 +490,18 @@ class FactsCampaign:
 
     def eri_netdevs(self, name: str) -> dict[str, tuple[str, str]]:
         """Each RDMA device's netdev and where it came from (sysfs, else `rdma link`)."""
-        sections = self.gather()[name].sections
-        ident, link = sections.get("erdma_identity"), sections.get("rdma_link")
+        facts = self.gather()[name]
+        ident, link = facts.whole("erdma_identity"), facts.whole("rdma_link")
         return eri_netdevs(
-            parse_erdma_identity(ident.text) if ident is not None else None,
-            parse_rdma_link(link.text) if link is not None else None,
+            parse_erdma_identity(ident) if ident is not None else None,
+            parse_rdma_link(link) if link is not None else None,
         )
 
     def eri_address(self, name: str, device: str) -> EriAddress:
         """`device`'s own netdev and its IPv4 address (an ERI is an ENI: erdma_1 sits on
         eth1); the data-plane interface's only when the device's netdev is unknown."""
-        out = self.gather()[name].sections.get("addr")
-        interfaces = parse_interfaces(out.text) if out is not None else None
+        out = self.gather()[name].whole("addr")
+        interfaces = parse_interfaces(out) if out is not None else None
         interface = self.inventory.node(name).interface
         return eri_address(device, self.eri_netdevs(name), interfaces, interface)
 
@@ -506,9 +514,9 @@ class FactsCampaign:
         """Each reached node's instance metadata, if facts were gathered."""
         out = {}
         for name, facts in self._facts.items():
-            section = facts.sections.get("metadata")
+            section = facts.whole("metadata")
             if section is not None and not facts.result.unreachable:
-                out[name] = parse_metadata(section.text)
+                out[name] = parse_metadata(section)
         return out
 
 

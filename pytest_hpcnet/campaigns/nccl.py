@@ -99,8 +99,8 @@ class NcclCampaign:
 
     def hostname(self, node: str) -> str:
         """The node's own hostname (facts), as NCCL and nccl-tests print it."""
-        section = self.facts.gather()[node].sections.get("hostname")
-        return section.text.strip() if section is not None else node
+        section = self.facts.gather()[node].whole("hostname")
+        return section.strip() if section else node
 
     def transport_log(self) -> tuple[NcclNetLog, CommandResult]:
         """The whole-cluster run's NCCL INFO lines, parsed, and as an evidence artefact."""

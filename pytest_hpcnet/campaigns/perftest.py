@@ -202,9 +202,9 @@ class PerftestCampaigns:
         """ib_write_bw from GPU memory on the all-at-once rounds' pairs (every node once)."""
         facts = self.facts.gather()
         topologies = {
-            n: parse_topo(section.text)
+            n: parse_topo(section)
             for n in campaign.devices
-            if (section := facts[n].sections.get("gpu_topo")) is not None
+            if (section := facts[n].whole("gpu_topo")) is not None
         }
         campaign.gdr_gpus = gpu_pairs(topologies, campaign.devices)
         index = len(rounds) + len(instance_rounds(rounds)) + 1

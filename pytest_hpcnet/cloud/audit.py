@@ -344,8 +344,8 @@ def locators(cluster: Cluster) -> list[NodeLocator]:
     found = []
     for node in cluster.nodes:
         node_facts = facts.get(node.name)
-        section = node_facts.sections.get("metadata") if node_facts else None
-        metadata = parse_metadata(section.text) if section else MetadataFacts()
+        section = node_facts.whole("metadata") if node_facts else None
+        metadata = parse_metadata(section) if section is not None else MetadataFacts()
         ip = metadata.private_ipv4 or (cluster.data_address(node.name) if node_facts else None)
         if not ip and _is_ip(node.host):
             ip = node.host

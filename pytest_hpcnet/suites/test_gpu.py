@@ -145,8 +145,8 @@ def test_gpu_versions_agree(cluster, check):
     versions: dict[str, dict[str, str] | None] = {}
     for node in cluster.nodes:
         facts = cluster.facts(node, check)
-        section = facts.sections.get("versions")
-        found = parse_versions(section.text) if section is not None else None
+        section = facts.whole("versions")
+        found = parse_versions(section) if section is not None else None
         versions[node.name] = None if found is None else {**found, **gpu_versions(facts)}
         check.tool_versions.update(gpu_versions(facts))
     verdict = gpu_node.judge_versions(versions, cluster.expect)

@@ -90,8 +90,8 @@ def by_inventory_name(cluster, log):
     """The log's hosts (NCCL prints each node's hostname) renamed to inventory names."""
     renamed = {}
     for node in cluster.reachable_nodes():
-        section = cluster.gather_facts()[node.name].sections.get("hostname")
-        hostname = section.text.strip() if section else node.name
+        section = cluster.gather_facts()[node.name].whole("hostname")
+        hostname = section.strip() if section else node.name
         renamed[hostname] = renamed.get(hostname, node.name)
         renamed[hostname.split(".")[0]] = renamed.get(hostname.split(".")[0], node.name)
     hosts = tuple(dataclasses.replace(h, host=renamed.get(h.host, h.host)) for h in log.hosts)

@@ -36,3 +36,22 @@ def test_a_counter_file_empty_after_the_benchmark_fails():
     )
     verdict = judge_counter_deltas({"n1": counter_delta(BEFORE, after)})
     assert not verdict and "rx_dropped" in verdict.reason
+
+
+def test_a_snapshot_cut_inside_a_section_is_not_read_as_zero_counters():
+    """Counters cut short (no end line) are not a snapshot: the delta says not read."""
+    from pytest_hpcnet.campaigns.counters import parse_snapshot
+    from pytest_hpcnet.campaigns.facts import MARK
+    from pytest_hpcnet.transport.fanout import CommandResult
+
+    whole = (
+        f"{MARK} begin rdma\n/sys/class/infiniband/erdma_0/ports/1/hw_counters/x 5\n\n"
+        f"{MARK} end rdma 0\n{MARK} begin links\n[]\n\n{MARK} end links 0\n"
+    )
+    cut = whole.split(f"{MARK} end rdma")[0]
+
+    def result(stdout: str) -> CommandResult:
+        return CommandResult("node01", "snapshot", 0, stdout, "", 0.1, 0.0)
+
+    assert parse_snapshot(result(whole)) is not None
+    assert parse_snapshot(result(cut)) is None

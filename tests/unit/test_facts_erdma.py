@@ -92,3 +92,24 @@ def test_devices_by_driver_and_gid_per_device(tmp_path):
     assert c.gid_index("n1", "erdma_1") == 2  # the IPv4 GID, after an extra IPv6 one
     assert c.gid_index("n2", "erdma_1") == 3  # pinned by the inventory
     assert c.gid_index("n1", "rocep26s0") is None  # not in the table: none chosen
+
+
+@pytest.mark.parametrize("status", [None, 124], ids=["cut short", "timed out"])
+def test_a_section_cut_short_or_timed_out_is_read_as_missing(tmp_path, status):
+    """A partial `ibv_devinfo -v` or sysfs listing would name only the devices printed
+    before the cut: the accessors read it as not given, as `NodeFacts.text` does."""
+    c = facts(tmp_path, {"n1": {}})
+    whole = {
+        "erdma_identity": "dev=erdma_0 driver=erdma vendor=0x1ded device=0x107f numa=0 "
+        "netdev=eth0\n",
+        "ibv_devinfo_v": devinfo_v("erdma_0", "198.18.0.11"),
+        "addr": ADDR % "198.18.0.11",
+        "metadata": "instance-id=i-1\n",
+    }
+    sections = {k: SectionOutput(v, status) for k, v in whole.items()}
+    c._facts["n1"] = NodeFacts("n1", CommandResult("n1", "facts", 0, "", "", 0.1, 0.0), sections)
+    assert c.eri_devices("n1") == []
+    assert c.identities("n1") is None and c.gid_tables("n1") is None
+    assert c.rdma_device("n1") is None and c.data_address("n1") is None
+    assert c.placement() == {}
+    assert c._facts["n1"].whole("addr") is None

@@ -59,8 +59,7 @@ def campaign(transport: FakeTransport, nodes: int, e: str) -> NcclCampaign:
         eri_devices=lambda node: ["erdma_0"],
         gid_index=lambda node, dev: 1,
         gather=lambda: {
-            n: SimpleNamespace(sections={"hostname": SimpleNamespace(text=h + "\n")})
-            for n, h in hostnames.items()
+            n: SimpleNamespace(whole={"hostname": h + "\n"}.get) for n, h in hostnames.items()
         },
     )
     return NcclCampaign(facts)
