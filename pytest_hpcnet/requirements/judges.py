@@ -34,6 +34,18 @@ def _impossible(measured: float) -> str:
 def at_least(measured: float | None, bound: float | None, reason: str, key: str = "") -> Verdict:
     """`measured >= bound`; `reason` says the failure. Nothing measured, or no bound to
     judge against (`key` names the expectation to set), is not measured: never a pass."""
+    return _bounded(measured, bound, reason, key, higher_is_better=True)
+
+
+def at_most(measured: float | None, bound: float | None, reason: str, key: str = "") -> Verdict:
+    """`measured <= bound`; `reason` says the failure; nothing measured or no bound is not
+    measured."""
+    return _bounded(measured, bound, reason, key, higher_is_better=False)
+
+
+def _bounded(
+    measured: float | None, bound: float | None, reason: str, key: str, higher_is_better: bool
+) -> Verdict:
     if measured is None or measured != measured:  # None or NaN
         return not_measured(reason or "nothing measured", bound=bound)
     if impossible := _impossible(measured):
@@ -41,23 +53,9 @@ def at_least(measured: float | None, bound: float | None, reason: str, key: str 
     if bound is None:
         where = f" ({key})" if key else ""
         return not_measured(f"no bound set{where}; measured {measured:g}", measured=measured)
-    margin = (measured - bound) / bound if bound else None
-    ok = measured >= bound
-    return Verdict(ok, measured, bound, margin, "" if ok else reason)
-
-
-def at_most(measured: float | None, bound: float | None, reason: str, key: str = "") -> Verdict:
-    """`measured <= bound`; `reason` says the failure; nothing measured or no bound is not
-    measured."""
-    if measured is None or measured != measured:
-        return not_measured(reason or "nothing measured", bound=bound)
-    if impossible := _impossible(measured):
-        return not_measured(impossible, bound=bound)
-    if bound is None:
-        where = f" ({key})" if key else ""
-        return not_measured(f"no bound set{where}; measured {measured:g}", measured=measured)
-    margin = (bound - measured) / bound if bound else None
-    ok = measured <= bound
+    headroom = measured - bound if higher_is_better else bound - measured
+    margin = headroom / bound if bound else None
+    ok = headroom >= 0
     return Verdict(ok, measured, bound, margin, "" if ok else reason)
 
 
