@@ -28,6 +28,7 @@ import time
 
 import hpcnet_lab_gpu as gpu
 import hpcnet_lab_node as node
+import hpcnet_lab_perftest_print as printed
 import hpcnet_lab_rdma as lab
 
 DEFAULT_PORT = 18515
@@ -40,7 +41,6 @@ RDMA_SLOW_BPS = 500e6
 LAT_BATCH = 100
 """Latency exchanges per control message (`-a` stops a size between batches)."""
 CHUNK = 1 << 20
-RULE = "-" * 87
 PORT_STATE_NAMES = {"DOWN": "Down", "INIT": "Init", "ARMED": "Armed", "ACTIVE": "Active"}
 BANNER = (
     "\n************************************\n"
@@ -74,28 +74,6 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--use_cuda", type=int)
     p.add_argument("-h", "--help", action="store_true")
     return p
-
-
-def usage(prog: str, doc: str) -> str:
-    """The help text: the first line says it is the lab emulation."""
-    return (
-        f"{doc.splitlines()[0]}\n"
-        f" Usage:\n   {prog}            start a server and wait for connection\n"
-        f"   {prog} <host>     connect to server at <host>\n\n Options:\n"
-        "  -a, --all  Run sizes from 2 till 2^23 (a short run per size in the lab)\n"
-        "  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)\n"
-        "  -D, --duration  Run test for a customized period of seconds\n"
-        "  -F, --CPU-freq  Do not show a warning even if cpufreq_ondemand module is loaded\n"
-        "  -i, --ib-port=<port>  Use port <port> of IB device (default 1)\n"
-        "  -n, --iters=<iters>  Number of exchanges\n"
-        "  -p, --port=<port>  Listen on/connect to port <port> (default 18515)\n"
-        "  -q, --qp=<num of qp's>  Num of qp's(default 1)\n"
-        "  -R, --rdma_cm  Connect QPs with rdma_cm\n"
-        "  -s, --size=<size>  Size of message to exchange\n"
-        "  -x, --gid-index=<index>  Test uses GID with GID index\n"
-        "  --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)\n"
-        "      --use_cuda=<cuda device id> Use CUDA specific device for GPUDirect RDMA testing\n"
-    )
 
 
 def check_device(args: argparse.Namespace) -> dict:
@@ -140,90 +118,6 @@ def check_gpu(index: int) -> None:
         raise ToolError(f"No CUDA device {index} (found {present})\n Couldn't init CUDA\n")
     sys.stdout.write(
         f"initializing CUDA\nListing all CUDA devices in system:\nPicking device No. {index}\n"
-    )
-
-
-def gid(address: str) -> str:
-    """An IPv4-mapped RoCE GID the way perftest prints it (decimal bytes)."""
-    octets = [int(x) for x in address.split(".")]
-    return ":".join(f"{b:02d}" for b in [0] * 10 + [255, 255] + octets)
-
-
-def header(test: str, args: argparse.Namespace, device: dict, bw: bool) -> str:
-    """perftest's header block."""
-    cm = "ON" if args.rdma_cm else "OFF"
-    lines = [
-        RULE,
-        f"                    RDMA_Write {test} Test",
-        f" Dual-port       : OFF\t\tDevice         : {device['name']}",
-        f" Number of qps   : {args.qp if bw else 1}\t\tTransport type : IB",
-        f" Connection type : {args.connection}\t\tUsing SRQ      : OFF",
-        " PCIe relax order: OFF",
-        " ibv_wr* API     : OFF",
-        f" TX depth        : {128 if bw else 1}",
-    ]
-    if bw:
-        lines.append(" CQ Moderation   : 1")
-    lines += [
-        f" Mtu             : {device['mtu']}[B]",
-        " Link type       : Ethernet",
-        f" GID index       : {args.gid_index}",
-        f" Max inline data : {0 if bw else 220}[B]",
-        f" rdma_cm QPs     : {cm}",
-        f" Data ex. method : {'rdma_cm' if args.rdma_cm else 'Ethernet'}",
-        RULE,
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def address_lines(local: str, remote: str, qps: int, seed: int) -> str:
-    """The `local address:` / `remote address:` lines, one pair per QP."""
-    out = []
-    for side, addr, base in (("local", local, seed), ("remote", remote, seed ^ 0x5A5A)):
-        for q in range(qps):
-            qpn, psn = (base + q) & 0xFFFF, (base * 7919 + q * 104729) & 0xFFFFFF
-            out.append(
-                f" {side} address: LID 0000 QPN {qpn:#06x} PSN {psn:#08x} RKey 0x00{qpn:04x}"
-                f" VAddr 0x007f{(base << 12) & 0xFFFFFFFF:08x}\n GID: {gid(addr)}"
-            )
-    return "\n".join(out) + f"\n{RULE}\n"
-
-
-def bw_columns(gbits: bool) -> str:
-    """The bandwidth table's column line."""
-    unit = "Gb/sec" if gbits else "MB/sec"
-    return f" #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]\n"
-
-
-LAT_COLUMNS = (
-    " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
-    "t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
-)
-
-
-def bw_row(size: int, iters: int, nbytes: int, seconds: float, gbits: bool, dur: bool) -> str:
-    """One bandwidth row (peak printed as 0.00 in duration mode, as perftest does)."""
-    rate = nbytes / seconds if seconds > 0 else 0.0
-    avg = rate * 8 / 1e9 if gbits else rate / 2**20
-    peak = 0.0 if dur else avg
-    mpps = iters / seconds / 1e6 if seconds > 0 else 0.0
-    return f" {size:<10} {iters:<16} {peak:<7.2f}            {avg:<7.2f}\t\t   {mpps:<7.6f}\n"
-
-
-def lat_row(size: int, samples: list[float]) -> str:
-    """One latency row from one-way samples in usec."""
-    s = sorted(samples)
-    n = len(s)
-    avg = sum(s) / n
-    stdev = math.sqrt(sum((x - avg) ** 2 for x in s) / n)
-
-    def pct(p: float) -> float:
-        return s[min(n - 1, max(0, math.ceil(n * p) - 1))]
-
-    return (
-        f" {size:<7} {n:<7}       {s[0]:<7.2f}        {s[-1]:<7.2f}      {s[n // 2]:<7.2f}"
-        f"            {avg:<7.2f}        {stdev:<7.2f}           {pct(0.99):<7.2f}"
-        f"                       {pct(0.999):<7.2f}\n"
     )
 
 
@@ -325,16 +219,16 @@ def serve(args: argparse.Namespace, bw: bool, device: dict, out) -> int:
         ch.send_json({"ok": True, "addr": device["address"], "device": device["name"]})
         test = "BW" if bw else "Latency"
         args.qp = qps
-        out.write(header(test, args, device, bw))
-        out.write(address_lines(device["address"], peer[0], qps, os.getpid()))
-        out.write(bw_columns(args.report_gbits) if bw else LAT_COLUMNS)
+        out.write(printed.header(test, args, device, bw))
+        out.write(printed.address_lines(device["address"], peer[0], qps, os.getpid()))
+        out.write(printed.bw_columns(args.report_gbits) if bw else printed.LAT_COLUMNS)
         out.flush()
         if bw:
             received = _serve_bw(listener, ch, qps, out, device["name"])
             lab.count_traffic(device["name"], rx=received, mtu=device["mtu"])
         else:
             _serve_lat(ch, out)
-        out.write(RULE + "\n")
+        out.write(printed.RULE + "\n")
         out.flush()
     return 0
 
@@ -422,16 +316,18 @@ def run_client(args: argparse.Namespace, bw: bool, device: dict, out) -> int:
     if not hello.get("ok"):
         raise ToolError(" Failed to exchange data between server and clients\n")
     args.qp = qps
-    out.write(header("BW" if bw else "Latency", args, device, bw))
-    out.write(address_lines(device["address"], hello.get("addr", args.target), qps, os.getpid()))
-    out.write(bw_columns(args.report_gbits) if bw else LAT_COLUMNS)
+    out.write(printed.header("BW" if bw else "Latency", args, device, bw))
+    out.write(
+        printed.address_lines(device["address"], hello.get("addr", args.target), qps, os.getpid())
+    )
+    out.write(printed.bw_columns(args.report_gbits) if bw else printed.LAT_COLUMNS)
     out.flush()
     if bw:
         _client_bw(args, ch, qps, out, device)
     else:
         _client_lat(args, ch, out)
     ch.send_json({"done": True})
-    out.write(RULE + "\n")
+    out.write(printed.RULE + "\n")
     out.flush()
     sock.close()
     return 0
@@ -470,7 +366,9 @@ def _client_bw(args: argparse.Namespace, ch: Channel, qps: int, out, device: dic
             ch.recv_json()
             seconds = time.perf_counter() - started
             lab.count_traffic(device["name"], tx=sum(sent) * size, mtu=device["mtu"])
-            row = bw_row(size, sum(sent), sum(sent) * size, seconds, args.report_gbits, duration)
+            row = printed.bw_row(
+                size, sum(sent), sum(sent) * size, seconds, args.report_gbits, duration
+            )
             out.write(row)
             out.flush()
             ch.send_json({"row": row})
@@ -497,7 +395,7 @@ def _client_lat(args: argparse.Namespace, ch: Channel, out) -> None:
                 ch.sock.sendall(payload)
                 ch.recv_exact(back)
                 samples.append((time.perf_counter() - t0) * 1e6 / 2)
-        row = lat_row(size, samples)
+        row = printed.lat_row(size, samples)
         out.write(row)
         out.flush()
         ch.send_json({"row": row})
@@ -508,10 +406,10 @@ def main(prog: str, doc: str, bw: bool, argv: list[str] | None = None) -> int:
     p = parser(prog)
     args, extra = p.parse_known_args(argv)
     if args.help:
-        sys.stdout.write(usage(prog, doc))
+        sys.stdout.write(printed.usage(prog, doc))
         return 0
     if extra:
-        sys.stderr.write(f"{prog}: unrecognized option '{extra[0]}'\n{usage(prog, doc)}")
+        sys.stderr.write(f"{prog}: unrecognized option '{extra[0]}'\n{printed.usage(prog, doc)}")
         return 1
     try:
         device = check_device(args)
