@@ -13,6 +13,7 @@ from pytest_hpcnet.campaigns.bisection import Bisection
 from pytest_hpcnet.campaigns.eri_paths import EriPathCampaign, EriPathMtu
 from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, NodeFacts
 from pytest_hpcnet.campaigns.gpu_load import DcgmPhase, GpuLoadCampaign, NodeNcclPhase
+from pytest_hpcnet.campaigns.gpu_p2p import P2pPhase
 from pytest_hpcnet.campaigns.nccl import NcclCampaign
 from pytest_hpcnet.campaigns.pairs import FlowFacts, PairCampaign, PairFacts
 from pytest_hpcnet.campaigns.partition import FactsSpool, Partition
@@ -27,6 +28,7 @@ from pytest_hpcnet.probes.metadata import MetadataFacts
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.probes.versions import parse_versions
 from pytest_hpcnet.requirements.gpu_load import NodeLoad
+from pytest_hpcnet.requirements.gpu_p2p import NodeP2p
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable, Transport
 
 __all__ = ["Cluster", "MissingMeasurement", "NodeFacts"]
@@ -81,6 +83,7 @@ class Cluster:
         self.gpu_load = GpuLoadCampaign(self.facts_campaign)
         self.dcgm = DcgmPhase(self.facts_campaign)
         self.node_nccl = NodeNcclPhase(self.facts_campaign)
+        self.p2p = P2pPhase(self.facts_campaign)
 
     @property
     def nodes(self) -> list[Node]:
@@ -242,4 +245,15 @@ class Cluster:
             _record(recorder, result)
         if recorder is not None:
             recorder.read("gpu_engines", "gpu_query")
+        return runs
+
+    def p2p_runs(self, node: Node, recorder: Recorder | None = None) -> dict[str, NodeP2p]:
+        """Every node's GPU-to-GPU matrix (all at once, once), `node`'s command recorded."""
+        self.facts(node, recorder)
+        runs = self.p2p.runs()
+        result = self.p2p.results.get(node.name)
+        if result is not None:
+            _record(recorder, result)
+        if recorder is not None:
+            recorder.read("gpu_engines", "gpu_topo", "gpu_query")
         return runs

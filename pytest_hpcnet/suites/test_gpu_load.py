@@ -13,6 +13,7 @@ from pytest_hpcnet.requirements import gpu_load
 from pytest_hpcnet.requirements.gpu_dcgm import judge_gpu_dcgm
 from pytest_hpcnet.requirements.gpu_nccl_node import judge_gpu_nccl_node
 from pytest_hpcnet.requirements.gpu_nvlink import judge_gpu_nvlink
+from pytest_hpcnet.requirements.gpu_p2p import judge_gpu_p2p
 from pytest_hpcnet.requirements.registry import mark, not_applicable_when
 
 NOT_APPLICABLE = "not applicable: the profile sets no GPUs (expect.gpu.count)"
@@ -85,3 +86,16 @@ def test_gpu_nccl_single_node(cluster, node, check):
     peers = {name: found for name, (found, _) in runs.items()}
     verdict = judge_gpu_nccl_node(node.name, result, peers, cluster.expect, missing)
     check.judge(verdict, node.name)
+
+
+@mark("gpu_p2p")
+@not_applicable_when(
+    lambda expect: not expect.gpu_load.p2p or (expect.gpu.count or 0) < 2,
+    "not applicable: no GPU pairs with peer access (expect.gpu_load.p2p, expect.gpu.count)",
+)
+def test_gpu_to_gpu_bandwidth(cluster, node, check):
+    runs = cluster.p2p_runs(node, check)
+    found = runs[node.name]
+    if found.run is not None and found.run.version:
+        check.tool_versions["nvbandwidth"] = found.run.version
+    check.judge(judge_gpu_p2p(found, runs, cluster.expect), node.name)

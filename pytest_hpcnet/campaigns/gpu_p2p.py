@@ -1,0 +1,77 @@
+"""The GPU-to-GPU phase: nvbandwidth's read-CE matrix on every node that has it, all at once
+(once per session), each node's pairs classed by the facts' `nvidia-smi topo -m`.
+
+A node without nvbandwidth (facts `gpu_engines`) is not measured, with what to install: the
+plugin's own load program does not copy between GPUs.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from pytest_hpcnet.campaigns.facts import FactsCampaign
+from pytest_hpcnet.campaigns.progress import phase
+from pytest_hpcnet.probes.gpu import parse_query_gpu
+from pytest_hpcnet.probes.gpu_load import parse_engines
+from pytest_hpcnet.probes.gpu_p2p import TIMEOUT_S, nvbandwidth_command, parse_nvbandwidth
+from pytest_hpcnet.probes.gpu_topo import parse_topo
+from pytest_hpcnet.requirements.gpu_p2p import INSTALL_NVBANDWIDTH, NodeP2p
+from pytest_hpcnet.transport.fanout import CommandResult
+
+
+class P2pPhase:
+    """`nvbandwidth -t device_to_device_memcpy_read_ce` on every node that has it (once)."""
+
+    def __init__(self, facts: FactsCampaign):
+        self.facts = facts
+        self.results: dict[str, CommandResult] = {}
+        self._runs: dict[str, NodeP2p] | None = None
+        self._lock = threading.Lock()
+
+    def runs(self) -> dict[str, NodeP2p]:
+        """{node: its NodeP2p} for every node of the inventory."""
+        with self._lock:
+            if self._runs is None:
+                self._runs = self._measure()
+            return self._runs
+
+    def _measure(self) -> dict[str, NodeP2p]:
+        out: dict[str, NodeP2p] = {}
+        ready: dict[str, NodeP2p] = {}
+        for name, facts in self.facts.gather().items():
+            engines = facts.sections.get("gpu_engines")
+            if facts.result.unreachable:
+                out[name] = NodeP2p(name, missing=f"unreachable: {facts.result.unreachable}")
+            elif engines is None:
+                out[name] = NodeP2p(name, missing="facts lack section gpu_engines (cut short)")
+            elif not parse_engines(engines.text).has("nvbandwidth"):
+                out[name] = NodeP2p(
+                    name, missing="no nvbandwidth on the node's PATH", fix=INSTALL_NVBANDWIDTH
+                )
+            else:
+                topo = facts.sections.get("gpu_topo")
+                query = facts.sections.get("gpu_query")
+                ready[name] = NodeP2p(
+                    name,
+                    topo=parse_topo(topo.text) if topo is not None else None,
+                    query=parse_query_gpu(query.text) if query is not None else None,
+                )
+        if ready:
+            with phase(self.facts.progress, f"nvbandwidth GPU-to-GPU on {len(ready)} nodes"):
+                self.results = self.facts.transport.run_on_all(
+                    nvbandwidth_command(),
+                    nodes=list(ready),
+                    timeout_s=TIMEOUT_S,
+                    together=True,
+                )
+        for name, planned in ready.items():
+            result = self.results[name]
+            if result.unreachable:
+                why = f"unreachable during nvbandwidth: {result.unreachable}"
+                out[name] = NodeP2p(name, missing=why)
+            elif result.timed_out:
+                out[name] = NodeP2p(name, missing=f"nvbandwidth timed out after {TIMEOUT_S} s")
+            else:
+                run = parse_nvbandwidth(result.stdout)
+                out[name] = NodeP2p(name, run, planned.topo, planned.query)
+        return out
