@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import parse_query_gpu
-from pytest_hpcnet.probes.gpu_p2p import READ_CE, parse_nvbandwidth, pair_link
+from pytest_hpcnet.probes.gpu_p2p import READ_CE, pair_link, parse_nvbandwidth
 from pytest_hpcnet.probes.gpu_topo import parse_topo
 from pytest_hpcnet.requirements.gpu_p2p import NodeP2p, judge_gpu_p2p
 
