@@ -69,6 +69,7 @@ def test_gpu_load_suite_on_a_local_node(tmp_path):
             "gpu_nvlink",
             "gpu_dcgm",
             "gpu_nccl_node",
+            "gpu_p2p",
         )
     }, [r["message"] for r in records if r["verdict"] != "pass"] or proc.stdout[-3000:]
     assert proc.returncode == 0, proc.stdout[-3000:]
