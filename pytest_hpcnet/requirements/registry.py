@@ -114,6 +114,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement(
         "gpu_p2p", "GPU-to-GPU bandwidth by link (NVLink, PCIe)", ("gpu_load",), "gpu_load"
     ),
+    Requirement(
+        "gpu_fabric", "NVSwitch fabric and Fabric Manager ready", ("gpu_load",), "gpu_load"
+    ),
 )
 
 BY_ID: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}

@@ -8,9 +8,11 @@ A CPU-only profile (`expect.gpu.count` unset) skips them as not applicable.
 import pytest
 
 from pytest_hpcnet.probes.gpu import parse_query_gpu
+from pytest_hpcnet.probes.gpu_fabric import parse_fabric
 from pytest_hpcnet.probes.gpu_nvlink import parse_nvlink_errors, parse_nvlink_status
 from pytest_hpcnet.requirements import gpu_load
 from pytest_hpcnet.requirements.gpu_dcgm import judge_gpu_dcgm
+from pytest_hpcnet.requirements.gpu_fabric import judge_gpu_fabric
 from pytest_hpcnet.requirements.gpu_nccl_node import judge_gpu_nccl_node
 from pytest_hpcnet.requirements.gpu_nvlink import judge_gpu_nvlink
 from pytest_hpcnet.requirements.gpu_p2p import judge_gpu_p2p
@@ -99,3 +101,15 @@ def test_gpu_to_gpu_bandwidth(cluster, node, check):
     if found.run is not None and found.run.version:
         check.tool_versions["nvbandwidth"] = found.run.version
     check.judge(judge_gpu_p2p(found, runs, cluster.expect), node.name)
+
+
+@mark("gpu_fabric")
+@not_applicable_when(
+    lambda expect: not expect.gpu_load.nvswitch,
+    "not applicable: the SKU has no NVSwitch (expect.gpu_load.nvswitch)",
+)
+def test_gpu_nvswitch_fabric_ready(cluster, node, check):
+    facts = cluster.facts(node, check)
+    fabric = parse_fabric(facts.text("gpu_fabric"))
+    query = parse_query_gpu(facts.text("gpu_query"))
+    check.judge(judge_gpu_fabric(node.name, fabric, query), node.name)

@@ -36,6 +36,7 @@ from pytest_hpcnet.probes import (
     fio,
     gpu,
     gpu_dcgm,
+    gpu_fabric,
     gpu_host,
     gpu_load,
     gpu_nccl_node,
@@ -105,6 +106,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "nvlink_errors": gpu_nvlink.parse_nvlink_errors,
     "dcgm": gpu_dcgm.parse_dcgm_json,
     "nvbandwidth": gpu_p2p.parse_nvbandwidth,
+    "fabric": gpu_fabric.parse_fabric,
     "nccl_node": partial(gpu_nccl_node.parse_node_nccl, gpus=8, e="10G"),
 }
 
@@ -169,6 +171,8 @@ CORPUS: list[tuple[str, tuple[str, ...]]] = [
     ("gpu_load/nvvs-*", ("dcgm",)),
     ("gpu_load/nccl-tests-*", ("nccl", "nccl_node")),
     ("gpu_load/nvbandwidth-*", ("nvbandwidth",)),
+    ("gpu_load/nvidia-smi-q-*", ("fabric",)),
+    ("gpu_load/derived-nvidia-smi-q-*", ("fabric",)),
 ]
 
 LINE_PREFIXES = 24
