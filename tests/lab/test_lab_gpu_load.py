@@ -24,6 +24,7 @@ CHECKS = {
     "gpu_dcgm",
     "gpu_nccl_node",
     "gpu_p2p",
+    "gpu_fabric",
 }
 INJECTED = {  # (kind, node, GPU)
     ("gpu-hbm-slow", "node01", "1"),
@@ -36,6 +37,7 @@ INJECTED = {  # (kind, node, GPU)
     ("dcgm-fail", "node03", "4"),
     ("nccl-node-slow", "node04", "4"),
     ("p2p-slow", "node03", "2-5"),
+    ("fabric-fail", "node02", "6"),
 }
 EXPECTED = {  # (check, node): the GPUs its failure names
     ("gpu_bandwidth", "node01"): {"GPU 1 (00000000:2A:00.0, serial 1654124006921)"},
@@ -48,6 +50,7 @@ EXPECTED = {  # (check, node): the GPUs its failure names
     ("gpu_dcgm", "node03"): {"GPU 4 (00000000:9A:00.0, serial 1654124006924)"},
     ("gpu_nccl_node", "node04"): set(),  # the node as a whole, no GPU named
     ("gpu_p2p", "node03"): {"GPU 2 (00000000:3A:00.0)", "GPU 5 (00000000:AB:00.0)"},
+    ("gpu_fabric", "node02"): {"GPU 6 (00000000:BA:00.0)"},
 }
 
 
@@ -61,7 +64,7 @@ def test_healthy_lab_passes_every_gpu_load_check(lab4, tmp_path):
     assert not failing(records), [r["message"] for r in failing(records)]
     assert code == 0
     assert {(r["check_id"], r["verdict"]) for r in records} == {(c, "pass") for c in CHECKS}
-    assert len(records) == 28
+    assert len(records) == 32
     compute = next(r for r in records if r["check_id"] == "gpu_compute")
     subjects = {m["subject"] for m in compute["measured"] if m["name"] == "bf16_tflops"}
     assert subjects == {f"GPU {i}" for i in range(8)}
@@ -99,4 +102,5 @@ def test_each_load_fault_fails_exactly_its_node_and_gpu(lab4, tmp_path):
     assert "single-node all-reduce busbw" in bad[("gpu_nccl_node", "node04")]
     passed = [r for r in records if r["verdict"] == "pass"]
     assert "over NVLink (NV18)" in bad[("gpu_p2p", "node03")]
-    assert len(passed) == 28 - len(EXPECTED)
+    assert "fabric state In Progress" in bad[("gpu_fabric", "node02")]
+    assert len(passed) == 32 - len(EXPECTED)

@@ -197,6 +197,7 @@ def test_failing_rows_first_and_not_run_rows_listed():
         "gpu_dcgm",
         "gpu_nccl_node",
         "gpu_p2p",
+        "gpu_fabric",
     } == not_run
 
 

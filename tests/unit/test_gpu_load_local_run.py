@@ -70,6 +70,7 @@ def test_gpu_load_suite_on_a_local_node(tmp_path):
             "gpu_dcgm",
             "gpu_nccl_node",
             "gpu_p2p",
+            "gpu_fabric",
         )
     }, [r["message"] for r in records if r["verdict"] != "pass"] or proc.stdout[-3000:]
     assert proc.returncode == 0, proc.stdout[-3000:]
