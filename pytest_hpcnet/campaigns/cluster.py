@@ -24,6 +24,7 @@ from pytest_hpcnet.campaigns.recorder import Recorder
 from pytest_hpcnet.campaigns.storage import FioCampaign, FioRun
 from pytest_hpcnet.inventory.models import Inventory, Node
 from pytest_hpcnet.probes.gpu_dcgm import DcgmRun
+from pytest_hpcnet.probes.gpu_load import parse_engines
 from pytest_hpcnet.probes.metadata import MetadataFacts
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.probes.versions import parse_versions
@@ -126,6 +127,9 @@ class Cluster:
         versions = facts.sections.get("versions")
         if versions is not None:
             recorder.tool_versions.update(parse_versions(versions.text))
+        engines = facts.sections.get("gpu_engines")
+        if engines is not None and engines.complete:  # torch, dcgm, nvbandwidth: found once
+            recorder.tool_versions.update(parse_engines(engines.text).versions)
         return ReadFacts(facts, recorder)
 
     def data_address(self, name: str) -> str | None:

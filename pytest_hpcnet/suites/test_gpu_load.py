@@ -9,6 +9,7 @@ import pytest
 
 from pytest_hpcnet.probes.gpu import parse_query_gpu
 from pytest_hpcnet.probes.gpu_fabric import parse_fabric
+from pytest_hpcnet.probes.gpu_nccl_node import nccl_code_version
 from pytest_hpcnet.probes.gpu_nvlink import parse_nvlink_errors, parse_nvlink_status
 from pytest_hpcnet.requirements import gpu_load
 from pytest_hpcnet.requirements.gpu_dcgm import judge_gpu_dcgm
@@ -85,6 +86,8 @@ def test_gpu_nccl_single_node(cluster, node, check):
     result, missing = runs[node.name]
     if result is not None and result.tests_version:
         check.tool_versions["nccl_tests"] = result.tests_version
+    if result is not None and (library := nccl_code_version(result.nccl_version)):
+        check.tool_versions["nccl_tests_nccl"] = library
     peers = {name: found for name, (found, _) in runs.items()}
     verdict = judge_gpu_nccl_node(node.name, result, peers, cluster.expect, missing)
     check.judge(verdict, node.name)

@@ -62,12 +62,15 @@ def matrix(test: str) -> str:
 
 
 def main(argv: list[str]) -> int:
+    version = f"nvbandwidth Version: {VERSION}\nBuilt from Git version: {VERSION}\n\n"
+    if argv[:1] in (["-h"], ["--help"]):  # the real tool prints its version, then the options
+        sys.stdout.write(version + "nvbandwidth CLI:\n  -h [ --help ]  Produce help message\n")
+        return 0
     test = argv[argv.index("-t") + 1] if "-t" in argv[:-1] else None
     if test not in TESTS:
         sys.stdout.write(f"ERROR: Testcase {test} not found!\n")
         return 1
-    head = (
-        f"nvbandwidth Version: {VERSION}\nBuilt from Git version: {VERSION}\n\n"
+    head = version + (
         f"CUDA Runtime Version: {CUDA}\nCUDA Driver Version (API): {CUDA}\n"
         f"Driver Version: {gpu.DRIVER}\n\n"
     )
