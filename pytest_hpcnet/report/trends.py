@@ -69,6 +69,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure("gpu_bandwidth", "hbm_gbs", "GPU memory (HBM) copy bandwidth"),
     Figure("gpu_bandwidth", "h2d_gbs", "GPU host-to-device bandwidth"),
     Figure("gpu_bandwidth", "d2h_gbs", "GPU device-to-host bandwidth"),
+    Figure("gpu_nccl_node", "busbw_largest", "Single-node all-reduce bus bandwidth, largest size"),
 )
 
 

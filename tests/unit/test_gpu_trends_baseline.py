@@ -43,6 +43,7 @@ def test_the_trends_carry_each_gpu_load_figure():
         ("gpu_bandwidth", "hbm_gbs"),
         ("gpu_bandwidth", "h2d_gbs"),
         ("gpu_bandwidth", "d2h_gbs"),
+        ("gpu_nccl_node", "busbw_largest"),
     } <= figures
     digest = digest_run([compute([780.0, 781.0])], None, None)
     assert [(p[2], p[3]) for p in digest.points] == [
