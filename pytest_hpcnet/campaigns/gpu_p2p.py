@@ -1,8 +1,9 @@
 """The GPU-to-GPU phase: nvbandwidth's read-CE matrix on every node that has it, all at once
 (once per session), each node's pairs classed by the facts' `nvidia-smi topo -m`.
 
-A node without nvbandwidth (facts `gpu_engines`) is not measured, with what to install: the
-plugin's own load program does not copy between GPUs.
+A node without nvbandwidth (facts `gpu_engines`) but with PyTorch runs the plugin's own copy
+program instead (`probes/gpu_p2p_torch`); a node with neither is not measured, with what to
+install.
 """
 
 from __future__ import annotations
@@ -14,9 +15,17 @@ from pytest_hpcnet.campaigns.progress import phase
 from pytest_hpcnet.probes.gpu import parse_query_gpu
 from pytest_hpcnet.probes.gpu_load import parse_engines
 from pytest_hpcnet.probes.gpu_p2p import TIMEOUT_S, nvbandwidth_command, parse_nvbandwidth
+from pytest_hpcnet.probes.gpu_p2p_torch import TIMEOUT_S as TORCH_TIMEOUT_S
+from pytest_hpcnet.probes.gpu_p2p_torch import p2p_command, parse_torch_p2p
 from pytest_hpcnet.probes.gpu_topo import parse_topo
 from pytest_hpcnet.requirements.gpu_p2p import INSTALL_NVBANDWIDTH, NodeP2p
 from pytest_hpcnet.transport.fanout import CommandResult
+
+
+def _engine(engines_text: str) -> str | None:
+    """`nvbandwidth` where the node has it, else `torch` (the fallback), else None."""
+    found = parse_engines(engines_text)
+    return next((e for e in ("nvbandwidth", "torch") if found.has(e)), None)
 
 
 class P2pPhase:
@@ -25,6 +34,8 @@ class P2pPhase:
     def __init__(self, facts: FactsCampaign):
         self.facts = facts
         self.results: dict[str, CommandResult] = {}
+        self.engine: dict[str, str] = {}
+        """Node -> `nvbandwidth`, or `torch` where only the fallback copy program can run."""
         self._runs: dict[str, NodeP2p] | None = None
         self._lock = threading.Lock()
 
@@ -44,11 +55,11 @@ class P2pPhase:
                 out[name] = NodeP2p(name, missing=f"unreachable: {facts.result.unreachable}")
             elif engines is None:
                 out[name] = NodeP2p(name, missing="facts lack section gpu_engines (cut short)")
-            elif not parse_engines(engines.text).has("nvbandwidth"):
-                out[name] = NodeP2p(
-                    name, missing="no nvbandwidth on the node's PATH", fix=INSTALL_NVBANDWIDTH
-                )
+            elif not (engine := _engine(engines.text)):
+                why = "no nvbandwidth on the node's PATH and no torch for python3"
+                out[name] = NodeP2p(name, missing=why, fix=INSTALL_NVBANDWIDTH)
             else:
+                self.engine[name] = engine
                 topo = facts.sections.get("gpu_topo")
                 query = facts.sections.get("gpu_query")
                 ready[name] = NodeP2p(
@@ -59,9 +70,13 @@ class P2pPhase:
         if ready:
             with phase(self.facts.progress, f"nvbandwidth GPU-to-GPU on {len(ready)} nodes"):
                 self.results = self.facts.transport.run_on_all(
-                    nvbandwidth_command(),
+                    lambda node: (
+                        nvbandwidth_command()
+                        if self.engine[node.name] == "nvbandwidth"
+                        else p2p_command()
+                    ),
                     nodes=list(ready),
-                    timeout_s=TIMEOUT_S,
+                    timeout_s=max(TIMEOUT_S, TORCH_TIMEOUT_S),
                     together=True,
                 )
         for name, planned in ready.items():
@@ -70,8 +85,10 @@ class P2pPhase:
                 why = f"unreachable during nvbandwidth: {result.unreachable}"
                 out[name] = NodeP2p(name, missing=why)
             elif result.timed_out:
-                out[name] = NodeP2p(name, missing=f"nvbandwidth timed out after {TIMEOUT_S} s")
+                why = f"{self.engine[name]} GPU-to-GPU copies timed out"
+                out[name] = NodeP2p(name, missing=why)
             else:
-                run = parse_nvbandwidth(result.stdout)
+                parse = parse_nvbandwidth if self.engine[name] == "nvbandwidth" else parse_torch_p2p
+                run = parse(result.stdout)
                 out[name] = NodeP2p(name, run, planned.topo, planned.query)
         return out

@@ -55,6 +55,8 @@ class BandwidthMatrix:
     cells: tuple[tuple[int, int, float | None], ...] = ()
     columns: int = 0
     rows: int = 0
+    no_peer: tuple[tuple[int, int], ...] = ()
+    """(row, column) pairs the engine found without peer access (the torch fallback says so)."""
 
     def value(self, row: int, column: int) -> float | None:
         return next((v for r, c, v in self.cells if r == row and c == column), None)

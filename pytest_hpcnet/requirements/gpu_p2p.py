@@ -16,7 +16,15 @@ from dataclasses import dataclass
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import GpuQuery
-from pytest_hpcnet.probes.gpu_p2p import NVLINK, PCIE, READ_CE, NvbandwidthRun, pair_link
+from pytest_hpcnet.probes.gpu_p2p import (
+    NVLINK,
+    PCIE,
+    READ_CE,
+    BandwidthMatrix,
+    NvbandwidthRun,
+    pair_link,
+)
+from pytest_hpcnet.probes.gpu_p2p_torch import TORCH_COPY
 from pytest_hpcnet.probes.gpu_topo import Topology
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
@@ -29,7 +37,7 @@ from pytest_hpcnet.requirements.verdict import (
 SECTIONS = ("gpu_p2p", "gpu_topo", "gpu_query", "gpu_engines")
 INSTALL_NVBANDWIDTH = (
     "install NVIDIA nvbandwidth (github.com/NVIDIA/nvbandwidth, built against the node's CUDA) "
-    "on the node's PATH"
+    "on the node's PATH, or PyTorch with CUDA for python3 (the plugin's own copy program)"
 )
 FIX = (
     "a slow NVLink pair: check both GPUs' links (nvidia-smi nvlink -s / -e) and, on NVSwitch "
@@ -51,9 +59,16 @@ class NodeP2p:
     fix: str = ""
 
 
+def _matrix(run: NvbandwidthRun | None) -> BandwidthMatrix | None:
+    """nvbandwidth's read-CE matrix, else the torch fallback's."""
+    if run is None:
+        return None
+    return run.matrix(READ_CE) or run.matrix(TORCH_COPY)
+
+
 def _pairs(p2p: NodeP2p) -> dict[tuple[int, int], tuple[str | None, str, float | None]]:
-    """(row GPU, column GPU) -> (link class, topo cell, GB/s) of the node's read-CE matrix."""
-    matrix = p2p.run.matrix(READ_CE) if p2p.run is not None else None
+    """(row GPU, column GPU) -> (link class, topo cell, GB/s) of the node's matrix."""
+    matrix = _matrix(p2p.run)
     if matrix is None or p2p.topo is None:
         return {}
     out = {}
@@ -106,15 +121,17 @@ def judge_gpu_p2p(p2p: NodeP2p, peers: dict[str, NodeP2p], expect: Expectations)
         why = f"nvbandwidth waived {READ_CE}: the GPUs have no peer access to each other"
         fix = "enable P2P (PCIe ACS off, IOMMU passthrough; nvidia-smi topo -p2p r shows it)"
         return failing(why, fix, **kw)
-    if run.matrix(READ_CE) is None:
+    matrix = _matrix(run)
+    if matrix is None:
         return not_measured(f"no {READ_CE} matrix in nvbandwidth's output", **kw)
     pairs = _pairs(p2p)
     if not pairs:
-        return not_measured(f"no GPU pair in nvbandwidth's {READ_CE} matrix", **kw)
+        return not_measured(f"no GPU pair in the {matrix.testcase} matrix", **kw)
     tol = expect.gpu_load.peer_tolerance
     cluster: dict[str, list[float]] = {NVLINK: [], PCIE: []}
     for peer in peers.values():
-        if _unmeasured(peer) is None:
+        same_engine = (m := _matrix(peer.run)) is not None and m.testcase == matrix.testcase
+        if same_engine and _unmeasured(peer) is None:
             for kind, _, value in _pairs(peer).values():
                 if kind in cluster and value is not None:
                     cluster[kind].append(value)
@@ -128,15 +145,19 @@ def judge_gpu_p2p(p2p: NodeP2p, peers: dict[str, NodeP2p], expect: Expectations)
     notes: list[str] = []
     unclassed = []
     expected = [g.index for g in p2p.query.gpus] if p2p.query and p2p.query.gpus else []
-    matrix = run.matrix(READ_CE)
-    assert matrix is not None
+    floors = matrix.testcase == READ_CE  # the SKU figures are nvbandwidth's read-CE ones
+    if not floors:
+        notes.append(
+            "a torch copy is judged against its peers only (SKU figures are nvbandwidth's)"
+        )
     absent = [i for i in expected if i >= matrix.columns]
     if absent:
         names = ", ".join(_gpu(p2p.node, i, p2p.query) for i in absent)
         failures.append(f"{names}: not in nvbandwidth's {matrix.columns}-GPU matrix")
     for kind in (NVLINK, PCIE):
         if (
-            any(k == kind for k, _, _ in pairs.values())
+            floors
+            and any(k == kind for k, _, _ in pairs.values())
             and getattr(expect.gpu_load, FLOOR_KEYS[kind]) is None
         ):
             notes.append(
@@ -164,7 +185,7 @@ def judge_gpu_p2p(p2p: NodeP2p, peers: dict[str, NodeP2p], expect: Expectations)
                     f"{1 - tol:.2f} x cluster {kind} median {cluster_medians[kind]:g}",
                 )
             )
-        floor = getattr(expect.gpu_load, FLOOR_KEYS[kind])
+        floor = getattr(expect.gpu_load, FLOOR_KEYS[kind]) if floors else None
         if floor is not None:
             bounds.append((floor, f"expect.gpu_load.{FLOOR_KEYS[kind]} (SKU)"))
         bound, source = max(bounds) if bounds else (None, "")
@@ -174,6 +195,9 @@ def judge_gpu_p2p(p2p: NodeP2p, peers: dict[str, NodeP2p], expect: Expectations)
                 name, value, "GB/s", round(bound, 2) if bound else None, ">=", source, subject
             )
         )
+        if (a, b) in matrix.no_peer:
+            failures.append(f"{where} over {kind} ({cell}): no peer access")
+            continue
         if value is None:
             failures.append(f"{where} over {kind} ({cell}): no figure (N/A)")
             continue

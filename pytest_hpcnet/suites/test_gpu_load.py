@@ -102,7 +102,8 @@ def test_gpu_to_gpu_bandwidth(cluster, node, check):
     runs = cluster.p2p_runs(node, check)
     found = runs[node.name]
     if found.run is not None and found.run.version:
-        check.tool_versions["nvbandwidth"] = found.run.version
+        engine = "gpu_p2p_engine" if found.run.version.startswith("torch") else "nvbandwidth"
+        check.tool_versions[engine] = found.run.version
     check.judge(judge_gpu_p2p(found, runs, cluster.expect), node.name)
 
 

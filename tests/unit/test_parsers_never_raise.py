@@ -42,6 +42,7 @@ from pytest_hpcnet.probes import (
     gpu_nccl_node,
     gpu_nvlink,
     gpu_p2p,
+    gpu_p2p_torch,
     gpu_rdma,
     gpu_topo,
     gpu_xid,
@@ -107,6 +108,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "dcgm": gpu_dcgm.parse_dcgm_json,
     "nvbandwidth": gpu_p2p.parse_nvbandwidth,
     "fabric": gpu_fabric.parse_fabric,
+    "torch_p2p": gpu_p2p_torch.parse_torch_p2p,
     "nccl_node": partial(gpu_nccl_node.parse_node_nccl, gpus=8, e="10G"),
 }
 
@@ -173,6 +175,8 @@ CORPUS: list[tuple[str, tuple[str, ...]]] = [
     ("gpu_load/nvbandwidth-*", ("nvbandwidth",)),
     ("gpu_load/nvidia-smi-q-*", ("fabric",)),
     ("gpu_load/derived-nvidia-smi-q-*", ("fabric",)),
+    ("gpu_load/p2p-torch-*", ("torch_p2p",)),
+    ("gpu_load/derived-p2p-torch-*", ("torch_p2p",)),
 ]
 
 LINE_PREFIXES = 24
