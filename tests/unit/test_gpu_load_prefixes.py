@@ -1,5 +1,5 @@
-"""Every cut of the load, NVLink, DCGM, GPU-to-GPU and fabric outputs: the parsers never raise and no judge
-passes what was cut short (a prefix is never a pass)."""
+"""Every cut of the load, NVLink, DCGM, GPU-to-GPU and fabric outputs: the parsers never
+raise and no judge passes what was cut short (a prefix is never a pass)."""
 
 from __future__ import annotations
 
