@@ -37,12 +37,18 @@ def test_the_lab_run():
 
 def test_no_peer_access_and_a_pair_error():
     run = parse_torch_p2p(ODD)
-    assert run.matrix(TORCH_COPY).no_peer == ((0, 2),)
-    assert run.problems == (
-        "GPU 3 -> GPU 4: error RuntimeError:_CUDA_error:_an_illegal_memory_access_was_encountered",
+    matrix = run.matrix(TORCH_COPY)
+    assert matrix.no_peer == ((0, 2),) and not run.problems
+    assert matrix.failed == (
+        (3, 4, "RuntimeError:_CUDA_error:_an_illegal_memory_access_was_encountered"),
     )
     node = NodeP2p("n1", run, parse_topo(TOPO), QUERY)
-    assert judge_gpu_p2p(node, {"n1": node}, Expectations()).outcome == "not_measured"
+    failed = judge_gpu_p2p(node, {"n1": node}, Expectations())
+    assert failed.outcome == "fail"  # a copy that failed between two GPUs names them
+    assert (
+        "n1 GPU 3 (00000000:5D:00.0) -> GPU 4 (00000000:9A:00.0) over NVLink (NV18): the copy "
+        "failed: RuntimeError: CUDA error: an illegal memory access was encountered"
+    ) in failed.reason
     no_error = ODD.replace(
         "pair 3 4 error=RuntimeError:_CUDA_error:_an_illegal_memory_access_was_encountered",
         "pair 3 4 gbs=395.00",
