@@ -57,6 +57,8 @@ class BandwidthMatrix:
     rows: int = 0
     no_peer: tuple[tuple[int, int], ...] = ()
     """(row, column) pairs the engine found without peer access (the torch fallback says so)."""
+    failed: tuple[tuple[int, int, str], ...] = ()
+    """(row, column, error) of pairs whose copy failed (the torch fallback's `error=` lines)."""
 
     def value(self, row: int, column: int) -> float | None:
         return next((v for r, c, v in self.cells if r == row and c == column), None)

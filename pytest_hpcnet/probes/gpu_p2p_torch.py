@@ -1,8 +1,9 @@
 """The GPU-to-GPU fallback engine: the plugin's own copy program (`gpu_p2p_program.py`,
 PyTorch), its command and the pure parser of its lines, read into the same result as
 nvbandwidth's (`probes/gpu_p2p.NvbandwidthRun`, one matrix of test `TORCH_COPY`). A cut run
-(no `end` line), a pair without a figure or a line it cannot read is a `problems` entry; a
-pair without peer access is the matrix's `no_peer` list. Never raises."""
+(no `end` line), a figure or a line it cannot read is a `problems` entry; a pair without
+peer access is the matrix's `no_peer` list, a pair whose copy failed its `failed` list.
+Never raises."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def parse_torch_p2p(text: str) -> NvbandwidthRun:
     head: dict[str, str] | None = None
     cells: dict[tuple[int, int], float] = {}
     no_peer: list[tuple[int, int]] = []
+    failed: list[tuple[int, int, str]] = []
     problems: list[str] = []
     ended = False
     for line in text.splitlines():
@@ -51,9 +53,10 @@ def parse_torch_p2p(text: str) -> NvbandwidthRun:
             value = _figure(m.group(3)) if m.group(3) is not None else None
             if m.group(4):
                 no_peer.append((a, b))
+            elif m.group(5) is not None:
+                failed.append((a, b, m.group(5)[:200] or "?"))
             elif value is None:
-                why = f"error {m.group(5)}" if m.group(5) is not None else "unreadable figure"
-                problems.append(f"GPU {a} -> GPU {b}: {why}"[:200])
+                problems.append(f"GPU {a} -> GPU {b}: unreadable figure {m.group(3)[:40]}")
             else:
                 cells[(a, b)] = value
         elif _END.match(line):
@@ -71,7 +74,9 @@ def parse_torch_p2p(text: str) -> NvbandwidthRun:
     full = tuple(
         (a, b, cells.get((a, b)) if a != b else None) for a in range(gpus) for b in range(gpus)
     )
-    matrix = BandwidthMatrix(TORCH_COPY, "GPU", "->", "", full, gpus, gpus, tuple(no_peer))
+    matrix = BandwidthMatrix(
+        TORCH_COPY, "GPU", "->", "", full, gpus, gpus, tuple(no_peer), tuple(failed)
+    )
     version = f"torch {head['version']}" if head.get("version") else None
     return NvbandwidthRun(version=version, matrices=(matrix,), problems=tuple(problems))
 

@@ -198,6 +198,11 @@ def judge_gpu_p2p(p2p: NodeP2p, peers: dict[str, NodeP2p], expect: Expectations)
         if (a, b) in matrix.no_peer:
             failures.append(f"{where} over {kind} ({cell}): no peer access")
             continue
+        error = next((why for x, y, why in matrix.failed if (x, y) == (a, b)), None)
+        if error is not None:
+            shown = error.replace("_", " ")
+            failures.append(f"{where} over {kind} ({cell}): the copy failed: {shown}")
+            continue
         if value is None:
             failures.append(f"{where} over {kind} ({cell}): no figure (N/A)")
             continue
