@@ -13,6 +13,7 @@ from pytest_hpcnet.campaigns.bisection import Bisection
 from pytest_hpcnet.campaigns.eri_paths import EriPathCampaign, EriPathMtu
 from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, NodeFacts
 from pytest_hpcnet.campaigns.gpu_load import DcgmPhase, GpuLoadCampaign, NodeNcclPhase
+from pytest_hpcnet.campaigns.gpu_p2p import P2pPhase
 from pytest_hpcnet.campaigns.nccl import NcclCampaign
 from pytest_hpcnet.campaigns.pairs import FlowFacts, PairCampaign, PairFacts
 from pytest_hpcnet.campaigns.partition import FactsSpool, Partition
@@ -23,10 +24,12 @@ from pytest_hpcnet.campaigns.recorder import Recorder
 from pytest_hpcnet.campaigns.storage import FioCampaign, FioRun
 from pytest_hpcnet.inventory.models import Inventory, Node
 from pytest_hpcnet.probes.gpu_dcgm import DcgmRun
+from pytest_hpcnet.probes.gpu_load import parse_engines
 from pytest_hpcnet.probes.metadata import MetadataFacts
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.probes.versions import parse_versions
 from pytest_hpcnet.requirements.gpu_load import NodeLoad
+from pytest_hpcnet.requirements.gpu_p2p import NodeP2p
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable, Transport
 
 __all__ = ["Cluster", "MissingMeasurement", "NodeFacts"]
@@ -86,6 +89,7 @@ class Cluster:
         self.gpu_load = GpuLoadCampaign(self.facts_campaign)
         self.dcgm = DcgmPhase(self.facts_campaign)
         self.node_nccl = NodeNcclPhase(self.facts_campaign)
+        self.p2p = P2pPhase(self.facts_campaign)
 
     @property
     def nodes(self) -> list[Node]:
@@ -128,6 +132,9 @@ class Cluster:
         versions = facts.whole("versions")
         if versions is not None:
             recorder.tool_versions.update(parse_versions(versions))
+        engines = facts.whole("gpu_engines")
+        if engines is not None:  # torch, dcgm, nvbandwidth: found once
+            recorder.tool_versions.update(parse_engines(engines).versions)
         return ReadFacts(facts, recorder)
 
     def data_address(self, name: str) -> str | None:
@@ -247,4 +254,15 @@ class Cluster:
             _record(recorder, result)
         if recorder is not None:
             recorder.read("gpu_engines", "gpu_query")
+        return runs
+
+    def p2p_runs(self, node: Node, recorder: Recorder | None = None) -> dict[str, NodeP2p]:
+        """Every node's GPU-to-GPU matrix (all at once, once), `node`'s command recorded."""
+        self.facts(node, recorder)
+        runs = self.p2p.runs()
+        result = self.p2p.results.get(node.name)
+        if result is not None:
+            _record(recorder, result)
+        if recorder is not None:
+            recorder.read("gpu_engines", "gpu_topo", "gpu_query")
         return runs

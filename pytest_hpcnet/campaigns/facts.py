@@ -30,6 +30,7 @@ from pytest_hpcnet.probes.erdma_gdr import gdr_command
 from pytest_hpcnet.probes.eri_address import EriAddress, eri_address, eri_netdevs
 from pytest_hpcnet.probes.fio import mount_check_command
 from pytest_hpcnet.probes.gpu import query_gpu_command
+from pytest_hpcnet.probes.gpu_fabric import FABRIC_COMMAND
 from pytest_hpcnet.probes.gpu_host import DRIVER_VERSION_COMMAND, MODULES_COMMAND, memlock_command
 from pytest_hpcnet.probes.gpu_load import ENGINES_COMMAND
 from pytest_hpcnet.probes.gpu_nvlink import ERRORS_COMMAND as NVLINK_ERRORS_COMMAND
@@ -534,6 +535,16 @@ def _nvlink_command(command: str) -> Callable[[Node, Expectations], str]:
 SECTIONS += [
     FactSection("gpu_nvlink_status", _nvlink_command(NVLINK_STATUS_COMMAND)),
     FactSection("gpu_nvlink_errors", _nvlink_command(NVLINK_ERRORS_COMMAND)),
+]
+SECTIONS += [
+    FactSection(
+        "gpu_fabric",
+        lambda node, expect: (
+            FABRIC_COMMAND
+            if expect.gpu.count and expect.gpu_load.nvswitch
+            else "echo 'not expected'"
+        ),
+    )
 ]
 
 

@@ -71,27 +71,27 @@ class GpuLoadCampaign:
                     node.name, missing=f"unreachable: {facts.result.unreachable}"
                 )
                 continue
-            engines_out = facts.sections.get("gpu_engines")
-            query = facts.sections.get("gpu_query")
+            engines_out = facts.whole("gpu_engines")
+            query = facts.whole("gpu_query")
             if engines_out is None or query is None:
                 why = "facts lack section gpu_engines or gpu_query (output cut short)"
                 skipped[node.name] = NodeLoad(node.name, missing=why)
                 continue
-            engines = parse_engines(engines_out.text)
+            engines = parse_engines(engines_out)
             if not engines.has(ENGINE):
                 others = ", ".join(f"{k} {v}" for k, v in engines.found.items()) or "none"
                 why = f"no load engine: python3 has no {ENGINE} (found: {others})"
                 skipped[node.name] = NodeLoad(node.name, missing=why, fix=INSTALL_TORCH)
                 continue
-            gpus = parse_query_gpu(query.text).gpus
+            gpus = parse_query_gpu(query).gpus
             if not gpus:
                 skipped[node.name] = NodeLoad(node.name, missing="nvidia-smi lists no GPU to load")
                 continue
             plan[node.name] = len(gpus)
-            self.queries[node.name] = parse_query_gpu(query.text)
-            topo = facts.sections.get("gpu_topo")
+            self.queries[node.name] = parse_query_gpu(query)
+            topo = facts.whole("gpu_topo")
             if topo is not None:
-                self.affinity[node.name] = gpu_affinity(parse_topo(topo.text))
+                self.affinity[node.name] = gpu_affinity(parse_topo(topo))
         return skipped, plan
 
     def loads(self) -> dict[str, NodeLoad]:
@@ -169,12 +169,12 @@ class DcgmPhase:
         out: dict[str, tuple[DcgmRun | None, str]] = {}
         ready = []
         for name, facts in self.facts.gather().items():
-            section = facts.sections.get("gpu_engines")
+            section = facts.whole("gpu_engines")
             if facts.result.unreachable:
                 out[name] = (None, f"unreachable: {facts.result.unreachable}")
             elif section is None:
                 out[name] = (None, "facts lack section gpu_engines (output cut short)")
-            elif not parse_engines(section.text).has("dcgmi"):
+            elif not parse_engines(section).has("dcgmi"):
                 out[name] = (None, "no dcgmi on the node's PATH")
             else:
                 ready.append(name)
@@ -218,15 +218,15 @@ class NodeNcclPhase:
         out: dict[str, tuple[NcclResult | None, str]] = {}
         gpus: dict[str, int] = {}
         for name, facts in self.facts.gather().items():
-            engines = facts.sections.get("gpu_engines")
-            query = facts.sections.get("gpu_query")
+            engines = facts.whole("gpu_engines")
+            query = facts.whole("gpu_query")
             if facts.result.unreachable:
                 out[name] = (None, f"unreachable: {facts.result.unreachable}")
             elif engines is None or query is None:
                 out[name] = (None, "facts lack section gpu_engines or gpu_query (cut short)")
-            elif not parse_engines(engines.text).has("all_reduce_perf"):
+            elif not parse_engines(engines).has("all_reduce_perf"):
                 out[name] = (None, "no all_reduce_perf on the node's PATH")
-            elif not (count := len(parse_query_gpu(query.text).gpus)):
+            elif not (count := len(parse_query_gpu(query).gpus)):
                 out[name] = (None, "nvidia-smi lists no GPU")
             else:
                 gpus[name] = count

@@ -217,6 +217,16 @@ class GpuLoadExpect(Strict):
     nvlink_max_errors: Annotated[int, Field(ge=0)] = 0
     min_node_busbw_gbs: PositiveFloat | None = None
     """Single-node all-reduce bus bandwidth at the largest size; null: against peers only."""
+    p2p: bool = True
+    """The node's GPUs copy to each other peer-to-peer (NVLink, or PCIe P2P through a switch),
+    measured as nvbandwidth's GPU-to-GPU matrix; false: not applicable (no peer access)."""
+    min_p2p_nvlink_gbs: PositiveFloat | None = None
+    """Each GPU pair `topo -m` joins by NVLink (`NV#`): nvbandwidth read-CE GB/s, one way."""
+    min_p2p_pcie_gbs: PositiveFloat | None = None
+    """Each GPU pair joined over PCIe (PIX/PXB/PHB/NODE/SYS): the same figure."""
+    nvswitch: bool = False
+    """The SKU's GPUs meet in NVSwitches (HGX): every GPU's fabric state must be Completed and
+    Success (`nvidia-smi -q`), nvidia-fabricmanager active; false: not applicable."""
     dcgm_level: Annotated[int, Field(ge=1, le=4)] | None = 3
     """`dcgmi diag -r LEVEL` on every node at once (3: about 10-20 min with the GEMM soak,
     memory bandwidth, PCIe, targeted stress and power); null: DCGM not part of the handover."""

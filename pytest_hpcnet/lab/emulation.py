@@ -35,6 +35,8 @@ TOOLS = {
     "dmesg": "dmesg.py",
     "journalctl": "journalctl.py",
     "dcgmi": "dcgmi.py",
+    "nvbandwidth": "nvbandwidth.py",
+    "systemctl": "systemctl.py",
 }
 SHARED = ("hpcnet_lab_rdma.py", "hpcnet_lab_node.py", "hpcnet_lab_perftest.py", "hpcnet_lab_gpu.py")
 SHARED += ("hpcnet_lab_nccl_node.py", "hpcnet_lab_perftest_print.py")

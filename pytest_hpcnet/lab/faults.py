@@ -300,3 +300,26 @@ def heal(target: str, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
         finally:
             state.save()
     return healed
+
+
+# GPU-to-GPU and NVSwitch (the GPU engineers' block): applied by the emulated tools
+KINDS.update(
+    (k.name, k)
+    for k in (
+        FaultKind(
+            "p2p-slow",
+            "p2p-slow NODE [PAIR=2-5]",
+            "emulated nvbandwidth: that NVLink GPU pair (both ways) at 0.45x",
+            *act.recorded_fault("p2p-slow", "2-5", r"[0-7]-[0-7]", "a GPU pair such as 2-5"),
+        ),
+        _gpu("fabric-fail", "that GPU's NVSwitch fabric state In Progress (nvidia-smi -q)"),
+        FaultKind(
+            "fabricmanager-down",
+            "fabricmanager-down NODE [STATE=inactive]",
+            "emulated systemctl: nvidia-fabricmanager not active (inactive or failed)",
+            *act.recorded_fault(
+                "fabricmanager-down", "inactive", r"inactive|failed", "inactive or failed"
+            ),
+        ),
+    )
+)

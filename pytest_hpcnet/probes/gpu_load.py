@@ -50,10 +50,19 @@ ENGINES_COMMAND = (
     "    print('python', p, v if s is not None else 'missing')\" 2>&1"
     " || echo 'python python3 missing'; "
     "for t in nvbandwidth dcgmi all_reduce_perf; do "
-    'p=$(command -v "$t" 2>/dev/null) && echo "tool $t $p" || echo "tool $t missing"; done'
+    'p=$(command -v "$t" 2>/dev/null) && echo "tool $t $p" || echo "tool $t missing"; done; '
+    "command -v dcgmi >/dev/null 2>&1 && timeout 20 dcgmi --version 2>/dev/null"
+    " | sed -n 's/^dcgmi *version: *\\([^ ]*\\).*/version dcgmi \\1/p' | head -n 1; "
+    "command -v nvbandwidth >/dev/null 2>&1 && timeout 20 nvbandwidth -h 2>/dev/null"
+    " | sed -n 's/^nvbandwidth Version: *\\([^ ]*\\).*/version nvbandwidth \\1/p' | head -n 1; true"
 )
-"""One line per engine: `python torch 2.5.1`, `python cupy missing`, `tool dcgmi /usr/bin/dcgmi`.
-Versions from package metadata: nothing is imported, so the facts pay no CUDA start-up."""
+"""One line per engine: `python torch 2.5.1`, `python cupy missing`, `tool dcgmi /usr/bin/dcgmi`,
+and `version dcgmi 3.3.9` (`dcgmi --version`), `version nvbandwidth v0.10.0` (the first line
+of `nvbandwidth -h`, printed before any CUDA call). torch's version from package metadata:
+nothing is imported, so the facts pay no CUDA start-up. all_reduce_perf prints its version
+only when it runs (the single-node run's records carry it)."""
+VERSION_KEYS = {"torch": "torch", "dcgmi": "dcgm", "nvbandwidth": "nvbandwidth"}
+"""Engine -> the `tool_versions` key its version is recorded under."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,8 @@ class Engines:
     found: dict[str, str] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
     error: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    """`tool_versions` key (`torch`, `dcgm`, `nvbandwidth`) -> the version the node reported."""
 
     def has(self, name: str) -> bool:
         return name in self.found
@@ -72,14 +83,19 @@ def parse_engines(text: str) -> Engines:
     """Read `ENGINES_COMMAND`'s lines; an output with none of them is an error."""
     found: dict[str, str] = {}
     missing: list[str] = []
+    versions: dict[str, str] = {}
     for line in text.splitlines():
         words = line.split()
-        if len(words) == 3 and words[0] in ("python", "tool"):
+        if len(words) == 3 and words[0] == "version" and words[1] in VERSION_KEYS:
+            versions.setdefault(VERSION_KEYS[words[1]], words[2])
+        elif len(words) == 3 and words[0] in ("python", "tool"):
             name, value = words[1], words[2]
             (missing.append(name) if value == "missing" else found.__setitem__(name, value))
     if not found and not missing:
         return Engines(error="no engine line in the output")
-    return Engines(found, tuple(missing))
+    if "torch" in found:
+        versions = {"torch": found["torch"], **versions}
+    return Engines(found, tuple(missing), versions=versions)
 
 
 def load_command(

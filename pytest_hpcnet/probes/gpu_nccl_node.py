@@ -19,3 +19,11 @@ def parse_node_nccl(text: str, gpus: int, e: str) -> NcclResult:
     """The run, checked against what was launched: `gpus` ranks on one host, up to `e`."""
     expected = NcclExpected(max_bytes=nccl_size(e), ranks=gpus, nodes=1, validation=True)
     return parse_nccl(text, expected)
+
+
+def nccl_code_version(code: int | None) -> str | None:
+    """NCCL's version code as nccl-tests prints it (`nccl-headers=21903`) as `2.19.3`: major
+    x 10000 + minor x 100 + patch from NCCL 2.9 on (NCCL_VERSION_CODE); None when absent."""
+    if not code or code < 20900:
+        return None
+    return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"

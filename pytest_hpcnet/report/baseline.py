@@ -65,6 +65,15 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
+def metric_subject(record_subject: str, measurement_subject: str) -> str:
+    """What a measurement is of: the record's subject, narrowed by the measurement's own
+    (`node01 GPU 3`, `node01 GPU 0 -> GPU 1`) where a record holds one per GPU or device."""
+    narrower = measurement_subject.strip()
+    if not narrower or narrower == record_subject:
+        return record_subject
+    return f"{record_subject} {narrower}"
+
+
 def baseline_from_records(records: Iterable[CheckRecord], source: str = "") -> Baseline:
     """A baseline holding every numeric measurement of these records (last one wins)."""
     baseline = Baseline(source=source)
@@ -74,7 +83,8 @@ def baseline_from_records(records: Iterable[CheckRecord], source: str = "") -> B
         for measurement in record.measured:
             value = _number(measurement.value)
             if value is not None:
-                baseline.values[(record.check_id, measurement.name, record.subject)] = value
+                subject = metric_subject(record.subject, measurement.subject)
+                baseline.values[(record.check_id, measurement.name, subject)] = value
     return baseline
 
 
@@ -123,7 +133,8 @@ def compare_to_baseline(
     for record in records:
         for measurement in record.measured:
             value = _number(measurement.value)
-            previous = baseline.get(record.check_id, measurement.name, record.subject)
+            subject = metric_subject(record.subject, measurement.subject)
+            previous = baseline.get(record.check_id, measurement.name, subject)
             if value is None or previous is None:
                 continue
             measurement.baseline = previous
@@ -140,7 +151,7 @@ def compare_to_baseline(
                     Regression(
                         check_id=record.check_id,
                         metric=measurement.name,
-                        subject=record.subject,
+                        subject=subject,
                         value=value,
                         baseline=previous,
                         delta_pct=delta * 100,

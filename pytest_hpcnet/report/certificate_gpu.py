@@ -86,7 +86,17 @@ def gpu_section(records: Sequence[CheckRecord]) -> dict[str, Any] | None:
 
 # -- GPUs under load: one row per GPU from the gpu_load records' measurements ----------------
 
-LOAD_CHECKS = ("gpu_compute", "gpu_bandwidth", "gpu_correctness", "gpu_nvlink", "gpu_dcgm")
+LOAD_CHECKS = (
+    "gpu_compute",
+    "gpu_bandwidth",
+    "gpu_correctness",
+    "gpu_nvlink",
+    "gpu_dcgm",
+    "gpu_p2p",
+    "gpu_fabric",
+)
+P2P_FIGURES = {"p2p_nvlink_gbs": "NVLink", "p2p_pcie_gbs": "PCIe"}
+"""A GPU pair's figure (subject `GPU 0 -> GPU 1`), shown in its source GPU's row: the slowest."""
 LOAD_FIGURES = (
     "bf16_tflops",
     "tf32_tflops",
@@ -108,6 +118,7 @@ def _load_row(node: str, subject: str) -> dict[str, Any]:
     row: dict[str, Any] = {"node": node, "gpu": subject, "problems": []}
     row.update(dict.fromkeys(LOAD_FIGURES))
     row.update({"throttle": None, "checksum": None, "nvlink": None, "dcgm": None})
+    row.update({"p2p": None, "p2p_min": None, "fabric": None})
     return row
 
 
@@ -126,8 +137,15 @@ def gpu_load_section(records: Sequence[CheckRecord]) -> dict[str, Any] | None:
         for m in record.measured:
             if not m.subject.startswith("GPU "):
                 continue
-            row = rows.setdefault((record.subject, m.subject), _load_row(record.subject, m.subject))
-            if m.name in LOAD_FIGURES:
+            gpu = m.subject.partition(" -> ")[0]
+            row = rows.setdefault((record.subject, gpu), _load_row(record.subject, gpu))
+            if m.name in P2P_FIGURES and isinstance(m.value, int | float):
+                if row["p2p_min"] is None or m.value < row["p2p_min"]:
+                    row["p2p_min"] = m.value
+                    row["p2p"] = f"{m.value:g} ({P2P_FIGURES[m.name]})"
+            elif m.name == "fabric_state":
+                row["fabric"] = m.value
+            elif m.name in LOAD_FIGURES:
                 row[m.name] = m.value
             elif m.name == "slowdown":
                 row["throttle"] = m.value if m.value != "none" else row["throttle"] or "none"

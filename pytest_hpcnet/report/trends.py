@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from itertools import pairwise
 from pathlib import Path
 
-from pytest_hpcnet.report.baseline import is_regression, tolerance_for
+from pytest_hpcnet.report.baseline import is_regression, metric_subject, tolerance_for
 from pytest_hpcnet.report.evidence import (
     CheckRecord,
     EvidenceError,
@@ -63,6 +63,13 @@ FIGURES: tuple[Figure, ...] = (
     Figure("cpfs", "read_bw", "CPFS read throughput per node"),
     Figure("tuning", "errors", "NIC errors (new since the previous run)", counter=True),
     Figure("tuning", "dropped", "NIC drops (new since the previous run)", counter=True),
+    # GPUs under load: one series per GPU (subject `node01 GPU 3`)
+    Figure("gpu_compute", "bf16_tflops", "GPU bf16 GEMM under load"),
+    Figure("gpu_compute", "tf32_tflops", "GPU tf32 GEMM under load"),
+    Figure("gpu_bandwidth", "hbm_gbs", "GPU memory (HBM) copy bandwidth"),
+    Figure("gpu_bandwidth", "h2d_gbs", "GPU host-to-device bandwidth"),
+    Figure("gpu_bandwidth", "d2h_gbs", "GPU device-to-host bandwidth"),
+    Figure("gpu_nccl_node", "busbw_largest", "Single-node all-reduce bus bandwidth, largest size"),
 )
 
 
@@ -157,8 +164,9 @@ def digest_run(
             value = _number(m.value)
             if (record.check_id, m.name) in wanted and value is not None:
                 bound = _number(m.threshold)
+                subject = metric_subject(record.subject, m.subject)
                 points.append(
-                    (record.check_id, m.name, record.subject, value, m.unit, m.comparison, bound)
+                    (record.check_id, m.name, subject, value, m.unit, m.comparison, bound)
                 )
     statuses = dict(node_status(records, summary)) if node_status is not None else None
     return RunDigest(points, statuses)

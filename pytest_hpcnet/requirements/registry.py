@@ -111,6 +111,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement(
         "gpu_nccl_node", "Single-node NCCL all-reduce on every node", ("gpu_load",), "gpu_load"
     ),
+    Requirement(
+        "gpu_p2p", "GPU-to-GPU bandwidth by link (NVLink, PCIe)", ("gpu_load",), "gpu_load"
+    ),
+    Requirement(
+        "gpu_fabric", "NVSwitch fabric and Fabric Manager ready", ("gpu_load",), "gpu_load"
+    ),
 )
 
 BY_ID: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}

@@ -8,11 +8,15 @@ A CPU-only profile (`expect.gpu.count` unset) skips them as not applicable.
 import pytest
 
 from pytest_hpcnet.probes.gpu import parse_query_gpu
+from pytest_hpcnet.probes.gpu_fabric import parse_fabric
+from pytest_hpcnet.probes.gpu_nccl_node import nccl_code_version
 from pytest_hpcnet.probes.gpu_nvlink import parse_nvlink_errors, parse_nvlink_status
 from pytest_hpcnet.requirements import gpu_load
 from pytest_hpcnet.requirements.gpu_dcgm import judge_gpu_dcgm
+from pytest_hpcnet.requirements.gpu_fabric import judge_gpu_fabric
 from pytest_hpcnet.requirements.gpu_nccl_node import judge_gpu_nccl_node
 from pytest_hpcnet.requirements.gpu_nvlink import judge_gpu_nvlink
+from pytest_hpcnet.requirements.gpu_p2p import judge_gpu_p2p
 from pytest_hpcnet.requirements.registry import mark, not_applicable_when
 
 NOT_APPLICABLE = "not applicable: the profile sets no GPUs (expect.gpu.count)"
@@ -82,6 +86,34 @@ def test_gpu_nccl_single_node(cluster, node, check):
     result, missing = runs[node.name]
     if result is not None and result.tests_version:
         check.tool_versions["nccl_tests"] = result.tests_version
+    if result is not None and (library := nccl_code_version(result.nccl_version)):
+        check.tool_versions["nccl_tests_nccl"] = library
     peers = {name: found for name, (found, _) in runs.items()}
     verdict = judge_gpu_nccl_node(node.name, result, peers, cluster.expect, missing)
     check.judge(verdict, node.name)
+
+
+@mark("gpu_p2p")
+@not_applicable_when(
+    lambda expect: not expect.gpu_load.p2p or (expect.gpu.count or 0) < 2,
+    "not applicable: no GPU pairs with peer access (expect.gpu_load.p2p, expect.gpu.count)",
+)
+def test_gpu_to_gpu_bandwidth(cluster, node, check):
+    runs = cluster.p2p_runs(node, check)
+    found = runs[node.name]
+    if found.run is not None and found.run.version:
+        engine = "gpu_p2p_engine" if found.run.version.startswith("torch") else "nvbandwidth"
+        check.tool_versions[engine] = found.run.version
+    check.judge(judge_gpu_p2p(found, runs, cluster.expect), node.name)
+
+
+@mark("gpu_fabric")
+@not_applicable_when(
+    lambda expect: not expect.gpu_load.nvswitch,
+    "not applicable: the SKU has no NVSwitch (expect.gpu_load.nvswitch)",
+)
+def test_gpu_nvswitch_fabric_ready(cluster, node, check):
+    facts = cluster.facts(node, check)
+    fabric = parse_fabric(facts.text("gpu_fabric"))
+    query = parse_query_gpu(facts.text("gpu_query"))
+    check.judge(judge_gpu_fabric(node.name, fabric, query), node.name)

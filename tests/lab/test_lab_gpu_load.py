@@ -23,6 +23,8 @@ CHECKS = {
     "gpu_nvlink",
     "gpu_dcgm",
     "gpu_nccl_node",
+    "gpu_p2p",
+    "gpu_fabric",
 }
 INJECTED = {  # (kind, node, GPU)
     ("gpu-hbm-slow", "node01", "1"),
@@ -34,6 +36,8 @@ INJECTED = {  # (kind, node, GPU)
     ("nvlink-errors", "node04", "7"),
     ("dcgm-fail", "node03", "4"),
     ("nccl-node-slow", "node04", "4"),
+    ("p2p-slow", "node03", "2-5"),
+    ("fabric-fail", "node02", "6"),
 }
 EXPECTED = {  # (check, node): the GPUs its failure names
     ("gpu_bandwidth", "node01"): {"GPU 1 (00000000:2A:00.0, serial 1654124006921)"},
@@ -45,6 +49,8 @@ EXPECTED = {  # (check, node): the GPUs its failure names
     ("gpu_nvlink", "node04"): {"GPU 7 (00000000:DB:00.0, serial 1654124006927)"},
     ("gpu_dcgm", "node03"): {"GPU 4 (00000000:9A:00.0, serial 1654124006924)"},
     ("gpu_nccl_node", "node04"): set(),  # the node as a whole, no GPU named
+    ("gpu_p2p", "node03"): {"GPU 2 (00000000:3A:00.0)", "GPU 5 (00000000:AB:00.0)"},
+    ("gpu_fabric", "node02"): {"GPU 6 (00000000:BA:00.0)"},
 }
 
 
@@ -58,7 +64,7 @@ def test_healthy_lab_passes_every_gpu_load_check(lab4, tmp_path):
     assert not failing(records), [r["message"] for r in failing(records)]
     assert code == 0
     assert {(r["check_id"], r["verdict"]) for r in records} == {(c, "pass") for c in CHECKS}
-    assert len(records) == 24
+    assert len(records) == 32
     compute = next(r for r in records if r["check_id"] == "gpu_compute")
     subjects = {m["subject"] for m in compute["measured"] if m["name"] == "bf16_tflops"}
     assert subjects == {f"GPU {i}" for i in range(8)}
@@ -66,6 +72,9 @@ def test_healthy_lab_passes_every_gpu_load_check(lab4, tmp_path):
     assert "gpu_samples" in compute["sections"]
     dcgm = next(r for r in records if r["check_id"] == "gpu_dcgm")
     assert dcgm["tool_versions"]["dcgm"] == "4.2.3"
+    p2p = next(r for r in records if r["check_id"] == "gpu_p2p")
+    assert p2p["tool_versions"]["nvbandwidth"] == "v0.10.0"
+    assert len([m for m in p2p["measured"] if m["name"] == "p2p_nvlink_gbs"]) == 56
     assert {m["value"] for m in dcgm["measured"] if m["name"] == "dcgm"} == {"pass"}
     phase = [ln for ln in printed[0].splitlines() if ln.startswith("hpcnet: GPU load on 4 nodes")]
     assert phase and "32 GPUs, 10 s" in phase[0], printed[0][-2000:]
@@ -92,4 +101,6 @@ def test_each_load_fault_fails_exactly_its_node_and_gpu(lab4, tmp_path):
     assert "DCGM memory failed" in bad[("gpu_dcgm", "node03")]
     assert "single-node all-reduce busbw" in bad[("gpu_nccl_node", "node04")]
     passed = [r for r in records if r["verdict"] == "pass"]
-    assert len(passed) == 24 - len(EXPECTED)
+    assert "over NVLink (NV18)" in bad[("gpu_p2p", "node03")]
+    assert "fabric state In Progress" in bad[("gpu_fabric", "node02")]
+    assert len(passed) == 32 - len(EXPECTED)

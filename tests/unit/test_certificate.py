@@ -196,6 +196,8 @@ def test_failing_rows_first_and_not_run_rows_listed():
         "gpu_nvlink",
         "gpu_dcgm",
         "gpu_nccl_node",
+        "gpu_p2p",
+        "gpu_fabric",
     } == not_run
 
 

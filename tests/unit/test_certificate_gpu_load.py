@@ -92,3 +92,30 @@ def test_nvlink_and_dcgm_columns():
     assert first["dcgm"] == "fail: software"
     (problem,) = first["problems"]
     assert problem.startswith("n1 GPU 0: DCGM software failed: Persistence Mode: Persistence mode")
+
+
+def test_gpu_to_gpu_and_fabric_columns():
+    from pytest_hpcnet.probes.gpu_fabric import parse_fabric
+    from pytest_hpcnet.requirements.gpu_fabric import judge_gpu_fabric
+    from pytest_hpcnet.requirements.gpu_p2p import judge_gpu_p2p
+    from tests.unit.test_gpu_fabric import STUCK
+    from tests.unit.test_gpu_p2p import H100, node, slow_pair
+
+    slow = node("n1", slow_pair(H100, 2, 5, "190.20"))
+    peers = {"n1": slow, "n0": node("n0")}
+    p2p = as_record("gpu_p2p", judge_gpu_p2p(slow, peers, Expectations()))
+    fabric = as_record(
+        "gpu_fabric", judge_gpu_fabric("n1", parse_fabric(STUCK + "fabricmanager active\n"), None)
+    )
+    rows = {(r["node"], r["gpu"]): r for r in gpu_load_section([*records(), p2p, fabric])["rows"]}
+    assert all(" -> " not in gpu for _, gpu in rows)  # a pair is its source GPU's cell
+    assert rows[("n1", "GPU 2")]["p2p"] == "190.2 (NVLink)"
+    assert rows[("n1", "GPU 0")]["p2p"] == "395.08 (NVLink)"
+    (problem,) = rows[("n1", "GPU 2")]["problems"]
+    assert problem.startswith("n1 GPU 2 (00000000:3A:00.0) -> GPU 5 (00000000:AB:00.0) over NVLink")
+    html = (
+        _environment()
+        .get_template("certificate_gpu.html.j2")
+        .render(gpu_load=gpu_load_section([*records(), p2p, fabric]))
+    )
+    assert "<th>GPU-to-GPU GB/s (slowest)</th>" in html and "<th>Fabric</th>" in html

@@ -24,10 +24,10 @@ def every_source_string(name: str) -> list[str]:
 
 def test_sources_yaml_is_not_a_profile():
     assert "sources" not in profile_names()
-    assert set(profile_names()) >= {"ebmgn7ex", "ebmgn8is", "gn9gc", "lab"}
+    assert set(profile_names()) >= {"ebmgn7ex", "ebmgn8is", "ebmgn8v", "gn9gc", "lab"}
 
 
-@pytest.mark.parametrize("name", ["ebmgn7ex", "ebmgn8is", "gn9gc", "lab"])
+@pytest.mark.parametrize("name", ["ebmgn7ex", "ebmgn8is", "ebmgn8v", "gn9gc", "lab"])
 def test_profiles_cite_keys_the_package_ships(name):
     text = (PROFILES / f"{name}.yaml").read_text()
     assert "docs/sources.md" not in text and "ECS docs '" not in text

@@ -225,3 +225,10 @@ def test_host_copies_against_the_gpus_pcie_link():
     assert judges.link_gbs(query, 0) == (63.008, "gen5 x16")
     narrow = parse_query_gpu((FIXTURES.parent / "gpu" / "query-8gpu-pcie-gpu6.csv").read_text())
     assert judges.link_gbs(narrow, 6) == (3.938 * 8, "gen5 x8")
+
+
+def test_engine_versions_ride_the_facts():
+    found = parse_engines(text("engines-versions-torch-dcgmi-nvbandwidth.txt"))
+    assert found.versions == {"torch": "2.5.1+cu124", "dcgm": "3.3.9", "nvbandwidth": "v0.10.0"}
+    assert found.has("nvbandwidth") and found.found["nvbandwidth"] == "/usr/local/bin/nvbandwidth"
+    assert parse_engines(text("engines-torch-dcgmi-nccl.txt")).versions == {"torch": "2.5.1+cu124"}

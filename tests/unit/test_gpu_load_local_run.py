@@ -69,8 +69,17 @@ def test_gpu_load_suite_on_a_local_node(tmp_path):
             "gpu_nvlink",
             "gpu_dcgm",
             "gpu_nccl_node",
+            "gpu_p2p",
+            "gpu_fabric",
         )
     }, [r["message"] for r in records if r["verdict"] != "pass"] or proc.stdout[-3000:]
     assert proc.returncode == 0, proc.stdout[-3000:]
+    # each engine's version, found once per node in the facts or printed by its run
+    versions = {k: v for r in records for k, v in r["tool_versions"].items()}
+    assert versions["torch"].startswith("2.5.1+hpcnet.lab")
+    assert (versions["dcgm"], versions["nvbandwidth"]) == ("4.2.3", "v0.10.0")
+    assert versions["nccl_tests"] and versions["nccl_tests_nccl"].startswith("2.")
+    compute = next(r for r in records if r["check_id"] == "gpu_compute")
+    assert {"torch", "dcgm", "nvbandwidth"} <= set(compute["tool_versions"])
     html = (run / "evidence.html").read_text()  # the certificate's evidence appendix
     assert '<section id="gpus-under-load">' in html and html.count("GPU 7") >= 1

@@ -1,5 +1,5 @@
-"""Every cut of the load, NVLink and DCGM outputs: the parsers never raise and no judge
-passes what was cut short (a prefix is never a pass)."""
+"""Every cut of the load, NVLink, DCGM, GPU-to-GPU and fabric outputs: the parsers never
+raise and no judge passes what was cut short (a prefix is never a pass)."""
 
 from __future__ import annotations
 
@@ -117,3 +117,34 @@ def test_every_prefix_of_nvlink_and_dcgm_outputs():
         for cut in range(0, len(text) - 1, 37):
             run = parse_dcgm_json(text[:cut])
             assert judge_gpu_dcgm("n", run, None, 1).outcome != "pass", (name, cut)
+
+
+def test_every_prefix_of_gpu_to_gpu_and_fabric_outputs():
+    """A GPU-to-GPU matrix cut before its SUM line (nvbandwidth) or its end line (the torch
+    copy program), and a fabric output cut before the manager's line, are never a pass."""
+    from pytest_hpcnet.probes.gpu_fabric import parse_fabric
+    from pytest_hpcnet.probes.gpu_p2p import parse_nvbandwidth
+    from pytest_hpcnet.probes.gpu_p2p_torch import parse_torch_p2p
+    from pytest_hpcnet.probes.gpu_topo import parse_topo
+    from pytest_hpcnet.requirements.gpu_fabric import judge_gpu_fabric
+    from pytest_hpcnet.requirements.gpu_p2p import NodeP2p, judge_gpu_p2p
+
+    folder = FIXTURES / "gpu_load"
+    topo = parse_topo((FIXTURES / "gpu" / "topo-8gpu-2nic-erdma.txt").read_text())
+    for name, parse in (
+        (
+            "nvbandwidth-v0.10.0-h100-x8-d2d-read-ce-395GBs-cov-no-device-list.txt",
+            parse_nvbandwidth,
+        ),
+        ("p2p-torch-8gpu-lab-slow-pair-1-6.txt", parse_torch_p2p),
+    ):
+        lines = (folder / name).read_text().splitlines()
+        last = next(i for i, x in enumerate(lines) if x.startswith(("SUM ", "end ")))
+        for cut in range(last):
+            node = NodeP2p("n", parse("\n".join(lines[:cut])), topo, QUERY)
+            assert judge_gpu_p2p(node, {"n": node}, Expectations()).outcome != "pass", (name, cut)
+    fabric = folder / "nvidia-smi-q-i0-h800-drv525-fabric-state-completed-success-llm-action.txt"
+    lines = (fabric.read_text() + "fabricmanager active\n").splitlines()
+    assert judge_gpu_fabric("n", parse_fabric("\n".join(lines)), None).outcome == "pass"
+    for cut in range(len(lines)):
+        assert judge_gpu_fabric("n", parse_fabric("\n".join(lines[:cut])), None).outcome != "pass"

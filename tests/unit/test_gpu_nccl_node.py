@@ -55,3 +55,11 @@ def test_lab_emulation_and_its_fault(tmp_path):
     peers = {"node01": healthy, "node02": healthy, "node03": slow}
     verdict = judge_gpu_nccl_node("node03", slow, peers, Expectations())
     assert verdict.outcome == "fail" and "below 0.90 x the nodes' median" in verdict.reason
+
+
+def test_the_nccl_version_nccl_tests_prints():
+    from pytest_hpcnet.probes.gpu_nccl_node import nccl_code_version
+
+    assert nccl_code_version(21903) == "2.19.3"
+    assert nccl_code_version(23007) == "2.30.7"
+    assert nccl_code_version(None) is None and nccl_code_version(2708) is None

@@ -36,10 +36,13 @@ from pytest_hpcnet.probes import (
     fio,
     gpu,
     gpu_dcgm,
+    gpu_fabric,
     gpu_host,
     gpu_load,
     gpu_nccl_node,
     gpu_nvlink,
+    gpu_p2p,
+    gpu_p2p_torch,
     gpu_rdma,
     gpu_topo,
     gpu_xid,
@@ -103,6 +106,9 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "nvlink_status": gpu_nvlink.parse_nvlink_status,
     "nvlink_errors": gpu_nvlink.parse_nvlink_errors,
     "dcgm": gpu_dcgm.parse_dcgm_json,
+    "nvbandwidth": gpu_p2p.parse_nvbandwidth,
+    "fabric": gpu_fabric.parse_fabric,
+    "torch_p2p": gpu_p2p_torch.parse_torch_p2p,
     "nccl_node": partial(gpu_nccl_node.parse_node_nccl, gpus=8, e="10G"),
 }
 
@@ -166,6 +172,11 @@ CORPUS: list[tuple[str, tuple[str, ...]]] = [
     ("gpu_load/dcgm-*", ("dcgm",)),
     ("gpu_load/nvvs-*", ("dcgm",)),
     ("gpu_load/nccl-tests-*", ("nccl", "nccl_node")),
+    ("gpu_load/nvbandwidth-*", ("nvbandwidth",)),
+    ("gpu_load/nvidia-smi-q-*", ("fabric",)),
+    ("gpu_load/derived-nvidia-smi-q-*", ("fabric",)),
+    ("gpu_load/p2p-torch-*", ("torch_p2p",)),
+    ("gpu_load/derived-p2p-torch-*", ("torch_p2p",)),
 ]
 
 LINE_PREFIXES = 24
@@ -324,9 +335,13 @@ BARE_NUMBERS = {
     "samples/ib_write_lat/output-latency-only-vm-qingcloud.txt",
 }
 """perftest `--output=bandwidth|latency`: one bare number, nothing to tell a cut one by."""
-TWO_RUNS = {"nccl/real-issue290-h100x8-twice-no-mpi.txt"}
-"""Two whole runs one after the other (the NCCL suite's fixture): cut between them, the first
-is a whole run of its own."""
+TWO_RUNS = {
+    "nccl/real-issue290-h100x8-twice-no-mpi.txt",
+    "gpu_load/nvbandwidth-v0.10.0-b300-sxm6-x7-ce-suite-d2d-765-774GBs-bidir-total-dell-xe9780.txt",
+}
+"""Two whole runs one after the other (the NCCL suite's fixture; nvbandwidth's default run,
+one test after another): cut between them, the first is a whole run of its own (the P2P judge
+asks for its one test by name, and a test cut inside is flagged)."""
 
 
 @pytest.mark.parametrize(("name", "sample"), _cases())

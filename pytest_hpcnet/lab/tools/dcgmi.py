@@ -7,6 +7,7 @@ test's `test_summary`, `entity_groups` and `metadata`, tab-indented with jsoncpp
 (1: software; 2: + pcie, memory; 3: + diagnostic, targeted_stress, targeted_power,
 memory_bandwidth; 4: + memtest, pulse_test). Fault `dcgm-fail` (GPU, default 3): that GPU
 fails the level's last hardware test, and dcgmi exits 226 as the recorded failure did.
+`--version` prints `dcgmi  version: 4.2.3` as the real one prints its version.
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ def diag(level: int) -> int:
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["--version"]:  # as published: a blank line, `dcgmi  version: X`, a blank line
+        sys.stdout.write(f"\ndcgmi  version: {VERSION}\n\n")
+        return 0
     if argv[:1] == ["diag"] and "-j" in argv and "-r" in argv:
         value = argv[argv.index("-r") + 1] if argv.index("-r") + 1 < len(argv) else ""
         if value.isdigit() and int(value) in LEVELS:

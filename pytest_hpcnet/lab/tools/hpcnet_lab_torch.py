@@ -12,7 +12,8 @@ that recipe, identical on every healthy GPU. While a GPU has work queued, its bu
 (`<state>/nodes/<node>/gpu_busy/<slot>`) tells the emulated nvidia-smi it is under load.
 Faults (`lab.json`, per GPU): `gpu-slow` (GEMMs at 0.6x), `gpu-hot` (thermal slowdown
 under load: GEMMs at 0.7x), `gpu-checksum` (its products differ), `gpu-hbm-slow`
-(device copies at 0.5x), `gpu-host-slow` (host copies at 0.5x); the static
+(device copies at 0.5x), `gpu-host-slow` (host copies at 0.5x), `p2p-slow` (copies between
+one GPU pair at 0.45x; every pair has peer access, at 395.1 GB/s); the static
 `gpu-pcie-downgrade` (gen4 x8) moves host copies at a quarter of gen5 x16.
 """
 
@@ -32,7 +33,14 @@ import hpcnet_lab_rdma as _lab
 
 __version__ = "2.5.1+hpcnet.lab.emulation"
 version = types.SimpleNamespace(cuda="12.4")
-RATES = {"bf16": 780e12, "tf32": 390e12, "hbm": 4300e9, "h2d": 55.3e9, "d2h": 55.6e9}
+RATES = {
+    "bf16": 780e12,
+    "tf32": 390e12,
+    "hbm": 4300e9,
+    "h2d": 55.3e9,
+    "d2h": 55.6e9,
+    "p2p": 395.1e9,
+}
 """Per second; bf16/tf32 in FLOP, copies in bytes (HBM: read plus written). Near what a real
 H200 gives (docs/checks.md, "GPUs under load"), not measured here."""
 FAULT_FACTORS = {
@@ -69,6 +77,19 @@ def _fault_slots(kind: str) -> set[int]:
     if value is None:
         return set()
     return {int(value) if value.isdigit() else 3}
+
+
+P2P_SLOW = 0.45
+"""Fault `p2p-slow` (PAIR `a-b`, default 2-5): copies between those two GPUs at 0.45x, as the
+emulated nvbandwidth prints them."""
+
+
+def _slow_pair() -> set[int]:
+    value = _node.faults().get("p2p-slow")
+    if value is None:
+        return set()
+    a, _, b = value.partition("-")
+    return {int(a), int(b)} if a.isdigit() and b.isdigit() else {2, 5}
 
 
 class _Gpu:
@@ -203,7 +224,15 @@ class Tensor:
         return int(hashlib.sha256(self.recipe.encode()).hexdigest()[:12], 16)
 
     def copy_(self, src: Tensor, non_blocking: bool = False) -> Tensor:
-        if self.device.type == "cuda" and src.device.type == "cuda":
+        if (
+            self.device.type == "cuda"
+            and src.device.type == "cuda"
+            and src.device.index != (self.device.index)
+        ):  # GPU to GPU: on the source's stream, as PyTorch issues it
+            source, target = _on(src.device), _on(self.device)
+            slow = {source.slot, target.slot} == _slow_pair()
+            source.queue(src.nbytes() / (P2P_SLOW if slow else 1.0), "p2p")
+        elif self.device.type == "cuda" and src.device.type == "cuda":
             _on(self.device).queue(src.nbytes() * 2, "hbm")
         elif self.device.type == "cuda":
             _on(self.device).queue(src.nbytes(), "h2d")
@@ -285,6 +314,7 @@ cuda = types.SimpleNamespace(
     set_device=_set_device,
     is_available=lambda: bool(_gpu.gpus()),
     device_count=lambda: len(_gpu.gpus()),
+    can_device_access_peer=lambda a, b: a != b and max(a, b) < len(_gpu.gpus()),
 )
 backends = types.SimpleNamespace(cuda=types.SimpleNamespace(matmul=types.SimpleNamespace()))
 backends.cuda.matmul.allow_tf32 = False

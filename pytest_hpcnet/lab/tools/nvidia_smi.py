@@ -7,7 +7,9 @@ the real tool refuses it), repeated every N ms with `-lms N` (or N s with `-l N`
 killed, at most LOOP_MAX times, `topo -m` (ANSI-underlined header, the node's eRDMA devices
 as NICs, `NIC Legend`), `nvlink -s` / `-e` (the published H100 SXM5 formats, 18 links each),
 `-L` and `-q [-d ...]` (only the recorded header, with `CUDA Version`, and each GPU's
-`Compute Mode`). Faults change what it prints; nothing else is emulated.
+`Compute Mode` and `Fabric` State/Status: Completed/Success as on a registered HGX GPU, `In
+Progress`/`N/A` for that GPU with fault `fabric-fail`). Faults change what it prints;
+nothing else is emulated.
 """
 
 from __future__ import annotations
@@ -129,8 +131,13 @@ def query_log() -> int:
     out += item("Timestamp", time.strftime("%a %b %d %H:%M:%S %Y"))
     out += item("Driver Version", driver) + item("CUDA Version", CUDA) + "\n"
     out += item("Attached GPUs", str(len(rows)))
+    stuck = gpu._fault_gpu(gpu.node.faults(), "fabric-fail")
     for row in rows:
-        out += f"GPU {row['pci.bus_id']}\n" + item("Compute Mode", "Default", "    ") + "\n"
+        slot = gpu.BUS_IDS.index(row["pci.bus_id"][9:11])
+        state, status = ("In Progress", "N/A") if slot == stuck else ("Completed", "Success")
+        out += f"GPU {row['pci.bus_id']}\n" + item("Compute Mode", "Default", "    ")
+        out += "    Fabric\n" + item("State", state, " " * 8) + item("Status", status, " " * 8)
+        out += "\n"
     sys.stdout.write(out)
     return 0
 
