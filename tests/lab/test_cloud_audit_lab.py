@@ -17,7 +17,7 @@ import yaml
 
 from pytest_hpcnet.campaigns.pairs import required_flows
 from pytest_hpcnet.cloud import audit
-from pytest_hpcnet.cloud.fake import (
+from pytest_hpcnet.lab.cloud_api import (
     CloudWorld,
     FakeAliyun,
     instance_item,

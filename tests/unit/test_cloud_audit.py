@@ -15,7 +15,7 @@ from alibabacloud_credentials.models import Config as CredentialConfig
 
 from pytest_hpcnet.cloud import audit, credentials
 from pytest_hpcnet.cloud.audit import NodeLocator
-from pytest_hpcnet.cloud.fake import (
+from pytest_hpcnet.lab.cloud_api import (
     CloudWorld,
     FakeAliyun,
     error,

@@ -17,7 +17,7 @@ import pytest
 ecs_models = pytest.importorskip("alibabacloud_ecs20140526.models")
 vpc_models = pytest.importorskip("alibabacloud_vpc20160428.models")
 
-from pytest_hpcnet.cloud.fake import (  # noqa: E402
+from pytest_hpcnet.lab.cloud_api import (  # noqa: E402
     CloudWorld,
     instance_item,
     network_interface_item,
