@@ -11,7 +11,8 @@ The group says what the nodes' iptables do (`firewall.py`): TCP and UDP from the
 accepted at priority 10 (`sgr-lab-tcp-1-65535`, `sgr-lab-udp-1-65535`); each baseline ACL
 drop (`firewall.acl_denials`) a quintuple Drop rule at priority 5 from the source node's
 addresses to the target node's; and each console fault of a node (`sg-drop`, `sg-block`:
-`faults.py`) a Drop rule at priority 1 for its ports at that node (`sgr-lab-fault-...`).
+`faults.py`) a Drop rule at priority 1 for its ports at that node (`sgr-lab-fault-...`);
+`nic-index` attaches every ERI of the node on one NIC index.
 Rebuilt from lab.json on every request, so a fault applies at once.
 """
 
@@ -63,6 +64,8 @@ def addresses(state: LabState, node: LabNode) -> list[str]:
 
 def _interfaces(state: LabState, node: LabNode) -> list[dict]:
     common = {"vpc_id": state.vpc_id}
+    shared = node.faults.get("nic-index")
+    card = int(shared) if shared else None
     found = [
         network_interface_item(
             eni_id(node, 0),
@@ -81,7 +84,7 @@ def _interfaces(state: LabState, node: LabNode) -> list[dict]:
             [GROUP],
             vswitch_id=node.vswitch_id,
             traffic_mode="HighPerformance",
-            network_card_index=0,
+            network_card_index=0 if card is None else card,
             **common,
         ),
     ]
@@ -94,7 +97,7 @@ def _interfaces(state: LabState, node: LabNode) -> list[dict]:
                 [GROUP],
                 vswitch_id=SECONDARY_VSWITCH,
                 traffic_mode="HighPerformance",
-                network_card_index=1,
+                network_card_index=1 if card is None else card,
                 **common,
             )
         )

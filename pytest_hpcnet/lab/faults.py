@@ -265,6 +265,12 @@ KINDS.update(
             *act.console_fault("sg-block", host_too=True),
             needs_arg=True,
         ),
+        FaultKind(
+            "nic-index",
+            "nic-index NODE [INDEX=0]",
+            "console: every ERI of the node attached on that NetworkCardIndex",
+            *act.recorded_fault("nic-index", "0", r"[0-9]", "a NIC index 0..9"),
+        ),
     )
 )
 

@@ -170,3 +170,15 @@ def test_a_missing_credentials_file_skips_the_audit_naming_it(tmp_path):
     settings = CloudSettings(credentials_file=str(tmp_path / "gone.ini"))
     reason = audit.skip_reason(settings)
     assert reason is not None and "cloud.credentials_file" in reason and "gone.ini" in reason
+
+
+def test_the_nic_index_fault_puts_every_eri_on_one_index(tmp_path):
+    state = make_state(tmp_path, eris=2)
+    state.node("node02").faults["nic-index"] = "0"
+    cards = {
+        (i["InstanceId"], i["NetworkInterfaceId"]): i["Attachment"]["NetworkCardIndex"]
+        for i in lab_world(state).network_interfaces
+        if i["NetworkInterfaceTrafficMode"] == "HighPerformance"
+    }
+    assert cards[("i-lab00002", "eri-lab020")] == cards[("i-lab00002", "eni-lab021")] == 0
+    assert cards[("i-lab00001", "eni-lab011")] == 1
