@@ -125,7 +125,7 @@ def run_with_fault(lab4, kind: str, reports: Path) -> tuple[int, list[dict]]:
 
 def test_console_denies_but_the_host_allows_names_the_console_rule(lab4, cloud_env, tmp_path):
     """`sg-drop`: a Drop rule in the console only; the probes still get through."""
-    code, records = run_with_fault(lab4, "sg-drop", tmp_path)
+    code, records = run_with_fault(lab4, "sg-drop", tmp_path / "reports")
     assert code == 1
     bad = failing(records)
     assert {r["check_id"] for r in bad} == {"cloud_audit"}, [r["message"] for r in bad]
@@ -146,13 +146,13 @@ def test_console_denies_but_the_host_allows_names_the_console_rule(lab4, cloud_e
     assert "tcp/29500 node01->node02: control plane: denied by security group rule" in message
     assert FAULT_RULE in message
     assert "data plane: tcp/29500 open: the cloud does not enforce these rules" in message
-    assert_no_secret(tmp_path, lab_secret(lab4))
+    assert_no_secret(tmp_path / "reports", lab_secret(lab4))
 
 
 def test_console_and_host_both_deny_fails_the_rule_and_the_probe_alike(lab4, cloud_env, tmp_path):
     """`sg-block`: the console rule and the iptables drop agree: the audit names the rule,
     the probe the timeout, and the two planes agree."""
-    code, records = run_with_fault(lab4, "sg-block", tmp_path)
+    code, records = run_with_fault(lab4, "sg-block", tmp_path / "reports")
     assert code == 1
     bad = failing(records)
     assert {r["check_id"] for r in bad} == {"cloud_audit", "security_group"}, bad
@@ -167,7 +167,7 @@ def test_console_and_host_both_deny_fails_the_rule_and_the_probe_alike(lab4, clo
 
 def test_console_allows_but_the_host_blocks_names_both_facts(lab4, cloud_env, tmp_path):
     """`block`: iptables only; the console's accept rule is named beside the probe."""
-    code, records = run_with_fault(lab4, "block", tmp_path)
+    code, records = run_with_fault(lab4, "block", tmp_path / "reports")
     assert code == 1
     bad = failing(records)
     assert {r["check_id"] for r in bad} == {"cloud_audit", "security_group"}, bad
@@ -238,9 +238,9 @@ def test_two_eris_on_distinct_nic_indexes_and_the_nic_index_fault(lab2, cloud_en
     code, records = run_static(str(inventory), tmp_path / "healthy", "-k", "nic_indexes")
     checked = [r for r in records if r["check_id"] == "erdma_nic_index"]
     assert code == 0 and len(checked) == len(lab2.nodes), [r["message"] for r in checked]
-    assert "node02: ERIs on distinct NIC indexes (eri-lab020 on 0, eni-lab021 on 1)" in {
-        r["message"] for r in checked
-    }
+    for record in checked:
+        measured = {m["name"]: m["value"] for m in record["measured"]}
+        assert measured == {"eris": 2, "nic_indexes": 2}, record
     faults.inject("nic-index", NODE, None, Path(lab2.state_dir))
     try:
         code, records = run_static(str(inventory), tmp_path / "fault", "-k", "nic_indexes")
