@@ -132,6 +132,36 @@ def contained(sent: Any, back: Any, where: str = "") -> None:
         assert sent == back, where
 
 
+LAB_ACTIONS = {
+    "DescribeInstances": ({"MaxResults": "10"}, ecs_models),
+    "DescribeInstanceTypes": ({}, ecs_models),
+    "DescribeSecurityGroups": ({"MaxResults": "10"}, ecs_models),
+    "DescribeSecurityGroupAttribute": (
+        {"SecurityGroupId": "sg-lab0001", "MaxResults": "100"},
+        ecs_models,
+    ),
+    "DescribeNetworkInterfaces": ({"InstanceId": "i-lab00002", "MaxResults": "10"}, ecs_models),
+    "DescribeVSwitchAttributes": ({"VSwitchId": "vsw-lab0002"}, vpc_models),
+    "DescribeNetworkAclAttributes": ({"NetworkAclId": "nacl-lab0001"}, vpc_models),
+}
+
+
+@pytest.mark.parametrize("action", sorted(LAB_ACTIONS))
+def test_the_labs_own_world_has_the_sdk_model_shapes(action, tmp_path):
+    """What `hpcnet lab up` serves (two ERIs, a console fault) in the models' shapes too."""
+    from pytest_hpcnet.lab.cloud_world import lab_world
+    from tests.unit.test_lab_cloud_world import make_state
+
+    state = make_state(tmp_path, eris=2)
+    state.node("node02").faults["sg-drop:tcp/29500-29510"] = ""
+    params, module = LAB_ACTIONS[action]
+    status, body = lab_world(state).answer({"Action": action, **params})
+    assert status == 200, body
+    model = getattr(module, f"{action}ResponseBody")().from_map(body)
+    contained(body, model.to_map(), action)
+    check_types(model, module, action)
+
+
 @pytest.mark.parametrize(
     ("action", "params", "module"),
     [(a, p, ecs_models) for a, p in ECS_ACTIONS.items()]
