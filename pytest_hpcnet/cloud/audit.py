@@ -22,6 +22,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_hpcnet.cloud.credentials import (  # noqa: F401 - part of the audit's interface
@@ -95,15 +96,26 @@ class AuditReader(AliyunReader):
         return str(body.get("NetworkAclId") or "").strip() or None
 
 
+def credential_client(credentials_file: str | None = None) -> Any:
+    """The SDK's credential client: the default chain, or the profile of `credentials_file`
+    (the SDK's ini format; profile `ALIBABA_CLOUD_PROFILE`, else `default`)."""
+    from alibabacloud_credentials.client import Client as CredentialClient
+
+    if not credentials_file:
+        return CredentialClient()
+    from alibabacloud_credentials.provider import ProfileCredentialsProvider
+
+    path = str(Path(credentials_file).expanduser())
+    return CredentialClient(provider=ProfileCredentialsProvider(profile_file=path))
+
+
 def open_reader(
     region_id: str, settings: CloudSettings, credential: Any = None, **options: Any
 ) -> AuditReader:
     """A reader for `region_id` with the inventory's endpoints (`options`: the reader's
     retry settings); the credential's secret and token are registered before any call."""
     if credential is None:
-        from alibabacloud_credentials.client import Client as CredentialClient
-
-        credential = CredentialClient()
+        credential = credential_client(settings.credentials_file)
     try:
         model = credential.get_credential()
     except Exception as error:  # the SDK raises bare exceptions from its providers

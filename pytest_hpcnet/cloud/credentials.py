@@ -114,6 +114,17 @@ def credentials_available(
     return NO_CREDENTIALS
 
 
+def credentials_file_problem(path: str) -> str | None:
+    """Why the inventory's `cloud.credentials_file` cannot be read, else None."""
+    file = Path(path).expanduser()
+    if not file.is_file() or not os.access(file, os.R_OK):
+        return (
+            f"cloud.credentials_file {path}: no readable file there "
+            "(is the lab up? `hpcnet lab up` writes it) (control-plane audit skipped)"
+        )
+    return None
+
+
 def skip_reason(settings: CloudSettings) -> str | None:
     """Why the audit cannot run (disabled, SDK missing, no credentials), else None."""
     if not settings.enabled:
@@ -124,4 +135,6 @@ def skip_reason(settings: CloudSettings) -> str | None:
                 "control-plane audit needs the cloud SDK: "
                 f"pip install 'pytest-hpcnet[cloud]' ({module} missing)"
             )
+    if settings.credentials_file:
+        return credentials_file_problem(settings.credentials_file)
     return credentials_available()

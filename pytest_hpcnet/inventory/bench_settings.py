@@ -133,5 +133,9 @@ class CloudSettings(Strict):
     ecs_endpoint: str | None = None
     vpc_endpoint: str | None = None
     protocol: Literal["https", "http"] = "https"
+    credentials_file: str | None = None
+    """A credentials file in the SDK's ini format (profile `default`, or `ALIBABA_CLOUD_PROFILE`)
+    read instead of the default chain, as `ALIBABA_CLOUD_CREDENTIALS_FILE` would name it; the
+    lab inventory names the lab's own (a dummy AccessKey for its control plane)."""
     network_acl_ids: list[str] = Field(default_factory=list)
     external_flows: list[ExternalFlow] = Field(default_factory=list)

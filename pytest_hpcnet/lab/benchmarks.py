@@ -8,7 +8,7 @@ enough that 64 nodes x numjobs x size fits in memory comfortably.
 
 from __future__ import annotations
 
-from pytest_hpcnet.lab.firewall import ACL_DENIED
+from pytest_hpcnet.lab.firewall import acl_denials
 from pytest_hpcnet.lab.state import LabState
 
 NCCL_ARGS = {"b": "1M", "e": "16M", "f": 2, "g": 1, "c": 1, "n": 3, "w": 1}
@@ -74,7 +74,7 @@ def flows(state: LabState) -> dict:
     first, second = state.nodes[0].name, state.nodes[1].name
     allow = [{"source": first, "target": second, "protocol": "tcp", "port": 22}]
     deny = [
-        {"source": second, "target": first, "protocol": proto, "port": port}
-        for proto, port in ACL_DENIED
+        {"source": d.source, "target": d.target, "protocol": d.proto, "port": d.port}
+        for d in acl_denials(state)
     ]
     return {"allow": allow, "deny": deny}

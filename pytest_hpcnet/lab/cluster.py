@@ -1,7 +1,7 @@
 """Bringing the lab up and down: namespaces, bridge, veths, sshd per node, lab inventory.
 
 Per node, `up` also tunes the per-namespace sysctls, writes the emulated eRDMA state,
-installs the baseline ACL (inbound tcp/2323 dropped), starts the metadata service on
+installs the baseline ACL (node01 drops tcp/2323 from node02), starts the metadata service on
 100.100.100.200 and gives sshd a private mount namespace in which the emulated tools are
 bind-mounted over /usr/local/sbin and a tmpfs stands in for CPFS at /mnt/cpfs.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from pytest_hpcnet.lab import benchmarks, cgroups, cpfs, firewall, slurm, tuning
+from pytest_hpcnet.lab import benchmarks, cgroups, control_plane, cpfs, firewall, slurm, tuning
 from pytest_hpcnet.lab.emulation import NODE_BIN, install_tools, write_rdma_state
 from pytest_hpcnet.lab.links import (
     bridge_address_commands,
@@ -105,6 +105,8 @@ def down(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
             for pid in [node.sshd_pid, *node.pids.values()]:
                 if pid:
                     _kill(pid)
+        if state.cloud_api_pid:
+            _kill(state.cloud_api_pid)
     for namespace in lab_namespaces():
         for pid in _namespace_pids(namespace):
             _kill(pid)
@@ -234,7 +236,19 @@ def lab_concurrency(cpus: int | None = None) -> int:
     return max(SESSIONS_PER_CPU * 2, min(64, SESSIONS_PER_CPU * (cpus or os.cpu_count() or 1)))
 
 
-LAB_SCOPE_REASON = "the lab has no Alibaba Cloud control plane (cloud.enabled is false)"
+def lab_cloud(state: LabState) -> dict:
+    """The inventory's `cloud:` block, and `scope:` where the lab genuinely lacks the audit:
+    the cloud SDK is not installed, or the control plane did not start."""
+    missing = control_plane.missing_sdk()
+    cloud = control_plane.inventory_cloud(state)
+    if missing is None and cloud.get("enabled", True):
+        return {"cloud": cloud}
+    reason = (
+        f"the cloud SDK is not installed ({missing}: pip install 'pytest-hpcnet[cloud]')"
+        if missing
+        else "the lab's control plane is not running"
+    )
+    return {"cloud": {"enabled": False}, "scope": {"exclude": ["cloud_audit"], "reason": reason}}
 
 
 def lab_inventory(state: LabState) -> dict:
@@ -257,10 +271,10 @@ def lab_inventory(state: LabState) -> dict:
             "concurrency": lab_concurrency(),
         },
         "nodes": [{"name": n.name, "host": n.address, "interface": "eth0"} for n in state.nodes],
-        "cloud": {"enabled": False},  # the lab has no cloud account behind it
-        "scope": {"exclude": ["cloud_audit"], "reason": LAB_SCOPE_REASON},
+        **lab_cloud(state),  # the lab's own ECS/VPC API (control_plane.py)
         "expect": {
             "profile": "lab",
+            "erdma": {"eris": state.eris},
             "mtu": state.nodes[0].mtu if state.nodes else 8500,
             "sysctl": tuning.sysctl_expectations(state.sysctl),
             **({"flows": flows} if (flows := benchmarks.flows(state)) else {}),
@@ -321,6 +335,7 @@ def up(
         state.host_backlog = tuning.raise_host_backlog(count)
         state.host_neigh = tuning.raise_host_neighbours(count)
         _setup_network(nodes, eris)
+        control_plane.start(state)
         with ThreadPoolExecutor(SETUP_WORKERS) as pool:
             list(pool.map(lambda n: _start_node(state, n), nodes))
         state.save()
@@ -337,7 +352,7 @@ def up(
 def _start_node(state: LabState, node: LabNode) -> None:
     """Everything inside one node: sysctls, ACL, eRDMA state, sshd, metadata service."""
     tuning.apply_sysctls(node.namespace, state.sysctl)
-    firewall.install_acl(node.namespace)
+    firewall.install_acl(node.namespace, firewall.acl_sources(state, node))
     write_rdma_state(state, node)
     _start_sshd(state, node)
     start_metadata(state, node)
@@ -383,4 +398,5 @@ def status(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
             f"sshd {'running' if alive else 'STOPPED'}  "
             f"metadata {'running' if imds_alive else 'STOPPED'}  faults {faults}"
         )
+    lines.append(control_plane.status_line(state))
     return lines

@@ -202,6 +202,7 @@ def set_eris(state_dir: Path, eris: int) -> int:
     Opt-in: the lab profile and the static suite expect one device, so `lab up` makes one
     unless `--eris 2` is given; tests that need two switch a running lab and switch back.
     Two ERIs give every node its secondary ENI `eth1` (erdma_1's netdev); one removes it.
+    The lab inventory is rewritten with the new `expect.erdma.eris`.
     """
     from pytest_hpcnet.lab.state import locked
 
@@ -216,7 +217,17 @@ def set_eris(state_dir: Path, eris: int) -> int:
             set_secondary_eni(node, index, eris == 2)
             write_rdma_state(state, node)
         state.save()
+        _rewrite_inventory(state)
     return was
+
+
+def _rewrite_inventory(state: LabState) -> None:
+    """The lab inventory again, with `expect.erdma.eris` the new count (and the control
+    plane's ERIs with it)."""
+    from pytest_hpcnet.lab.cluster import write_inventory  # cluster imports this module
+
+    if Path(state.inventory).exists():
+        write_inventory(state)
 
 
 def set_secondary_eni(node: LabNode, index: int, present: bool) -> None:

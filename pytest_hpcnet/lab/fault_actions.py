@@ -264,3 +264,27 @@ def inject_gpu_xid(state: LabState, node: LabNode, arg: str | None) -> tuple[str
 
 def heal_gpu_xid(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
     truncate_kernel_log(state, node, int(undo or 0))
+
+
+# --- the lab's control plane (cloud_world.py): a console rule, on its own or with iptables -----
+
+
+def console_fault(kind: str, host_too: bool) -> tuple[Injector, Healer]:
+    """A Drop rule for inbound PROTO/PORT[-PORT] at the node in the console's security group
+    (`sg-lab0001`, read live by the lab's control plane); with `host_too` the node's iptables
+    drops it as well, so both sides agree that the flow is shut."""
+
+    def inject(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+        if "@" in (arg or ""):
+            raise LabError(f"{kind}: a security group rule covers every interface (no @IFACE)")
+        proto, port, _ = firewall.parse_fault_target(arg)
+        if host_too:
+            firewall.add_rule(node.namespace, "block", proto, port)
+        return f"{kind}:{proto}/{port.replace(':', '-')}", "", ""
+
+    def heal(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
+        if host_too:
+            proto, port, _ = firewall.parse_fault_target(fault_id.partition(":")[2])
+            firewall.remove_rule(node.namespace, "block", proto, port)
+
+    return inject, heal

@@ -246,6 +246,35 @@ KINDS.update(
 )
 
 
+# The lab's control plane (cloud_world.py): the console and the host, together or apart
+KINDS.update(
+    (k.name, k)
+    for k in (
+        FaultKind(
+            "sg-drop",
+            "sg-drop NODE PROTO/PORT[-PORT]",
+            "console only: a security group Drop rule for that port at the node (iptables "
+            "still lets it in)",
+            *act.console_fault("sg-drop", host_too=False),
+            needs_arg=True,
+        ),
+        FaultKind(
+            "sg-block",
+            "sg-block NODE PROTO/PORT[-PORT]",
+            "console and host: the security group Drop rule and an iptables DROP of that port",
+            *act.console_fault("sg-block", host_too=True),
+            needs_arg=True,
+        ),
+        FaultKind(
+            "nic-index",
+            "nic-index NODE [INDEX=0]",
+            "console: every ERI of the node attached on that NetworkCardIndex",
+            *act.recorded_fault("nic-index", "0", r"[0-9]", "a NIC index 0..9"),
+        ),
+    )
+)
+
+
 def _kind_of(fault_id: str) -> FaultKind:
     return KINDS[fault_id.partition(":")[0]]
 

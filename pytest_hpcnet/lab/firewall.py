@@ -2,16 +2,23 @@
 
 Fault rules live in the chain `HPCNET-LAB` (jumped to first from INPUT) with the comment
 `hpcnet-lab fault`, so healing removes exactly the rule it added and, once the chain is
-empty, the chain and its jump. The baseline network ACL that `lab up` installs on every
-node (inbound tcp/2323 dropped) lives in its own chain `HPCNET-ACL`, which faults and
-healing never touch. Nothing is ever written in the host namespace.
+empty, the chain and its jump. The baseline network ACL that `lab up` installs (the
+first node drops inbound tcp/2323 from the second node's addresses: `acl_denials`, the lab
+inventory's `expect.flows.deny` and the lab control plane's Drop rule) lives in its own
+chain `HPCNET-ACL` on every node, which faults and healing never touch. Nothing is ever
+written in the host namespace.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pytest_hpcnet.lab.system import LabError, in_ns
+
+if TYPE_CHECKING:
+    from pytest_hpcnet.lab.state import LabNode, LabState
 
 CHAIN = "HPCNET-LAB"
 COMMENT = "hpcnet-lab fault"
@@ -19,7 +26,40 @@ REJECT_WITH = {"tcp": "tcp-reset", "udp": "icmp-port-unreachable"}
 ACL_CHAIN = "HPCNET-ACL"
 ACL_COMMENT = "hpcnet-lab acl"
 ACL_DENIED = (("tcp", 2323),)
-"""Inbound flows every lab node drops (the lab inventory's `expect.flows.deny`)."""
+"""Inbound flows the first lab node drops from the second (the lab inventory's
+`expect.flows.deny`)."""
+
+
+@dataclass(frozen=True)
+class AclDenial:
+    """One baseline drop: `proto`/`port` from node `source` to node `target`."""
+
+    source: str
+    target: str
+    proto: str
+    port: int
+
+
+def acl_denials(state: LabState) -> list[AclDenial]:
+    """The baseline ACL's drops: `ACL_DENIED` from the second node to the first (none below
+    two nodes)."""
+    if len(state.nodes) < 2:
+        return []
+    first, second = state.nodes[0].name, state.nodes[1].name
+    return [AclDenial(second, first, proto, port) for proto, port in ACL_DENIED]
+
+
+def acl_sources(state: LabState, node: LabNode) -> list[tuple[str, int, str]]:
+    """(proto, port, source address) `node` drops: each of the source node's addresses
+    (eth0's and eth1's, present or not, so `--eris 2` needs no new rule)."""
+    found = []
+    for denial in acl_denials(state):
+        if denial.target != node.name:
+            continue
+        source = state.node(denial.source)
+        for address in filter(None, (source.address, source.secondary_address)):
+            found.append((denial.proto, denial.port, address))
+    return found
 
 
 def parse_target(spec: str | None) -> tuple[str, int]:
@@ -86,10 +126,16 @@ def remove_rule(
     _iptables(namespace, "-X", CHAIN, check=False)
 
 
-def install_acl(namespace: str) -> None:
-    """The baseline ACL: drop `ACL_DENIED` inbound, in its own chain after the fault chain."""
+def acl_rule(proto: str, port: int, source: str) -> list[str]:
+    """The iptables rule of one baseline drop (in `ACL_CHAIN`)."""
+    spec = ["-s", f"{source}/32", "-p", proto, "--dport", str(port)]
+    return [*spec, "-m", "comment", "--comment", ACL_COMMENT, "-j", "DROP"]
+
+
+def install_acl(namespace: str, drops: list[tuple[str, int, str]]) -> None:
+    """The baseline ACL: drop each (proto, port, source address) inbound (`acl_sources`),
+    in its own chain after the fault chain."""
     _iptables(namespace, "-N", ACL_CHAIN)
-    for proto, port in ACL_DENIED:
-        spec = ["-p", proto, "--dport", str(port), "-m", "comment", "--comment", ACL_COMMENT]
-        _iptables(namespace, "-A", ACL_CHAIN, *spec, "-j", "DROP")
+    for proto, port, source in drops:
+        _iptables(namespace, "-A", ACL_CHAIN, *acl_rule(proto, port, source))
     _iptables(namespace, "-A", "INPUT", "-j", ACL_CHAIN)

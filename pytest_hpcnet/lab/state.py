@@ -99,6 +99,9 @@ class LabState:
     """The host's ARP gc_thresh1..3 that `lab up` raised, with their values before."""
     eris: int = 1
     """eRDMA devices per node (`lab up --eris 2`; opt-in, the lab profile expects one)."""
+    cloud_api_pid: int | None = None
+    """The lab's control plane daemon (`control_plane.py`), on 127.0.0.1."""
+    cloud_api_port: int | None = None
 
     @property
     def root(self) -> Path:

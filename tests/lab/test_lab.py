@@ -13,17 +13,19 @@ from pytest_hpcnet.lab import cluster as lab
 from pytest_hpcnet.lab.state import MAX_NODES, LabState
 
 pytestmark = pytest.mark.lab
+CONTROL_PLANE = "pytest_hpcnet.lab.control_plane"
 
 
-def _lab_sshd_pids(state_dir: Path) -> dict[int, str]:
-    """PIDs of sshd processes started from this lab's config, with their network namespace."""
+def _lab_sshd_pids(state_dir: Path, program: str = "sshd") -> dict[int, str]:
+    """PIDs of sshd processes started from this lab's config, with their network namespace
+    (`program`: another lab process, such as the control plane's daemon)."""
     found = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             cmd = (proc / "cmdline").read_bytes().decode(errors="replace")
-            if "sshd" in cmd and str(state_dir) in cmd:
+            if program in cmd and str(state_dir) in cmd:
                 found[int(proc.name)] = os.readlink(proc / "ns" / "net")
         except OSError:
             continue
@@ -41,12 +43,15 @@ def test_up_twice_then_down_twice(lab4, tmp_path, capsys):
     assert load_inventory(inventory).expect.mtu == 1500
     sshds = _lab_sshd_pids(state_dir)
     assert len(sshds) == 2 and host_ns not in sshds.values()
+    daemons = _lab_sshd_pids(state_dir, CONTROL_PLANE)  # one, on the host's loopback
+    assert list(daemons) == [LabState.load(state_dir).cloud_api_pid], daemons
     assert main(["lab", "status", "--state-dir", str(state_dir)]) == 0
     assert "node02   198.18.0.12    mtu 1500  netns up      sshd running" in capsys.readouterr().out
     assert main(["lab", "down", "--state-dir", str(state_dir)]) == 0
     assert main(["lab", "down", "--state-dir", str(state_dir)]) == 0
     assert lab.lab_namespaces() == []
     assert _lab_sshd_pids(state_dir) == {}
+    assert _lab_sshd_pids(state_dir, CONTROL_PLANE) == {}  # `down` stopped it
     assert LabState.load(state_dir) is None
     restored = lab.up(4, 8500, state_dir, inventory)
     lab4.nodes = restored.nodes

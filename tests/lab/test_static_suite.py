@@ -89,8 +89,9 @@ def test_healthy_lab_passes_the_static_suite(lab4, tmp_path):
 
 FAULTS = {
     "mtu": (None, {"mtu", "path_mtu"}),
-    "block": ("tcp/29500", {"security_group"}),
-    "reject": ("udp/4791", {"security_group"}),
+    # the host blocks what the lab's console allows: the audit's cross-check names both
+    "block": ("tcp/29500", {"security_group", "cloud_audit"}),
+    "reject": ("udp/4791", {"security_group", "cloud_audit"}),
     # no device and no erdma module: every eRDMA check of the node; topo -m then shows no NIC
     # and sysfs no RDMA device (pcie_links: fewer than rdma.min_devices)
     "no-rdma": (

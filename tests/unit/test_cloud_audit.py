@@ -15,7 +15,10 @@ from alibabacloud_credentials.models import Config as CredentialConfig
 
 from pytest_hpcnet.cloud import audit, credentials
 from pytest_hpcnet.cloud.audit import NodeLocator
-from pytest_hpcnet.cloud.fake import (
+from pytest_hpcnet.cloud.readers import CloudPermissionError, CloudReadError
+from pytest_hpcnet.inventory.bench_settings import CloudSettings
+from pytest_hpcnet.inventory.expectations import Flow as InventoryFlow
+from pytest_hpcnet.lab.cloud_api import (
     CloudWorld,
     FakeAliyun,
     error,
@@ -23,9 +26,6 @@ from pytest_hpcnet.cloud.fake import (
     network_interface_item,
     permission,
 )
-from pytest_hpcnet.cloud.readers import CloudPermissionError, CloudReadError
-from pytest_hpcnet.inventory.bench_settings import CloudSettings
-from pytest_hpcnet.inventory.expectations import Flow as InventoryFlow
 from pytest_hpcnet.probes.ports import Reachability
 from pytest_hpcnet.redact import clear_secrets, redact
 

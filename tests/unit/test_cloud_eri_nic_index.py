@@ -14,8 +14,8 @@ pytest.importorskip("alibabacloud_vpc20160428")
 
 
 from pytest_hpcnet.cloud import audit
-from pytest_hpcnet.cloud.fake import CloudWorld, instance_item, network_interface_item
 from pytest_hpcnet.inventory.expectations import Expectations
+from pytest_hpcnet.lab.cloud_api import CloudWorld, instance_item, network_interface_item
 from pytest_hpcnet.requirements.erdma import judge_instance_bw
 from pytest_hpcnet.suites import test_cloud_audit as suite
 from tests.recorded import Recorded as BaseRecorded

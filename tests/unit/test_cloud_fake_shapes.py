@@ -17,7 +17,7 @@ import pytest
 ecs_models = pytest.importorskip("alibabacloud_ecs20140526.models")
 vpc_models = pytest.importorskip("alibabacloud_vpc20160428.models")
 
-from pytest_hpcnet.cloud.fake import (  # noqa: E402
+from pytest_hpcnet.lab.cloud_api import (  # noqa: E402
     CloudWorld,
     instance_item,
     network_interface_item,
@@ -130,6 +130,36 @@ def contained(sent: Any, back: Any, where: str = "") -> None:
             contained(a, b, f"{where}[{index}]")
     else:
         assert sent == back, where
+
+
+LAB_ACTIONS = {
+    "DescribeInstances": ({"MaxResults": "10"}, ecs_models),
+    "DescribeInstanceTypes": ({}, ecs_models),
+    "DescribeSecurityGroups": ({"MaxResults": "10"}, ecs_models),
+    "DescribeSecurityGroupAttribute": (
+        {"SecurityGroupId": "sg-lab0001", "MaxResults": "100"},
+        ecs_models,
+    ),
+    "DescribeNetworkInterfaces": ({"InstanceId": "i-lab00002", "MaxResults": "10"}, ecs_models),
+    "DescribeVSwitchAttributes": ({"VSwitchId": "vsw-lab0002"}, vpc_models),
+    "DescribeNetworkAclAttributes": ({"NetworkAclId": "nacl-lab0001"}, vpc_models),
+}
+
+
+@pytest.mark.parametrize("action", sorted(LAB_ACTIONS))
+def test_the_labs_own_world_has_the_sdk_model_shapes(action, tmp_path):
+    """What `hpcnet lab up` serves (two ERIs, a console fault) in the models' shapes too."""
+    from pytest_hpcnet.lab.cloud_world import lab_world
+    from tests.unit.test_lab_cloud_world import make_state
+
+    state = make_state(tmp_path, eris=2)
+    state.node("node02").faults["sg-drop:tcp/29500-29510"] = ""
+    params, module = LAB_ACTIONS[action]
+    status, body = lab_world(state).answer({"Action": action, **params})
+    assert status == 200, body
+    model = getattr(module, f"{action}ResponseBody")().from_map(body)
+    contained(body, model.to_map(), action)
+    check_types(model, module, action)
 
 
 @pytest.mark.parametrize(

@@ -13,13 +13,13 @@ pytest.importorskip("alibabacloud_credentials")
 from alibabacloud_credentials.client import Client as CredentialClient
 from alibabacloud_credentials.models import Config as CredentialConfig
 
-from pytest_hpcnet.cloud.fake import FakeAliyun
 from pytest_hpcnet.cloud.readers import (
     AliyunReader,
     CloudPermissionError,
     CloudReadError,
 )
 from pytest_hpcnet.cloud.rules import Direction
+from pytest_hpcnet.lab.cloud_api import FakeAliyun
 
 
 @pytest.fixture

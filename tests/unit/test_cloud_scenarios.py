@@ -14,12 +14,12 @@ from alibabacloud_credentials.client import Client as CredentialClient
 from alibabacloud_credentials.models import Config as CredentialConfig
 
 from pytest_hpcnet.cloud import audit, nacl, secgroup
-from pytest_hpcnet.cloud.fake import CloudWorld, FakeAliyun, instance_item, permission
 from pytest_hpcnet.cloud.nacl_model import network_acl_from_api
 from pytest_hpcnet.cloud.rules import Direction, Flow
 from pytest_hpcnet.cloud.secgroup_model import security_group_from_api
 from pytest_hpcnet.inventory.bench_settings import CloudSettings
 from pytest_hpcnet.inventory.expectations import Expectations
+from pytest_hpcnet.lab.cloud_api import CloudWorld, FakeAliyun, instance_item, permission
 from pytest_hpcnet.probes.ports import Reachability
 from pytest_hpcnet.redact import clear_secrets
 

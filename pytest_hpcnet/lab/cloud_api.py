@@ -1,7 +1,8 @@
-"""A local stand-in for the ECS and VPC OpenAPI, answering in the SDK models' shapes.
+"""The lab's stand-in for the ECS and VPC OpenAPI, answering in the SDK models' shapes.
 
-For tests and the lab only: `FakeAliyun` binds 127.0.0.1 (never another address) and
-serves a `CloudWorld` (instances, their network interfaces, instance types, security
+`hpcnet lab up` serves the lab's own world with it (`control_plane.py`, `cloud_world.py`);
+tests serve worlds of their own with `FakeAliyun`. Both bind 127.0.0.1 only and serve a
+`CloudWorld` (instances, their network interfaces, instance types, security
 groups and their types, prefix lists, port lists, vSwitches, network ACLs) with the
 documented paging (`MaxResults`/`NextToken`) and error bodies (`{"Code": ..., "Message":
 ...}`). Every body has the keys and value types of the `*ResponseBody` model of
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -23,6 +24,9 @@ from urllib.parse import parse_qs, urlparse
 
 Answer = tuple[int, dict[str, Any]]
 LOOPBACK = "127.0.0.1"
+MAX_BODY = 65536
+"""The largest request body read (the audit's requests are a few hundred bytes)."""
+REQUEST_TIMEOUT_S = 10
 
 
 def instance_item(
@@ -331,33 +335,8 @@ class FakeAliyun:
 
     def start(self) -> FakeAliyun:
         """Bind 127.0.0.1 on a free port and serve in a daemon thread."""
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _serve(self) -> None:
-                query = parse_qs(urlparse(self.path).query, keep_blank_values=True)
-                params = {key: values[-1] for key, values in query.items()}
-                if "x-acs-action" in self.headers:  # ACS3 signature: action in a header
-                    params.setdefault("Action", self.headers["x-acs-action"])
-                length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    form = parse_qs(self.rfile.read(length).decode(), keep_blank_values=True)
-                    params.update({key: values[-1] for key, values in form.items()})
-                status, body = fake.handle(params)
-                payload = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json;charset=utf-8")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = _serve
-            do_POST = _serve
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
+        self._server = ThreadingHTTPServer((LOOPBACK, 0), api_handler(self.handle))
+        self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(0.05,), daemon=True
         )
@@ -378,3 +357,39 @@ class FakeAliyun:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def api_handler(answer: Callable[[dict[str, str]], Answer]) -> type[BaseHTTPRequestHandler]:
+    """A request handler that answers each request's parameters (query string, form body,
+    and the ACS3 `x-acs-action` header) with `answer`, as JSON."""
+
+    class Handler(BaseHTTPRequestHandler):
+        timeout = REQUEST_TIMEOUT_S
+
+        def _serve(self) -> None:
+            query = parse_qs(urlparse(self.path).query, keep_blank_values=True)
+            params = {key: values[-1] for key, values in query.items()}
+            if "x-acs-action" in self.headers:  # ACS3 signature: action in a header
+                params.setdefault("Action", self.headers["x-acs-action"])
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY:
+                status, body = 413, error("RequestTooLarge", f"body over {MAX_BODY} bytes")
+            else:
+                if length:
+                    form = parse_qs(self.rfile.read(length).decode(), keep_blank_values=True)
+                    params.update({key: values[-1] for key, values in form.items()})
+                status, body = answer(params)
+            payload = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json;charset=utf-8")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        do_GET = _serve
+        do_POST = _serve
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return Handler

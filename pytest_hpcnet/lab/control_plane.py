@@ -1,0 +1,188 @@
+"""The lab's own ECS/VPC control plane: a daemon `hpcnet lab up` starts, and what points the
+real SDK at it.
+
+The daemon (`python -m pytest_hpcnet.lab.control_plane`) binds 127.0.0.1 on a free port
+in the host's namespace (the suite's controller side; no lab node reaches it), answers
+with `cloud_api.CloudWorld` in the SDK's shapes, and builds the world from lab.json on every
+request (`cloud_world.lab_world`), so a console fault applies at once. It exits once its lab
+is gone or records another PID for it; `lab down` kills it.
+
+The lab inventory's `cloud:` block names the endpoint (protocol http) and the lab's
+credentials file (`cloud.credentials_file`: the SDK's ini format, mode 0600, a dummy
+AccessKey drawn per `lab up` that no Alibaba Cloud endpoint knows); the audit registers
+the secret with `redact` before any call, so it appears in no report, log or evidence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+from pytest_hpcnet.lab.cloud_api import LOOPBACK, Answer, api_handler, error
+from pytest_hpcnet.lab.state import LabState
+from pytest_hpcnet.lab.system import LabError
+
+LIFECHECK_GRACE_S = 30.0
+LIFECHECK_EVERY_S = 5.0
+READY_S = 20.0
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+"""The folder holding `pytest_hpcnet`: the daemon imports the same code as `lab up`."""
+KEY_ID = "LTAIlabDummyKeyId0001"
+"""The lab's AccessKey id (the secret is drawn per `lab up`)."""
+SDK_MODULES = ("alibabacloud_ecs20140526", "alibabacloud_vpc20160428", "alibabacloud_credentials")
+CONTROLLER_FLOW = "controller"
+INTERNET = "203.0.113.9"
+"""TEST-NET-3 (RFC 5737): stands for any host on the internet."""
+
+
+def credentials_file(state: LabState) -> Path:
+    return state.root / "cloud-credentials.ini"
+
+
+def write_credentials(state: LabState) -> Path:
+    """The lab's credentials file (ini, profile `default`, type access_key), mode 0600."""
+    path = credentials_file(state)
+    secret = secrets.token_urlsafe(24)
+    text = (
+        "# hpcnet lab: a dummy AccessKey for the lab's own control plane\n"
+        f"[default]\ntype = access_key\naccess_key_id = {KEY_ID}\n"
+        f"access_key_secret = {secret}\n"
+    )
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    return path
+
+
+def missing_sdk() -> str | None:
+    """The first cloud SDK module that is not installed, else None."""
+    return next((m for m in SDK_MODULES if importlib.util.find_spec(m) is None), None)
+
+
+def endpoint(state: LabState) -> str | None:
+    return f"{LOOPBACK}:{state.cloud_api_port}" if state.cloud_api_port else None
+
+
+def inventory_cloud(state: LabState) -> dict:
+    """The lab inventory's `cloud:` block: the lab's endpoint, credentials file, and the
+    external flows the lab has (the controller's SSH; the internet kept out)."""
+    from pytest_hpcnet.lab.cloud_world import CONTROLLER
+
+    where = endpoint(state)
+    if where is None or not state.nodes:
+        return {"enabled": False}
+    first = state.nodes[0].name
+    return {
+        "ecs_endpoint": where,
+        "vpc_endpoint": where,
+        "protocol": "http",
+        "credentials_file": str(credentials_file(state)),
+        "external_flows": [
+            {"name": CONTROLLER_FLOW, "address": CONTROLLER, "target": first, "port": 22},
+            {
+                "name": "internet",
+                "address": INTERNET,
+                "target": first,
+                "port": 22,
+                "expect": "deny",
+            },
+        ],
+    }
+
+
+def start(state: LabState) -> int:
+    """Write the credentials file, start the daemon (it binds, then detaches); records its
+    PID and port in `state` (the caller saves) and returns the PID."""
+    write_credentials(state)
+    log = state.root / "control-plane.log"
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
+    command = [sys.executable, "-m", "pytest_hpcnet.lab.control_plane"]
+    command += ["--state-dir", str(state.root), "--log", str(log)]
+    try:
+        proc = subprocess.run(
+            command, capture_output=True, text=True, env=env, timeout=READY_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise LabError("the lab control plane did not start in time") from None
+    words = proc.stdout.split()
+    if proc.returncode != 0 or len(words) != 2 or not all(w.isdigit() for w in words):
+        detail = (proc.stderr.strip().splitlines() or [proc.stdout.strip()])[-1:]
+        raise LabError(f"the lab control plane did not start: {detail[0][:120] if detail else ''}")
+    state.cloud_api_pid, state.cloud_api_port = int(words[0]), int(words[1])
+    return state.cloud_api_pid
+
+
+def status_line(state: LabState) -> str:
+    pid = state.cloud_api_pid
+    alive = bool(pid) and Path(f"/proc/{pid}").exists()
+    where = endpoint(state) or "-"
+    return f"  control plane (ECS/VPC API) http://{where} {'running' if alive else 'STOPPED'}"
+
+
+# -- the daemon ---------------------------------------------------------------------------
+
+
+class ControlPlaneServer(ThreadingHTTPServer):
+    """Serves the lab's world; exits once its lab is gone or names another PID for it."""
+
+    daemon_threads = True
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.started = self.last_check = time.monotonic()
+        super().__init__((LOOPBACK, 0), api_handler(self.answer))
+
+    def answer(self, params: dict[str, str]) -> Answer:
+        from pytest_hpcnet.lab.cloud_world import lab_world
+
+        state = LabState.load(self.state_dir)
+        if state is None:
+            return 503, error("ServiceUnavailable", "the lab is not up")
+        return lab_world(state).answer(params)
+
+    def service_actions(self) -> None:
+        now = time.monotonic()
+        if now - self.started < LIFECHECK_GRACE_S or now - self.last_check < LIFECHECK_EVERY_S:
+            return
+        self.last_check = now
+        state = LabState.load(self.state_dir)
+        if state is None or state.cloud_api_pid not in (None, os.getpid()):
+            threading.Thread(target=self.shutdown, daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Bind, then detach, printing `PID PORT` (unless --foreground)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--state-dir", type=Path, required=True)
+    parser.add_argument("--log", type=Path, default=Path(os.devnull))
+    parser.add_argument("--foreground", action="store_true")
+    args = parser.parse_args(argv)
+    server = ControlPlaneServer(args.state_dir)
+    port = server.server_address[1]
+    if not args.foreground:
+        pid = os.fork()
+        if pid:
+            print(pid, port, flush=True)
+            os._exit(0)
+        os.setsid()
+        fd = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+    else:
+        print(os.getpid(), port, flush=True)
+    server.serve_forever(poll_interval=1.0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
