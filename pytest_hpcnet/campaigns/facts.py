@@ -114,7 +114,7 @@ SECTIONS: list[FactSection] = [
     FactSection("erdma_module", lambda node, expect: _module_command(expect)),
     FactSection("compat_mode", lambda node, expect: _compat_command(expect)),
     FactSection("links", lambda node, expect: ip_link_command(stats=True)),
-    # every interface: each ERI's address is its own netdev's (eth1 for erdma_1, issue 27)
+    # every interface: each ERI's address is its own netdev's (eth1 for erdma_1)
     FactSection("addr", lambda node, expect: ip_addr_command()),
     FactSection("sysctl", lambda node, expect: sysctl_command(sorted(expect.sysctl))),
     FactSection(
@@ -124,7 +124,7 @@ SECTIONS: list[FactSection] = [
     FactSection("versions", lambda node, expect: versions_command()),
 ]
 
-# -- eRDMA in depth (issue 16): identity by driver/PCI id, GID tables, driver state --------
+# -- eRDMA in depth: identity by driver/PCI id, GID tables, driver state --------
 SECTIONS += [
     FactSection("erdma_identity", lambda node, expect: erdma_identity_command(None)),
     FactSection("erdma_driver", lambda node, expect: erdma_driver_command(None, None)),
@@ -135,7 +135,7 @@ SECTIONS += [
 ]
 
 
-# -- GPU node health (issue 15): one block of sections, in the same round trip -------------
+# -- GPU node health: one block of sections, in the same round trip -------------
 
 
 def _gpu_command(command: str) -> Callable[[Node, Expectations], str]:

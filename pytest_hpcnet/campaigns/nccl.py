@@ -4,7 +4,7 @@ failure the pair benchmarks do not explain. Both judge with the requirement's ju
 NCCL runs with `NCCL_DEBUG=INFO` (subsystems INIT,NET): its INFO lines are split from the
 results table (`split_nccl_log`) and kept as their own evidence, to tell whether NCCL
 really used eRDMA (`NET/IB`) or fell back to sockets. The ERIs, the socket interface and
-the GID selection are passed in the environment (issue 16); the inventory's
+the GID selection are passed in the environment; the inventory's
 `benchmarks.nccl.env` wins over each. Device counters are read before and after the run.
 The result comes from nccl-tests' JSON file (`-J`) when the binary offers it, else from the
 table (`nccl_output`); the usage probe and the JSON file are kept as evidence.

@@ -1,6 +1,6 @@
 """perftest campaigns between scheduled pairs: plan the rounds, measure, judge, localize.
 
-Every ERI is measured (issue 16): within a round, device i of the client against device
+Every ERI is measured: within a round, device i of the client against device
 i of the server, one device index after the other, each with its own IPv4 GID index from
 `ibv_devinfo -v` and the client connecting to the server's address on device i's own
 netdev (an ERI is an ENI: erdma_1's is eth1's). A node lacking device i fails that

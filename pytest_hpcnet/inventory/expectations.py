@@ -54,7 +54,7 @@ class RdmaExpect(Strict):
 
 
 class ErdmaExpect(Strict):
-    """eRDMA in depth (issue 16): figures per ERI and per instance, driver state, NCCL.
+    """eRDMA in depth: figures per ERI and per instance, driver state, NCCL.
 
     None means "not published / not expected": the check reports the value and does not
     judge it. Profiles give each key's source (the source keys of docs/sources.md: S1, S13, ...).

@@ -201,7 +201,7 @@ def heal_fio_slow(state: LabState, node: LabNode, fault_id: str, undo: str) -> N
     cgroups.unlimit(node.name, undo)
 
 
-# --- eRDMA depth (issue 16): one ERI of a node, and NCCL's transport ------------
+# --- eRDMA depth: one ERI of a node, and NCCL's transport ------------
 
 
 def eri_fault(kind: str, rewrite: bool) -> tuple[Injector, Healer]:

@@ -139,7 +139,7 @@ KINDS: dict[str, FaultKind] = {
             act.inject_fio_slow,
             act.heal_fio_slow,
         ),
-        # eRDMA depth (issue 16)
+        # eRDMA depth
         FaultKind(
             "eri-down",
             "eri-down NODE [DEV|IFACE]",
@@ -185,7 +185,7 @@ KINDS: dict[str, FaultKind] = {
             "one ERI's PCIe link in sysfs at x8 (max x16)",
             *act.eri_fault("eri-pcie-downgrade", True),
         ),
-        # GPU node health (issue 15)
+        # GPU node health
         _gpu("gpu-missing", "that GPU is not enumerated (7 GPUs)"),
         _gpu("gpu-ecc", "4 volatile uncorrected ECC errors and a pending row remap"),
         _gpu("gpu-throttle", "HW slowdown and HW thermal slowdown active"),

@@ -1,4 +1,4 @@
-"""Judges of the eRDMA-in-depth requirements (issue 16): one `Verdict` each, reading only
+"""Judges of the eRDMA-in-depth requirements: one `Verdict` each, reading only
 `expect.rdma` and `expect.erdma`.
 
 The per-device findings of `erdma_judges` (verdicts whose subject names node and device) are

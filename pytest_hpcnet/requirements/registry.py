@@ -62,7 +62,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement(
         "tuning", "Host tuning", ("sysctl", "nic_max_errors", "nic_max_dropped", "ping"), "static"
     ),
-    # GPU node health (issue 15); a CPU-only profile (expect.gpu.count unset) skips them
+    # GPU node health; a CPU-only profile (expect.gpu.count unset) skips them
     Requirement("gpu_inventory", "GPU count, model and driver modules", ("gpu",), "static"),
     Requirement("gpu_health", "GPU memory health (ECC, row remapping)", ("gpu",), "static"),
     Requirement("gpu_xid", "No GPU Xid errors since boot", ("gpu",), "static"),
