@@ -27,6 +27,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from pytest_hpcnet.lab.cloud_api import LOOPBACK, Answer, api_handler, error
+from pytest_hpcnet.lab.metadata_server import detach
 from pytest_hpcnet.lab.state import LabState
 from pytest_hpcnet.lab.system import LabError
 
@@ -168,16 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     server = ControlPlaneServer(args.state_dir)
     port = server.server_address[1]
     if not args.foreground:
-        pid = os.fork()
-        if pid:
-            print(pid, port, flush=True)
-            os._exit(0)
-        os.setsid()
-        fd = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
+        detach(args.log, port)
     else:
         print(os.getpid(), port, flush=True)
     server.serve_forever(poll_interval=1.0)

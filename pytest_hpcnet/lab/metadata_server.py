@@ -223,18 +223,24 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     server = MetadataServer((args.address, args.port), args.state_dir, args.node)
     if not args.foreground:
-        pid = os.fork()
-        if pid:
-            print(pid, flush=True)
-            os._exit(0)
-        os.setsid()
-        fd = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
+        detach(args.log)
     server.serve_forever(poll_interval=1.0)
     return 0
+
+
+def detach(log: str, *announce: object) -> None:
+    """Go on as a daemon: the parent prints the child's pid (and `announce`) and exits; the
+    child leaves the session, its stdin from /dev/null and its output appended to `log`."""
+    pid = os.fork()
+    if pid:
+        print(pid, *announce, flush=True)
+        os._exit(0)
+    os.setsid()
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
 
 
 if __name__ == "__main__":
