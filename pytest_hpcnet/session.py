@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from cryptography.exceptions import UnsupportedAlgorithm
 
-from pytest_hpcnet.campaigns.cluster import Cluster
 from pytest_hpcnet.campaigns.partition import FactsSpool, Partition
 from pytest_hpcnet.campaigns.progress import LOG, PREFIX, Reporter, silent
 from pytest_hpcnet.gate.history import TRENDS_FILE, has_history, history, write_run_digest
@@ -61,7 +60,10 @@ from pytest_hpcnet.run_scope import (
     run_scope,
     selection,
 )
-from pytest_hpcnet.transport.fanout import NodeUnreachable, Transport
+from pytest_hpcnet.transport.results import NodeUnreachable
+
+if TYPE_CHECKING:  # an xdist controller connects nowhere: the SSH stack loads on first use
+    from pytest_hpcnet.campaigns.cluster import Cluster
 
 CHECK = pytest.StashKey[Check]()
 MIN_FREE_BYTES = 64 * 1024 * 1024
@@ -255,6 +257,9 @@ class HpcnetState:
     def open_cluster(self) -> Cluster:
         if self.cluster is None:
             assert self.inventory is not None
+            from pytest_hpcnet.campaigns.cluster import Cluster
+            from pytest_hpcnet.transport.fanout import Transport
+
             concurrency = self.config.getoption("hpcnet_concurrency")
             if self.partition is not None:  # the session's SSH sessions, shared by its workers
                 total = concurrency or self.inventory.ssh.concurrency
