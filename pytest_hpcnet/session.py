@@ -346,6 +346,10 @@ class HpcnetState:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         outcome = yield
         report: pytest.TestReport = outcome.get_result()
+        if self.is_worker and item.get_closest_marker("check") is not None:
+            # Nothing on the controller reads a report's keywords (every marker and parent
+            # name of the item, about half the objects xdist serializes per report).
+            report.keywords = {}
         if call.excinfo is not None and call.excinfo.errisinstance(NodeUnreachable):
             report.longrepr = str(call.excinfo.value)  # one line, no traceback
         check = item.stash.get(CHECK, None)
@@ -377,14 +381,13 @@ class HpcnetState:
         carried = detach(report)
         if carried is None or self.bundle is None or self.is_worker:
             return  # only the controller writes the evidence
-        line, record, unreachable = carried
-        if record["verdict"] in ("fail", "not_measured", "error"):
-            self.failing[record["check_id"]] += 1
+        if carried.verdict in ("fail", "not_measured", "error"):
+            self.failing[carried.check_id] += 1
             if len(self.failures) < FAILURE_LINES:
-                self.failures.append(failure_line(record))
-        self.contacted = self.contacted or bool(record["commands"])
-        self.unreachable.update(unreachable)
-        self.bundle.append_line(line)
+                self.failures.append(failure_line(carried.record()))
+        self.contacted = self.contacted or carried.contacted
+        self.unreachable.update(carried.unreachable)
+        self.bundle.append_line(carried.line)
 
     # -- end of session -------------------------------------------------------------------
 
