@@ -339,6 +339,9 @@ def up(
         state.host_backlog = tuning.raise_host_backlog(count)
         state.host_neigh = tuning.raise_host_neighbours(count)
         _setup_network(nodes, eris)
+        # A node's metadata service exits a minute after it started unless lab.json lists its
+        # node; a 1,024-node lab takes longer than that to start every node.
+        state.save()
         with ThreadPoolExecutor(SETUP_WORKERS) as pool:
             list(pool.map(lambda n: _start_node(state, n), nodes))
         state.save()
