@@ -360,7 +360,7 @@ def one_size(size: int, args: argparse.Namespace) -> dict:
                 measure_static(inventory, reports)  # writes the bytecode; not counted
             if args.history:
                 seed_history(reports, args.history)
-            for _ in range(args.repeat):
+            for _ in range(args.repeat if not args.no_floors else 0):
                 row["floor"].append(measure_floor(inventory))
                 row["same_work"].append(measure_floor(inventory, same_work=True))
                 if not args.xdist_only:
@@ -391,10 +391,15 @@ def one_size(size: int, args: argparse.Namespace) -> dict:
     return row
 
 
+def wall_median(runs: list[dict]) -> float:
+    """The median wall time of `runs` (nan without any: `--no-floors`)."""
+    return statistics.median(r["wall_s"] for r in runs) if runs else float("nan")
+
+
 def summarize(row: dict) -> str:
     """One Markdown table row of medians."""
-    floor = statistics.median(r["wall_s"] for r in row["floor"])
-    same = statistics.median(r["wall_s"] for r in row["same_work"])
+    floor = wall_median(row["floor"])
+    same = wall_median(row["same_work"])
     static = statistics.median(r["wall_s"] for r in row["static"])
     cpu = statistics.median(r["cpu_s"] for r in row["static"]) * 1000 / row["nodes"]
     rss = max(r["peak_rss_mb"] for r in row["static"])
@@ -411,8 +416,8 @@ def summarize(row: dict) -> str:
 def xdist_rows(row: dict) -> str:
     """Markdown rows of one size's `--workers` runs (medians; worst peak RSS)."""
     nodes = row["nodes"]
-    same = statistics.median(r["wall_s"] for r in row["same_work"])
-    fixed = statistics.median(r["wall_s"] for r in row["floor"])
+    same = wall_median(row["same_work"])
+    fixed = wall_median(row["floor"])
 
     def per_node(seconds: float) -> float:
         return seconds * 1000 / nodes
@@ -474,6 +479,9 @@ def main() -> None:
         action="store_true",
         help="no warm-up runs and no plain static runs: the --workers 0 runs stand for them "
         "(a 1,024-node lab: each static run takes minutes)",
+    )
+    parser.add_argument(
+        "--no-floors", action="store_true", help="no floor runs (their tables are left out)"
     )
     parser.add_argument(
         "--fault-workers", type=int, help="the fault run under -n K (default: without -n)"
