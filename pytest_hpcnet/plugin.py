@@ -186,6 +186,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
     inventory = state.inventory
     nodes = {n.name: n for n in inventory.nodes}
+    if deselected_by_mark(metafunc):  # one item to deselect, not one per node
+        for name in PARAMETERS:
+            if name in metafunc.fixturenames:
+                metafunc.parametrize(name, [None], ids=[DESELECTED])
+        return
     if "node" in metafunc.fixturenames:
         ruled_out = not_applicable(metafunc.definition, inventory.expect)
         if ruled_out:  # one skipped item for the cluster, not one per node
@@ -215,6 +220,31 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             metafunc.parametrize("node_pair", pairs, ids=ids)
         else:
             none_here(metafunc, "node_pair", ONE_NODE)
+
+
+PARAMETERS = ("node", "acl_flow", "perftest_pair", "node_pair")
+DESELECTED = "deselected"
+
+
+def deselected_by_mark(metafunc: pytest.Metafunc) -> bool:
+    """Whether `-m` deselects every item of this test: its own marks decide, since the
+    parameters add none but `skip` (an expression naming `skip` is left to pytest).
+
+    pytest-xdist makes every worker collect the whole suite, so a `-m static` run would build
+    a benchmark's item per node and pair in every process only to drop it (4,875 of 11,544
+    items at 256 nodes). Reads pytest's `-m` matcher; where that is not available, pytest
+    deselects as usual."""
+    text = metafunc.config.option.markexpr
+    if not text or "skip" in text:
+        return False
+    try:
+        from _pytest.mark import MarkMatcher
+        from _pytest.mark.expression import Expression
+
+        matcher = MarkMatcher.from_markers(metafunc.definition.iter_markers())
+        return not Expression.compile(text).evaluate(matcher)
+    except Exception:  # another pytest: collect as usual
+        return False
 
 
 NO_FLOWS = "not applicable: no ACL flows in the inventory (expect.flows.allow/deny)"

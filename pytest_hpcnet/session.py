@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from cryptography.exceptions import UnsupportedAlgorithm
 
-from pytest_hpcnet.campaigns.cluster import Cluster
 from pytest_hpcnet.campaigns.partition import FactsSpool, Partition
 from pytest_hpcnet.campaigns.progress import LOG, PREFIX, Reporter, silent
 from pytest_hpcnet.gate.history import TRENDS_FILE, has_history, history, write_run_digest
@@ -61,7 +60,10 @@ from pytest_hpcnet.run_scope import (
     run_scope,
     selection,
 )
-from pytest_hpcnet.transport.fanout import NodeUnreachable, Transport
+from pytest_hpcnet.transport.results import NodeUnreachable
+
+if TYPE_CHECKING:  # an xdist controller connects nowhere: the SSH stack loads on first use
+    from pytest_hpcnet.campaigns.cluster import Cluster
 
 CHECK = pytest.StashKey[Check]()
 MIN_FREE_BYTES = 64 * 1024 * 1024
@@ -255,6 +257,9 @@ class HpcnetState:
     def open_cluster(self) -> Cluster:
         if self.cluster is None:
             assert self.inventory is not None
+            from pytest_hpcnet.campaigns.cluster import Cluster
+            from pytest_hpcnet.transport.fanout import Transport
+
             concurrency = self.config.getoption("hpcnet_concurrency")
             if self.partition is not None:  # the session's SSH sessions, shared by its workers
                 total = concurrency or self.inventory.ssh.concurrency
@@ -341,6 +346,10 @@ class HpcnetState:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         outcome = yield
         report: pytest.TestReport = outcome.get_result()
+        if self.is_worker and item.get_closest_marker("check") is not None:
+            # Nothing on the controller reads a report's keywords (every marker and parent
+            # name of the item, about half the objects xdist serializes per report).
+            report.keywords = {}
         if call.excinfo is not None and call.excinfo.errisinstance(NodeUnreachable):
             report.longrepr = str(call.excinfo.value)  # one line, no traceback
         check = item.stash.get(CHECK, None)
@@ -372,14 +381,13 @@ class HpcnetState:
         carried = detach(report)
         if carried is None or self.bundle is None or self.is_worker:
             return  # only the controller writes the evidence
-        line, record, unreachable = carried
-        if record["verdict"] in ("fail", "not_measured", "error"):
-            self.failing[record["check_id"]] += 1
+        if carried.verdict in ("fail", "not_measured", "error"):
+            self.failing[carried.check_id] += 1
             if len(self.failures) < FAILURE_LINES:
-                self.failures.append(failure_line(record))
-        self.contacted = self.contacted or bool(record["commands"])
-        self.unreachable.update(unreachable)
-        self.bundle.append_line(line)
+                self.failures.append(failure_line(carried.record()))
+        self.contacted = self.contacted or carried.contacted
+        self.unreachable.update(carried.unreachable)
+        self.bundle.append_line(carried.line)
 
     # -- end of session -------------------------------------------------------------------
 

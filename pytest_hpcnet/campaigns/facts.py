@@ -51,10 +51,11 @@ from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
 from pytest_hpcnet.probes.sysctl import sysctl_command
 from pytest_hpcnet.probes.versions import versions_command
 from pytest_hpcnet.requirements.verdict import NotMeasured
-from pytest_hpcnet.transport.fanout import CommandResult, Transport
+from pytest_hpcnet.transport.results import CommandResult
 
 if TYPE_CHECKING:
     from pytest_hpcnet.campaigns.partition import FactsSpool, Partition
+    from pytest_hpcnet.transport.fanout import Transport
 
 MARK = "@@hpcnet"
 _SECTION = re.compile(rf"^{MARK} begin (\S+)$")

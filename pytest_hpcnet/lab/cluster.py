@@ -32,11 +32,14 @@ from pytest_hpcnet.lab.state import (
     BRIDGE_MTU,
     DEFAULT_STATE_DIR,
     MAX_NODES,
+    MAX_NODES_TWO_ERIS,
     NS_PREFIX,
+    SECOND_BRIDGE,
     SUBNET,
     LabNode,
     LabState,
     node_address,
+    node_bridge,
     node_mac,
     node_names,
 )
@@ -119,7 +122,7 @@ def down(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
     links = sh("ip", "-o", "link", "show", check=False).stdout
     for line in links.splitlines():
         name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
-        if name.startswith("hxv-") or name == BRIDGE:
+        if name.startswith("hxv-") or name in (BRIDGE, SECOND_BRIDGE):
             sh("ip", "link", "del", name, check=False)
     if state:
         (Path(state_dir) / "lab.json").unlink(missing_ok=True)
@@ -146,11 +149,23 @@ def _write_keys(state: LabState) -> None:
     shutil.copyfile(f"{state.client_key}.pub", root / "authorized_keys")
 
 
+BRIDGE_LINK = ("hxv-bridge0", "hxv-bridge1")
+"""The veth pair that joins the second bridge to the first (one broadcast domain)."""
+
+
 def _setup_network(nodes: list[LabNode], eris: int = 1) -> None:
     sh("ip", "link", "add", BRIDGE, "type", "bridge")
     sh("ip", "link", "set", BRIDGE, "mtu", str(BRIDGE_MTU))
     for command in bridge_address_commands():
         sh(*command)
+    if any(node.bridge == SECOND_BRIDGE for node in nodes):
+        first, second = BRIDGE_LINK
+        sh("ip", "link", "add", SECOND_BRIDGE, "mtu", str(BRIDGE_MTU), "type", "bridge")
+        sh("ip", "link", "add", first, "mtu", str(BRIDGE_MTU), "type", "veth", "peer", "name",
+           second, "mtu", str(BRIDGE_MTU))  # fmt: skip
+        sh("ip", "link", "set", first, "master", BRIDGE, "up")
+        sh("ip", "link", "set", second, "master", SECOND_BRIDGE, "up")
+        sh("ip", "link", "set", SECOND_BRIDGE, "up")
     for node in nodes:
         sh("ip", "netns", "add", node.namespace)
         sh("ip", "-n", node.namespace, "link", "set", "lo", "up")
@@ -301,11 +316,13 @@ def up(
     """Create a lab of `count` nodes (cleaning a stale one first) and write its inventory."""
     require_root_linux()
     if not 1 <= count <= MAX_NODES:
-        raise LabError(f"--nodes must be between 1 and {MAX_NODES} (the lab uses {SUBNET})")
+        raise LabError(f"--nodes must be between 1 and {MAX_NODES} (four /24s from {SUBNET})")
     if not 576 <= mtu <= BRIDGE_MTU:
         raise LabError(f"--mtu must be between 576 and {BRIDGE_MTU}")
     if eris not in (1, 2):
         raise LabError("--eris must be 1 or 2")
+    if eris == 2 and count > MAX_NODES_TWO_ERIS:
+        raise LabError(f"--eris 2 takes at most {MAX_NODES_TWO_ERIS} nodes")
     if not Path(SSHD).exists():
         raise LabError(f"the lab needs {SSHD} (apt-get install openssh-server)")
     down(state_dir)
@@ -319,6 +336,7 @@ def up(
             mac=node_mac(i),
             secondary_address=node_address(i, nic=1),
             secondary_mac=node_mac(i, nic=1),
+            bridge=node_bridge(i),
         )
         for i, name in enumerate(node_names(count))
     ]
@@ -335,6 +353,9 @@ def up(
         state.host_backlog = tuning.raise_host_backlog(count)
         state.host_neigh = tuning.raise_host_neighbours(count)
         _setup_network(nodes, eris)
+        # A node's metadata service exits a minute after it started unless lab.json lists its
+        # node; a 1,024-node lab takes longer than that to start every node.
+        state.save()
         control_plane.start(state)
         with ThreadPoolExecutor(SETUP_WORKERS) as pool:
             list(pool.map(lambda n: _start_node(state, n), nodes))

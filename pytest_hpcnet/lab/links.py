@@ -25,6 +25,8 @@ from pytest_hpcnet.lab.state import (
     BRIDGE,
     BRIDGE_ADDRESS,
     BRIDGE_MTU,
+    EXTRA_SECONDARY_SUBNETS,
+    EXTRA_SUBNETS,
     SECONDARY_SUBNET,
     SUBNET,
     LabNode,
@@ -46,25 +48,26 @@ IP_UDP_HEADERS = 28
 
 
 def bridge_address_commands() -> list[list[str]]:
-    """The host's side: its link-local /32 on the bridge and the nodes' /24 on-link behind it."""
+    """The host's side: its link-local /32 on the bridge and the nodes' /24s on-link behind it."""
+    own = ["scope", "link", "src", BRIDGE_ADDRESS]
+    routes = [SECONDARY_SUBNET, SUBNET, *EXTRA_SUBNETS, *EXTRA_SECONDARY_SUBNETS]
     return [
         ["ip", "addr", "add", f"{BRIDGE_ADDRESS}/32", "dev", BRIDGE],
         ["ip", "link", "set", BRIDGE, "up"],
-        ["ip", "route", "add", str(SECONDARY_SUBNET), "dev", BRIDGE, "scope", "link",
-         "src", BRIDGE_ADDRESS],
-        ["ip", "route", "add", str(SUBNET), "dev", BRIDGE, "scope", "link", "src", BRIDGE_ADDRESS],
-    ]  # fmt: skip
+        *(["ip", "route", "add", str(net), "dev", BRIDGE, *own] for net in routes),
+    ]
 
 
 def node_address_commands(node: LabNode) -> list[list[str]]:
-    """eth0's /32 (so .0 and .255 are plain unicast), then on-link routes to the /24 and host."""
+    """eth0's /32 (so .0 and .255 are plain unicast), then on-link routes to the /24s and host."""
     ns, own = node.namespace, ["scope", "link", "src", node.address]
     return [
         ["ip", "-n", ns, "addr", "add", f"{node.address}/32", "dev", "eth0"],
         ["ip", "-n", ns, "link", "set", "eth0", "up"],
-        ["ip", "-n", ns, "route", "add", str(SUBNET), "dev", "eth0", *own],
+        *(["ip", "-n", ns, "route", "add", str(net), "dev", "eth0", *own]
+          for net in (SUBNET, *EXTRA_SUBNETS)),
         ["ip", "-n", ns, "route", "add", f"{BRIDGE_ADDRESS}/32", "dev", "eth0", *own],
-    ]
+    ]  # fmt: skip
 
 
 def create_node_link(node: LabNode, mtu: int) -> None:
@@ -74,7 +77,7 @@ def create_node_link(node: LabNode, mtu: int) -> None:
     if node.mac:
         peer += ["address", node.mac]
     sh("ip", "link", "add", veth, "mtu", str(BRIDGE_MTU), "type", "veth", *peer, "netns", ns)
-    sh("ip", "link", "set", veth, "master", BRIDGE, "up")
+    sh("ip", "link", "set", veth, "master", node.bridge, "up")
     inside = [["link", "set", "eth0", "mtu", str(mtu)]]
     inside += [command[3:] for command in node_address_commands(node)]  # without `ip -n NS`
     sh("ip", "-n", ns, "-batch", "-", input="".join(" ".join(c) + "\n" for c in inside))
@@ -86,8 +89,9 @@ def secondary_address_commands(node: LabNode) -> list[list[str]]:
     return [
         ["ip", "-n", ns, "addr", "add", f"{node.secondary_address}/32", "dev", SECONDARY],
         ["ip", "-n", ns, "link", "set", SECONDARY, "up"],
-        ["ip", "-n", ns, "route", "add", str(SECONDARY_SUBNET), "dev", SECONDARY, *own],
-    ]
+        *(["ip", "-n", ns, "route", "add", str(net), "dev", SECONDARY, *own]
+          for net in (SECONDARY_SUBNET, *EXTRA_SECONDARY_SUBNETS)),
+    ]  # fmt: skip
 
 
 def create_secondary_link(node: LabNode, mtu: int) -> None:
@@ -99,7 +103,7 @@ def create_secondary_link(node: LabNode, mtu: int) -> None:
     tuning.apply_sysctls(ns, ONE_INTERFACE_ARP)
     peer = ["peer", "name", SECONDARY, "address", node.secondary_mac]
     sh("ip", "link", "add", veth, "mtu", str(BRIDGE_MTU), "type", "veth", *peer, "netns", ns)
-    sh("ip", "link", "set", veth, "master", BRIDGE, "up")
+    sh("ip", "link", "set", veth, "master", node.bridge, "up")
     inside = [["link", "set", SECONDARY, "mtu", str(mtu)]]
     inside += [command[3:] for command in secondary_address_commands(node)]
     sh("ip", "-n", ns, "-batch", "-", input="".join(" ".join(c) + "\n" for c in inside))

@@ -1,7 +1,7 @@
 """A lab node's ECS-style metadata service (stdlib only; run as a script inside the node).
 
 `lab up` starts one per node namespace, bound to 100.100.100.200:80 on that namespace's
-`lo`. Values are re-read from `<state>/lab.json` on every request, so faults (`vswitch`,
+`lo`. Values are read from `<state>/lab.json` as it is at every request, so faults (`vswitch`,
 `zone`, `imds-token`) apply at once. Token mode as on ECS: `PUT /latest/api/token` with
 `X-aliyun-ecs-metadata-token-ttl-seconds` returns a token; GETs carrying it in
 `X-aliyun-ecs-metadata-token` succeed; GETs without one succeed too unless the node's
@@ -39,11 +39,12 @@ SECONDARY_VSWITCH = "vsw-lab0002"
 def interface_values(data: dict, node: dict) -> dict[str, str]:
     """`network/interfaces/macs/<mac>/...` of each ENI: eth0's, and eth1's where the lab
     gives nodes two ERIs (each ERI is an ENI, with its own MAC, address and vSwitch)."""
-    enis = [(node.get("mac", ""), node.get("address", ""), node.get("vswitch_id", ""), LAB_SUBNET)]
+    address = node.get("address", "")
+    enis = [(node.get("mac", ""), address, node.get("vswitch_id", ""), vswitch_cidr(address))]
     if data.get("eris") == 2 and node.get("secondary_mac"):
         enis.append(
             (node["secondary_mac"], node.get("secondary_address", ""), SECONDARY_VSWITCH,
-             SECONDARY_SUBNET)
+             vswitch_cidr(node.get("secondary_address", ""), SECONDARY_SUBNET))
         )  # fmt: skip
     out: dict[str, str] = {}
     for i, (mac, address, vswitch, cidr) in enumerate(enis):
@@ -63,10 +64,32 @@ def interface_values(data: dict, node: dict) -> dict[str, str]:
     return out
 
 
+_READ: dict[str, tuple[tuple[int, int, int], dict]] = {}
+"""lab.json as last parsed, by path, with the (inode, mtime, size) it had then."""
+
+
+def lab_data(path: Path) -> dict:
+    """lab.json, parsed again only when it changed (the lab saves it by replacing it): a
+    1,024-node lab's file is about 0.5 MB, and every node's facts make a dozen requests."""
+    stat = path.stat()
+    key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    cached = _READ.get(str(path))
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    data = json.loads(path.read_text())
+    _READ[str(path)] = (key, data)
+    return data
+
+
+def vswitch_cidr(address: str, default: str = LAB_SUBNET) -> str:
+    """The /24 of a lab address (`LAB_SUBNET` for eth0 of the first 256 nodes)."""
+    return ".".join(address.split(".")[:3]) + ".0/24" if address else default
+
+
 def node_values(state_dir: Path, name: str) -> dict[str, str] | None:
     """Metadata keys -> values of node `name` from lab.json, None when it is not in the lab."""
     try:
-        data = json.loads((state_dir / "lab.json").read_text())
+        data = lab_data(state_dir / "lab.json")
     except (OSError, ValueError):
         return None
     node = next((n for n in data.get("nodes", []) if n.get("name") == name), None)
@@ -82,7 +105,7 @@ def node_values(state_dir: Path, name: str) -> dict[str, str] | None:
         "region-id": data.get("region_id", ""),
         "vpc-cidr-block": VPC_CIDR,
         "vpc-id": data.get("vpc_id", ""),
-        "vswitch-cidr-block": LAB_SUBNET,
+        "vswitch-cidr-block": vswitch_cidr(node.get("address", "")),
         "vswitch-id": node.get("vswitch_id", ""),
         "zone-id": node.get("zone_id", ""),
         "@token-required": "1" if node.get("metadata_token_required") else "",

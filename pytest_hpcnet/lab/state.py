@@ -25,13 +25,23 @@ no address of the /24 is a broadcast one)."""
 SECONDARY_SUBNET = ipaddress.ip_network("198.18.1.0/24")
 """The secondary ENIs (`eth1`, carrying erdma_1 with `--eris 2`): node i at the same host
 number as its eth0, in its own vSwitch's /24."""
+EXTRA_SUBNETS = tuple(ipaddress.ip_network(f"198.18.{n}.0/24") for n in (2, 3, 4))
+"""Nodes 257 to 1,024, 256 to a /24 in the same way (a lab of up to 256 nodes is addressed
+as before); their secondary ENIs' /24s follow in `EXTRA_SECONDARY_SUBNETS`."""
+EXTRA_SECONDARY_SUBNETS = tuple(ipaddress.ip_network(f"198.18.{n}.0/24") for n in (5, 6, 7))
 SECONDARY_VSWITCH = "vsw-lab0002"
 BRIDGE = "hxbr0"
+SECOND_BRIDGE = "hxbr1"
+"""A Linux bridge takes at most 1,023 ports (`BR_MAX_PORTS` 1,024, port 0 reserved): nodes
+from `PORTS_PER_BRIDGE` on hang off a second bridge, joined to the first by a veth pair."""
+PORTS_PER_BRIDGE = 1000
 BRIDGE_ADDRESS = "169.254.18.1"
 """The host's own address on the bridge: link-local, a /32, outside the nodes' /24."""
 FIRST_NODE_HOST = 11
-MAX_NODES = 256
-"""Every address of the /24 (256 nodes on a 2-core, 24 GB host: see docs/speed.md)."""
+MAX_NODES = 1024
+"""Four /24s (1,024 nodes on a 2-core, 24 GB host: see docs/speed.md); two ERIs per node up to
+256 nodes."""
+MAX_NODES_TWO_ERIS = 256
 NS_PREFIX = "hx-"
 BRIDGE_MTU = 9000
 METADATA_ADDRESS = "100.100.100.200"
@@ -60,6 +70,8 @@ class LabNode:
     """The MAC of `eth1` (erdma_1's GUID derives from it)."""
     metadata_token_required: bool = False
     """The metadata service refuses GETs without a token (hardened mode only)."""
+    bridge: str = BRIDGE
+    """The host bridge its veths join (`node_bridge`)."""
     sshd_pid: int | None = None
     pids: dict[str, int] = field(default_factory=dict)
     """Other lab processes of the node by role, e.g. `metadata`."""
@@ -154,23 +166,34 @@ class LabState:
 
 
 def node_names(count: int) -> list[str]:
-    """node01 .. nodeNN (three digits from 100 nodes up)."""
-    width = 3 if count >= 100 else 2
+    """node01 .. nodeNN (three digits from 100 nodes up, four from 1,000)."""
+    width = 4 if count >= 1000 else 3 if count >= 100 else 2
     return [f"node{i:0{width}d}" for i in range(1, count + 1)]
 
 
 def node_address(index: int, nic: int = 0) -> str:
     """The lab address of the index-th node (0-based): .11 up, wrapping to .0 inside the /24
-    (`nic` 1: its secondary ENI's, in `SECONDARY_SUBNET`)."""
-    subnet = SECONDARY_SUBNET if nic else SUBNET
+    (`nic` 1: its secondary ENI's, in `SECONDARY_SUBNET`); from the 257th node on, the same
+    in the next /24 of `EXTRA_SUBNETS`."""
+    block = index // SUBNET.num_addresses
+    if block == 0:
+        subnet = SECONDARY_SUBNET if nic else SUBNET
+    else:
+        subnet = (EXTRA_SECONDARY_SUBNETS if nic else EXTRA_SUBNETS)[block - 1]
     return str(subnet.network_address + (FIRST_NODE_HOST + index) % subnet.num_addresses)
 
 
 def node_mac(index: int, nic: int = 0) -> str:
     """A fixed MAC for the index-th node's eth0 (`nic` 1: eth1); Alibaba's 00:16:3e OUI,
-    the address's host last."""
+    the address's host last (its /24 block, from the 257th node on, beside the NIC)."""
     host = (FIRST_NODE_HOST + index) % SUBNET.num_addresses
-    return f"00:16:3e:18:{nic:02x}:{host:02x}"
+    block = index // SUBNET.num_addresses
+    return f"00:16:3e:18:{nic + 2 * block:02x}:{host:02x}"
+
+
+def node_bridge(index: int) -> str:
+    """The bridge the index-th node's veths join."""
+    return BRIDGE if index < PORTS_PER_BRIDGE else SECOND_BRIDGE
 
 
 @contextlib.contextmanager

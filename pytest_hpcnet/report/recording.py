@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from typing import Any
 
@@ -28,10 +29,11 @@ from pytest_hpcnet.requirements.verdict import (
 from pytest_hpcnet.requirements.verdict import (
     NOT_APPLICABLE as NOT_APPLICABLE_OUTCOME,
 )
-from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable
+from pytest_hpcnet.transport.results import CommandResult, NodeUnreachable
 
 RECORD_ATTR = "hpcnet_record"
 UNREACHABLE_ATTR = "hpcnet_unreachable"
+BRIEF_ATTR = "hpcnet_brief"
 COMMAND_INLINE_MAX = 1024
 """Longer commands (the facts script, shared by every check of a node) are stored once in
 `outputs/` and named by digest in each record instead of being copied into it."""
@@ -269,16 +271,43 @@ def show_verdict(
 
 
 def attach(report: pytest.TestReport, record: dict[str, Any], unreachable: dict[str, str]) -> None:
-    """Put the record's evidence line on the report, and the nodes it found unreachable, as
-    text (pytest-xdist serializes report attributes); the controller appends the line as is."""
+    """Put the record's evidence line on the report, what the controller reads of it for
+    every check (verdict, id, whether it ran a command), and the nodes it found unreachable,
+    as text (pytest-xdist serializes report attributes); the controller appends the line as
+    is and parses it only for a check that did not pass."""
     setattr(report, RECORD_ATTR, evidence_line(record))
+    brief = (record["verdict"], record["check_id"], "1" if record["commands"] else "")
+    setattr(report, BRIEF_ATTR, "\t".join(brief))
     if unreachable:
         setattr(report, UNREACHABLE_ATTR, json.dumps(unreachable))
 
 
-def detach(report: pytest.TestReport) -> tuple[str, dict[str, Any], dict[str, str]] | None:
-    """(evidence line, the record it holds, unreachable nodes) carried by a report, if any."""
+@dataclass(frozen=True)
+class Carried:
+    """What a report carries of its check: the evidence line and the few fields the
+    controller reads for every check; `record()` parses the whole line."""
+
+    line: str
+    verdict: str
+    check_id: str
+    contacted: bool
+    unreachable: dict[str, str]
+
+    def record(self) -> dict[str, Any]:
+        return json.loads(self.line)
+
+
+def detach(report: pytest.TestReport) -> Carried | None:
+    """What a report carries of its check's record, if anything."""
     line = getattr(report, RECORD_ATTR, None)
     if not line:
         return None
-    return line, json.loads(line), json.loads(getattr(report, UNREACHABLE_ATTR, None) or "{}")
+    unreachable = json.loads(getattr(report, UNREACHABLE_ATTR, None) or "{}")
+    brief = getattr(report, BRIEF_ATTR, None)
+    if brief is None:  # a report made without `attach` (another version's worker)
+        record = json.loads(line)
+        return Carried(
+            line, record["verdict"], record["check_id"], bool(record["commands"]), unreachable
+        )
+    verdict, check_id, contacted = brief.split("\t")
+    return Carried(line, verdict, check_id, bool(contacted), unreachable)

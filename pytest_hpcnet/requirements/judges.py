@@ -16,7 +16,7 @@ from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.nccl import NcclExpected, NcclResult, rank_problems
 from pytest_hpcnet.probes.perftest_parsers import LatencyResult
 from pytest_hpcnet.requirements.verdict import NOT_MEASURED, Verdict, not_measured
-from pytest_hpcnet.transport.fanout import CommandResult
+from pytest_hpcnet.transport.results import CommandResult
 
 __all__ = ["Verdict", "at_least", "at_most"]
 

@@ -52,7 +52,7 @@ def test_runs_and_summarises_without_contacting_nodes(pytester: pytest.Pytester)
     result = pytester.runpytest(
         ".", "--inventory", "inv.yaml", "-m", "static", "--reports-dir", "out"
     )
-    result.assert_outcomes(passed=3, deselected=3)
+    result.assert_outcomes(passed=3, deselected=1)  # the pair test, once (not per pair)
     result.stdout.fnmatch_lines(
         [
             "*cluster unit-cluster (cn-test): 3 nodes",
@@ -339,3 +339,18 @@ def test_the_short_spellings_work_where_no_one_else_owns_them(pytester: pytest.P
         ".", "--inventory", "inv.yaml", "--reports-dir", "out", "--collect-only", "-q"
     )
     result.stdout.fnmatch_lines(["test_suite.py::test_per_node[gpu-1]"])
+
+
+def test_a_test_that_m_deselects_is_collected_once(pytester: pytest.Pytester):
+    pytester.makefile(".yaml", inv=INVENTORY)
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest(
+        ".", "--inventory", "inv.yaml", "-m", "not static", "--collect-only", "-q"
+    )
+    result.stdout.fnmatch_lines(
+        ["test_suite.py::test_per_pair[gpu-1->gpu-2]", "3/4 tests*(1 deselected)*"]
+    )
+    result = pytester.runpytest(".", "--inventory", "inv.yaml", "-m", "static", "--co", "-q")
+    result.stdout.fnmatch_lines(
+        ["test_suite.py::test_per_node[gpu-3]", "3/4 tests*(1 deselected)*"]
+    )

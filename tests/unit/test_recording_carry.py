@@ -26,13 +26,16 @@ def test_the_record_travels_as_its_evidence_line(pytestconfig, tmp_path):
     hook = pytestconfig.hook
     data = hook.pytest_report_to_serializable(config=pytestconfig, report=report)
     shipped = hook.pytest_report_from_serializable(config=pytestconfig, data=data)
-    line, carried, unreachable = detach(shipped)
+    carried = detach(shipped)
+    line = carried.line
     assert line == evidence_line(record)
-    assert (carried["verdict"], carried["subject"], unreachable) == (
+    assert (carried.verdict, carried.check_id, carried.contacted, carried.unreachable) == (
         "pass",
-        "n1",
+        "mtu",
+        False,
         {"n2": "connection refused"},
     )
+    assert carried.record()["subject"] == "n1"
     bundle.append_line(line)
     (written,) = read_records(bundle.run_dir)
     assert written.measured[0].value == 8500 and written.check_id == "mtu"
@@ -41,3 +44,12 @@ def test_the_record_travels_as_its_evidence_line(pytestconfig, tmp_path):
 
 def test_a_report_without_a_record_carries_nothing():
     assert detach(a_report()) is None
+
+
+def test_a_report_from_a_worker_without_the_brief_is_read_from_its_line(pytestconfig):
+    check = Check("mtu", "mtu", "n1", "node", "t.py::test_mtu[n1]", None)
+    record = check.record("fail", "MTU 1500", None)
+    report = a_report()
+    report.hpcnet_record = evidence_line(record)
+    carried = detach(report)
+    assert (carried.verdict, carried.check_id, carried.contacted) == ("fail", "mtu", False)
