@@ -54,7 +54,7 @@ def test_up_twice_then_down_twice(lab4, tmp_path, capsys):
     assert _lab_sshd_pids(state_dir, CONTROL_PLANE) == {}  # `down` stopped it
     assert LabState.load(state_dir) is None
     restored = lab.up(4, 8500, state_dir, inventory)
-    lab4.nodes = restored.nodes
+    vars(lab4).update(vars(restored))  # nodes, and the new control plane's PID and port
 
 
 def test_bad_arguments_give_one_line(capsys, tmp_path):
