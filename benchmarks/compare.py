@@ -47,7 +47,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_hpcnet.campaigns.facts import MARK, facts_command
+from pytest_hpcnet.campaigns.fact_sections import facts_command
+from pytest_hpcnet.campaigns.sections import MARK
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.inventory.models import Inventory
 from pytest_hpcnet.lab import cluster as lab

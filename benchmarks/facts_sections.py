@@ -23,7 +23,7 @@ from pathlib import Path
 from gate_scale import FLOOR_COMMAND, host_cpu, ssh_argv, timed
 from lab_runs import lab_lock
 
-from pytest_hpcnet.campaigns.facts import SECTIONS
+from pytest_hpcnet.campaigns.fact_sections import SECTIONS
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import cluster as lab
 

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_hpcnet.campaigns.facts import facts_command
+from pytest_hpcnet.campaigns.fact_sections import facts_command
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import cluster as lab
 

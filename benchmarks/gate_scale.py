@@ -52,7 +52,7 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from pytest_hpcnet.campaigns.facts import facts_command
+from pytest_hpcnet.campaigns.fact_sections import facts_command
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import cluster as lab
 from pytest_hpcnet.lab import faults

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 
-from pytest_hpcnet.campaigns.facts import FactsCampaign, sections_script, split_sections
+from pytest_hpcnet.campaigns.facts import FactsCampaign
+from pytest_hpcnet.campaigns.sections import sections_script, split_sections
 from pytest_hpcnet.probes.counters import (
     CounterDelta,
     CounterSnapshot,

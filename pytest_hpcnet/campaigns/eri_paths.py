@@ -14,8 +14,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_hpcnet.campaigns.facts import FactsCampaign, sections_script, split_sections
+from pytest_hpcnet.campaigns.facts import FactsCampaign
 from pytest_hpcnet.campaigns.progress import phase
+from pytest_hpcnet.campaigns.sections import sections_script, split_sections
 from pytest_hpcnet.probes.ping import PATH_MTU_COUNT, PingResult, parse_ping, path_mtu_ping_command
 from pytest_hpcnet.transport.fanout import CommandResult
 

@@ -1,13 +1,10 @@
-"""Node facts: every static probe's command in ONE round trip per node, split by section.
-
-A probe contributes a `FactSection` (name + command builder). `facts_command` joins
-them into one shell script whose output carries a marker line before and a status
-line after each section, so adding a check adds no round trip.
+"""Node facts: every node's sections (`campaigns.fact_sections`) in ONE round trip per node,
+gathered once, cached and read back by section (`NodeFacts`); a section missing, cut short or
+timed out is not measured (`MissingMeasurement`), never read as a whole one.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -15,41 +12,23 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pytest_hpcnet.campaigns.fact_sections import facts_command
 from pytest_hpcnet.campaigns.progress import LOG, Reporter, phase, silent
-from pytest_hpcnet.inventory.expectations import Expectations
+from pytest_hpcnet.campaigns.sections import SectionOutput, split_sections
 from pytest_hpcnet.inventory.models import Inventory, Node
 from pytest_hpcnet.probes.erdma import (
     EriIdentities,
     GidTables,
-    erdma_driver_command,
-    erdma_identity_command,
     parse_erdma_identity,
     parse_gid_tables,
 )
-from pytest_hpcnet.probes.erdma_gdr import gdr_command
 from pytest_hpcnet.probes.eri_address import EriAddress, eri_address, eri_netdevs
-from pytest_hpcnet.probes.fio import mount_check_command
-from pytest_hpcnet.probes.gpu import query_gpu_command
-from pytest_hpcnet.probes.gpu_fabric import FABRIC_COMMAND
-from pytest_hpcnet.probes.gpu_host import DRIVER_VERSION_COMMAND, MODULES_COMMAND, memlock_command
-from pytest_hpcnet.probes.gpu_load import ENGINES_COMMAND
-from pytest_hpcnet.probes.gpu_nvlink import ERRORS_COMMAND as NVLINK_ERRORS_COMMAND
-from pytest_hpcnet.probes.gpu_nvlink import STATUS_COMMAND as NVLINK_STATUS_COMMAND
-from pytest_hpcnet.probes.gpu_rdma import CUDA_COMMAND, RDMA_SYSFS_COMMAND
-from pytest_hpcnet.probes.gpu_topo import TOPO_COMMAND
-from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND
-from pytest_hpcnet.probes.links import ip_addr_command, ip_link_command, parse_interfaces
-from pytest_hpcnet.probes.metadata import MetadataFacts, metadata_command, parse_metadata
+from pytest_hpcnet.probes.links import parse_interfaces
+from pytest_hpcnet.probes.metadata import MetadataFacts, parse_metadata
 from pytest_hpcnet.probes.rdma import (
-    compat_mode_command,
-    erdma_module_command,
-    ibv_devinfo_command,
     match_devices,
-    rdma_link_command,
 )
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
-from pytest_hpcnet.probes.sysctl import sysctl_command
-from pytest_hpcnet.probes.versions import versions_command
 from pytest_hpcnet.requirements.verdict import NotMeasured
 from pytest_hpcnet.transport.results import CommandResult
 
@@ -57,174 +36,9 @@ if TYPE_CHECKING:
     from pytest_hpcnet.campaigns.partition import FactsSpool, Partition
     from pytest_hpcnet.transport.fanout import Transport
 
-MARK = "@@hpcnet"
-_SECTION = re.compile(rf"^{MARK} begin (\S+)$")
-_STATUS = re.compile(rf"^{MARK} end (\S+) (\d+)$")
 FACTS_POLL_S = 1.0
 FACTS_GRACE_S = 30.0
 """Beyond the command timeout, per wave of nodes, before the facts stop being waited for."""
-
-
-@dataclass(frozen=True)
-class FactSection:
-    """One probe's share of the facts script; `build` returns a POSIX sh command."""
-
-    name: str
-    build: Callable[[Node, Expectations], str]
-
-
-TIMED_OUT_STATUSES = (124, 137)
-"""Exit statuses of a command `timeout` killed (SIGTERM, then SIGKILL after `-k`)."""
-
-
-@dataclass(frozen=True)
-class SectionOutput:
-    """What one section printed (stdout and stderr together) and its exit status: None when
-    its end line never came (the script was killed or its output cut inside the section)."""
-
-    text: str
-    status: int | None
-
-    @property
-    def timed_out(self) -> bool:
-        """Its command was killed by a `timeout` of its own."""
-        return self.status in TIMED_OUT_STATUSES
-
-    @property
-    def complete(self) -> bool:
-        """The section ran to its end line and its command was not killed by a timeout."""
-        return self.status is not None and not self.timed_out
-
-
-def _module_command(expect: Expectations) -> str:
-    module = expect.rdma.kernel_module
-    return erdma_module_command(module) if module else "echo 'not expected'"
-
-
-def _compat_command(expect: Expectations) -> str:
-    module = expect.rdma.kernel_module or "erdma"
-    return compat_mode_command(module) if expect.rdma.compat_mode else "echo 'not expected'"
-
-
-SECTIONS: list[FactSection] = [
-    FactSection("hostname", lambda node, expect: "hostname"),
-    FactSection("kernel", lambda node, expect: "uname -r"),
-    # `-v` only: the devices and ports a plain call shows plus the GID table, in one call
-    FactSection("ibv_devinfo_v", lambda node, expect: ibv_devinfo_command(verbose=True)),
-    FactSection("rdma_link", lambda node, expect: rdma_link_command()),
-    FactSection("erdma_module", lambda node, expect: _module_command(expect)),
-    FactSection("compat_mode", lambda node, expect: _compat_command(expect)),
-    FactSection("links", lambda node, expect: ip_link_command(stats=True)),
-    # every interface: each ERI's address is its own netdev's (eth1 for erdma_1)
-    FactSection("addr", lambda node, expect: ip_addr_command()),
-    FactSection("sysctl", lambda node, expect: sysctl_command(sorted(expect.sysctl))),
-    FactSection(
-        "metadata", lambda node, expect: metadata_command(base=expect.placement.metadata_url)
-    ),
-    FactSection("cpfs_mount", lambda node, expect: mount_check_command(expect.cpfs.mount)),
-    FactSection("versions", lambda node, expect: versions_command()),
-]
-
-# -- eRDMA in depth: identity by driver/PCI id, GID tables, driver state --------
-SECTIONS += [
-    FactSection("erdma_identity", lambda node, expect: erdma_identity_command(None)),
-    FactSection("erdma_driver", lambda node, expect: erdma_driver_command(None, None)),
-    FactSection(
-        "erdma_gdr",
-        lambda node, expect: gdr_command() if expect.erdma.gdr else "echo 'not expected'",
-    ),
-]
-
-
-# -- GPU node health: one block of sections, in the same round trip -------------
-
-
-def _gpu_command(command: str) -> Callable[[Node, Expectations], str]:
-    """`command` on a GPU profile; a CPU-only profile (`expect.gpu.count` unset) runs nothing."""
-    return lambda node, expect: command if expect.gpu.count else "echo 'not expected'"
-
-
-GPU_SECTIONS: list[FactSection] = [
-    FactSection("gpu_query", _gpu_command(query_gpu_command())),
-    FactSection("gpu_topo", _gpu_command(TOPO_COMMAND)),
-    FactSection("gpu_cuda", _gpu_command(CUDA_COMMAND)),
-    FactSection("gpu_driver", _gpu_command(DRIVER_VERSION_COMMAND)),
-    FactSection("gpu_modules", _gpu_command(MODULES_COMMAND)),
-    FactSection(
-        "gpu_memlock",
-        lambda node, expect: (
-            memlock_command(expect.gpu.nccl_user) if expect.gpu.count else "echo 'not expected'"
-        ),
-    ),
-    FactSection("gpu_klog", _gpu_command(KERNEL_LOG_COMMAND)),
-    FactSection(
-        "rdma_sysfs",
-        lambda node, expect: (
-            RDMA_SYSFS_COMMAND
-            if expect.gpu.count and expect.gpu.rdma_sysfs
-            else "echo 'not expected'"
-        ),
-    ),
-]
-SECTIONS += GPU_SECTIONS
-
-
-def sections_script(commands: dict[str, str], parallel: bool = False) -> str:
-    """One script running each named command, its output framed by marker lines.
-
-    With `parallel`, the commands run at once (each into its own temp file) and their
-    outputs are printed in order once all have finished.
-    """
-    if not parallel:
-        return "\n".join(
-            f"echo '{MARK} begin {name}'; ( {cmd} ) </dev/null 2>&1; "
-            f'echo; echo "{MARK} end {name} $?"'
-            for name, cmd in commands.items()
-        )
-    lines = ["d=$(mktemp -d /tmp/hpcnet-sections.XXXXXX) || exit 1"]
-    for i, cmd in enumerate(commands.values()):
-        lines.append(f'( ( {cmd} ) </dev/null >"$d/{i}" 2>&1; echo $? >"$d/{i}.rc" ) &')
-    lines.append("wait")
-    for i, name in enumerate(commands):
-        lines.append(
-            f"echo '{MARK} begin {name}'; cat \"$d/{i}\"; "
-            f'echo; echo "{MARK} end {name} $(cat "$d/{i}.rc")"'
-        )
-    lines.append('rm -rf "$d"')
-    return "\n".join(lines)
-
-
-def facts_command(node: Node, expect: Expectations) -> str:
-    """The one script that gathers every section on `node`."""
-    return sections_script({s.name: s.build(node, expect) for s in SECTIONS})
-
-
-def split_sections(output: str) -> dict[str, SectionOutput]:
-    """Split the facts script's output into sections; a section without its end line (cut
-    off, or followed by another section's begin line) has status None: not `complete`."""
-    sections: dict[str, SectionOutput] = {}
-    current: str | None = None
-    lines: list[str] = []
-    for line in output.splitlines():
-        begin = _SECTION.match(line)
-        end = _STATUS.match(line)
-        if begin:
-            if current is not None:
-                sections[current] = SectionOutput("\n".join(lines), None)
-            current, lines = begin.group(1), []
-        elif end and current == end.group(1):
-            text = "\n".join(lines)
-            sections[current] = SectionOutput(
-                text[:-1] if text.endswith("\n") else text, int(end.group(2))
-            )
-            current, lines = None, []
-        elif current is not None:
-            lines.append(line)
-    if current is not None:
-        sections[current] = SectionOutput("\n".join(lines), None)
-    return {
-        name: SectionOutput(out.text.rstrip("\n"), out.status) for name, out in sections.items()
-    }
 
 
 def _not_gathered(name: str, reason: str) -> CommandResult:
@@ -520,33 +334,6 @@ class FactsCampaign:
             if section is not None and not facts.result.unreachable:
                 out[name] = parse_metadata(section)
         return out
-
-
-# -- GPUs under load: the engines each node has (found once, loaded in `campaigns/gpu_load`) --
-SECTIONS += [FactSection("gpu_engines", _gpu_command(ENGINES_COMMAND))]
-
-
-def _nvlink_command(command: str) -> Callable[[Node, Expectations], str]:
-    """`command` where the profile expects NVLink (`expect.gpu_load.nvlink_links`)."""
-    return lambda node, expect: (
-        command if expect.gpu.count and expect.gpu_load.nvlink_links else "echo 'not expected'"
-    )
-
-
-SECTIONS += [
-    FactSection("gpu_nvlink_status", _nvlink_command(NVLINK_STATUS_COMMAND)),
-    FactSection("gpu_nvlink_errors", _nvlink_command(NVLINK_ERRORS_COMMAND)),
-]
-SECTIONS += [
-    FactSection(
-        "gpu_fabric",
-        lambda node, expect: (
-            FABRIC_COMMAND
-            if expect.gpu.count and expect.gpu_load.nvswitch
-            else "echo 'not expected'"
-        ),
-    )
-]
 
 
 class _PartitionedFacts(Mapping[str, NodeFacts]):

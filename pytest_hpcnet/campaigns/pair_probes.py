@@ -8,10 +8,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from pytest_hpcnet.campaigns.facts import (
-    sections_script,
-    split_sections,
-)
+from pytest_hpcnet.campaigns.sections import sections_script, split_sections
 from pytest_hpcnet.inventory.expectations import Expectations, Flow
 from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes.ping import (

@@ -14,8 +14,8 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_hpcnet.campaigns.facts import SectionOutput, sections_script, split_sections
 from pytest_hpcnet.campaigns.schedule import Pair
+from pytest_hpcnet.campaigns.sections import SectionOutput, sections_script, split_sections
 from pytest_hpcnet.inventory.bench_settings import PerftestSettings
 from pytest_hpcnet.probes.perftest import (
     PerftestOptions,

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_hpcnet.campaigns.facts import MissingMeasurement, NodeFacts, SectionOutput
+from pytest_hpcnet.campaigns.facts import MissingMeasurement, NodeFacts
+from pytest_hpcnet.campaigns.sections import SectionOutput
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.requirements.verdict import NotMeasured

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_hpcnet.campaigns.facts import FactsCampaign, NodeFacts, SectionOutput
+from pytest_hpcnet.campaigns.facts import FactsCampaign, NodeFacts
+from pytest_hpcnet.campaigns.sections import SectionOutput
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.probes.erdma import parse_erdma_identity, parse_gid_tables
 from pytest_hpcnet.probes.eri_address import eri_address, eri_netdevs

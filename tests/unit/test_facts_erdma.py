@@ -7,13 +7,9 @@ import re
 
 import pytest
 
-from pytest_hpcnet.campaigns.facts import (
-    SECTIONS,
-    FactsCampaign,
-    NodeFacts,
-    SectionOutput,
-    facts_command,
-)
+from pytest_hpcnet.campaigns.fact_sections import SECTIONS, facts_command
+from pytest_hpcnet.campaigns.facts import FactsCampaign, NodeFacts
+from pytest_hpcnet.campaigns.sections import SectionOutput
 from pytest_hpcnet.inventory.expectations import Expectations, load_profile
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.inventory.models import Node

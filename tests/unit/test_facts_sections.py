@@ -16,12 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_hpcnet.campaigns.facts import (
-    MissingMeasurement,
-    NodeFacts,
-    sections_script,
-    split_sections,
-)
+from pytest_hpcnet.campaigns.facts import MissingMeasurement, NodeFacts
+from pytest_hpcnet.campaigns.sections import sections_script, split_sections
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.suites import test_gpu as suite

@@ -9,9 +9,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
-from pytest_hpcnet.campaigns.facts import MARK, FactsCampaign
+from pytest_hpcnet.campaigns.facts import FactsCampaign
 from pytest_hpcnet.campaigns.pair_pipeline import PairPipeline
 from pytest_hpcnet.campaigns.pairs import PairCampaign, gather_pair_facts
+from pytest_hpcnet.campaigns.sections import MARK
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.transport.fanout import CommandResult
 

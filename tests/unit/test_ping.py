@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpcnet.campaigns.facts import MARK
 from pytest_hpcnet.campaigns.pair_probes import LATENCY_COUNT, gather_pair_facts
+from pytest_hpcnet.campaigns.sections import MARK
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes import ping
