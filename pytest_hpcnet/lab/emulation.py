@@ -40,6 +40,7 @@ TOOLS = {
 }
 SHARED = ("hpcnet_lab_rdma.py", "hpcnet_lab_node.py", "hpcnet_lab_perftest.py", "hpcnet_lab_gpu.py")
 SHARED += ("hpcnet_lab_nccl_node.py", "hpcnet_lab_perftest_print.py")
+SHARED += ("hpcnet_lab_nccl_net.py", "hpcnet_lab_nccl_json.py")
 PYLIB = "pylib"
 """On lab nodes' PYTHONPATH (`/usr/local/sbin/pylib`, sshd's SetEnv): the emulated `torch`."""
 TORCH_VERSION = "2.5.1+hpcnet.lab.emulation"

@@ -23,7 +23,8 @@ SIGSEGV (a crash at teardown: the table is complete, the run is not). On IB the 
 bytes are added to the devices' emulated hw counters, split evenly; on Socket they are not.
 `-J FILE.json` (nccl-tests 2.17.3+): rank 0 also writes nccl-tests' JSON file (version 3, the
 real file's keys) and prints `# Writing JSON output to FILE` (`FILE.0`, ... when it exists).
-`-h` prints the real usage text, `-J,--output_file` included.
+`-h` prints the real usage text, `-J,--output_file` included. The network choice and its INFO
+lines are in hpcnet_lab_nccl_net.py, the JSON file in hpcnet_lab_nccl_json.py.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import json
 import operator
 import os
 import re
@@ -44,12 +44,13 @@ import time
 from array import array
 from pathlib import Path
 
+import hpcnet_lab_nccl_json as nccl_json
+import hpcnet_lab_nccl_net as nccl_net
 import hpcnet_lab_node as node
 import hpcnet_lab_rdma as lab
 
 VERSION = "2.19.6"
 NCCL_HEADERS = 21903
-NCCL_VERSION = "2.19.3"
 RENDEZVOUS_WAIT_S = 60.0
 IO_TIMEOUT_S = 120.0
 PATTERN = 13
@@ -291,68 +292,6 @@ def run_one(ring: Ring, count: int, args: argparse.Namespace, in_place: bool) ->
     return usec, ring.total(wrong)
 
 
-def _hca_match(name: str, spec: str) -> bool:
-    """NCCL_IB_HCA: comma list of prefixes (`=` exact, `^` excludes, `:port` ignored)."""
-    if not spec:
-        return True
-    exclude, spec = spec.startswith("^"), spec.lstrip("^")
-    exact, spec = spec.startswith("="), spec.lstrip("=")
-    names = [item.split(":")[0] for item in spec.split(",") if item]
-    hit = any(name == n if exact else name.startswith(n) for n in names)
-    return hit != exclude
-
-
-def nccl_network() -> tuple[str, list[dict]]:
-    """("IB", devices) or ("Socket", []) as NCCL would choose on this node."""
-    devices = [
-        d
-        for d in lab.load_devices()
-        if any(p.get("state") == "ACTIVE" for p in d.get("ports", []))
-        and _hca_match(d["name"], os.environ.get("NCCL_IB_HCA", ""))
-    ]
-    socket_only = os.environ.get("NCCL_NET") == "Socket" or os.environ.get("NCCL_IB_DISABLE") == "1"
-    if "nccl-socket" in node.faults() or not devices or socket_only:
-        return "Socket", []
-    return "IB", devices
-
-
-class InfoLog:
-    """NCCL INFO lines of this rank (printed only with NCCL_DEBUG=INFO)."""
-
-    def __init__(self) -> None:
-        self.on = os.environ.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE")
-        self.prefix = f"{lab.node_name()}:{os.getpid()}:{threading.get_ident() % 100000} [0]"
-
-    def __call__(self, msg: str) -> None:
-        if self.on:
-            sys.stdout.write(f"{self.prefix} NCCL INFO {msg}\n")
-            sys.stdout.flush()
-
-
-def log_network(info: InfoLog, network: str, devices: list[dict]) -> None:
-    """The lines NCCL prints while it picks its network."""
-    oob = f"{os.environ.get('NCCL_SOCKET_IFNAME', 'eth0')}:{node.address()}<0>"
-    info(f"Bootstrap: Using {oob}")
-    info(f"NCCL version {NCCL_VERSION}+cuda12.2 (hpcnet lab emulation)")
-    info("NET/Plugin: Could not find: libnccl-net.so")
-    if network == "IB":
-        used = " ".join(f"[{i}]{d['name']}:1/RoCE" for i, d in enumerate(devices))
-        info(f"NET/IB : Using {used} [RO]; OOB {oob}")
-        info("Initialized NET plugin IB")
-        info("Assigned NET plugin IB to comm")
-        info("Using network IB")
-        for i, d in enumerate(devices):
-            info(f"NET/IB : GPU Direct RDMA Disabled for HCA {i} '{d['name']}'")
-    else:
-        info("NET/IB : No device found.")
-        info(f"NET/IB : Using [RO]; OOB {oob}")
-        info("Failed to initialize NET plugin IB")
-        info(f"NET/Socket : Using [0]{oob}")
-        info("Initialized NET plugin Socket")
-        info("Assigned NET plugin Socket to comm")
-        info("Using network Socket")
-
-
 def header(args: argparse.Namespace, ring: Ring) -> str:
     step = f"{args.stepfactor}(factor)" if args.stepfactor > 1 else f"{args.stepbytes}(bytes)"
     lines = [
@@ -380,102 +319,6 @@ def header(args: argparse.Namespace, ring: Ring) -> str:
     return "\n".join(lines) + "\n"
 
 
-class JsonReport:
-    """nccl-tests' `-J` file, written by rank 0 only (the shape of nccl-tests 2.19.6's file)."""
-
-    def __init__(self, path: str | None, rank: int, argv: list[str]) -> None:
-        self.path: Path | None = None
-        self.data: dict = {}
-        if not path or rank != 0:
-            return
-        if not path.lower().endswith(".json"):
-            return  # nccl-tests infers the type from the suffix; others are not written
-        tried, n = Path(path), 0
-        while tried.exists() and n < 100:
-            tried, n = Path(f"{path}.{n}"), n + 1
-        try:
-            tried.touch(exist_ok=False)
-        except OSError:
-            sys.stdout.write(f"# skipping json output; {tried} not accessible\n")
-            return
-        sys.stdout.write(f"# Writing JSON output to {tried}\n")
-        self.path = tried
-        env = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith(("NCCL_", "CUDA")))
-        self.data = {
-            "version": 3,
-            "start_time": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "args": ["all_reduce_perf", *argv],
-            "env": env,
-            "nccl_version": NCCL_HEADERS,
-        }
-
-    def config(self, args: argparse.Namespace, ring: Ring) -> None:
-        if self.path is None:
-            return
-        peers = ring.peers or [["", "", str(os.getpid()), lab.node_name()]]
-        step = {"step_factor": args.stepfactor} if args.stepfactor > 1 else {}
-        self.data["config"] = {
-            "nthreads": args.nthreads,
-            "ngpus": args.ngpus,
-            "minimum_bytes": args.minbytes,
-            "maximum_bytes": args.maxbytes,
-            **(step or {"step_bytes": args.stepbytes}),
-            "warmup_iters": args.warmup_iters,
-            "iterations": args.iters,
-            "aggregated_iterations": 1,
-            "validation": args.check,
-            "graph": 0,
-            "blocking_collectives": "false",
-            "per_iter_timing": "false",
-            "per_iter_skip": 0,
-            "parallel_init": "false",
-            "devices": [
-                {
-                    "rank": r,
-                    "group": 0,
-                    "pid": int(pid),
-                    "hostname": host,
-                    "device": 0,
-                    "device_hex": "0000:00:00",
-                    "device_info": "lab-emulated",
-                }
-                for r, (_, _, pid, host) in enumerate(peers)
-            ],
-        }
-        self.data["results"] = []
-
-    def row(self, size: int, op: str, check: int, measured: list[tuple[float, ...]]) -> None:
-        if self.path is None:
-            return
-        halves = [
-            {"time": t, "alg_bw": a, "bus_bw": b, "nwrong": float(w) if check else None}
-            for t, a, b, w in measured
-        ]
-        self.data["results"].append(
-            {
-                "size": size,
-                "count": size // 4,
-                "type": "float",
-                "redop": op,
-                "root": "    -1",
-                "out_of_place": halves[0],
-                "in_place": halves[1],
-                "actual_iterations": 0,
-                "experiment_name": "",
-            }
-        )
-
-    def close(self, wrong: int, avg: float | None, error: str | None = None) -> None:
-        if self.path is None:
-            return
-        if avg is not None:
-            self.data["out_of_bounds"] = {"count": wrong, "okay": str(not wrong).lower()}
-            self.data["average_bus_bandwidth"] = {"bandwidth": avg, "okay": "unchecked"}
-        self.data["errors"] = [error or ""]
-        self.data["end_time"] = time.strftime("%Y-%m-%d %H:%M:%S")
-        self.path.write_text(json.dumps(self.data))
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args, extra = parser().parse_known_args(argv)
@@ -492,10 +335,10 @@ def main(argv: list[str] | None = None) -> int:
         tail = f"step: {step} warmup iters: {args.warmup_iters} iters: {args.iters} agg iters: 1"
         tail += f" validation: {args.check} graph: 0"
         return hpcnet_lab_nccl_node.run(args, sizes(args), tail, VERSION, NCCL_HEADERS)
-    report = JsonReport(args.output_file, rank, argv)
-    info = InfoLog()
-    network, devices = nccl_network()
-    log_network(info, network, devices)
+    report = nccl_json.JsonReport(args.output_file, rank, argv, NCCL_HEADERS)
+    info = nccl_net.InfoLog()
+    network, devices = nccl_net.nccl_network()
+    nccl_net.log_network(info, network, devices)
     try:
         ring = Ring(rank, nranks)
     except (OSError, RuntimeError) as exc:

@@ -1,0 +1,77 @@
+"""What NCCL says in the lab's emulated nccl-tests: the network it picks on this node (IB over
+the node's active emulated eRDMA devices that NCCL_IB_HCA admits, else Socket) and the
+`NCCL INFO` lines it prints while picking it (NCCL_DEBUG=INFO). Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import hpcnet_lab_node as node
+import hpcnet_lab_rdma as lab
+
+NCCL_VERSION = "2.19.3"
+
+
+def _hca_match(name: str, spec: str) -> bool:
+    """NCCL_IB_HCA: comma list of prefixes (`=` exact, `^` excludes, `:port` ignored)."""
+    if not spec:
+        return True
+    exclude, spec = spec.startswith("^"), spec.lstrip("^")
+    exact, spec = spec.startswith("="), spec.lstrip("=")
+    names = [item.split(":")[0] for item in spec.split(",") if item]
+    hit = any(name == n if exact else name.startswith(n) for n in names)
+    return hit != exclude
+
+
+def nccl_network() -> tuple[str, list[dict]]:
+    """("IB", devices) or ("Socket", []) as NCCL would choose on this node."""
+    devices = [
+        d
+        for d in lab.load_devices()
+        if any(p.get("state") == "ACTIVE" for p in d.get("ports", []))
+        and _hca_match(d["name"], os.environ.get("NCCL_IB_HCA", ""))
+    ]
+    socket_only = os.environ.get("NCCL_NET") == "Socket" or os.environ.get("NCCL_IB_DISABLE") == "1"
+    if "nccl-socket" in node.faults() or not devices or socket_only:
+        return "Socket", []
+    return "IB", devices
+
+
+class InfoLog:
+    """NCCL INFO lines of this rank (printed only with NCCL_DEBUG=INFO)."""
+
+    def __init__(self) -> None:
+        self.on = os.environ.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE")
+        self.prefix = f"{lab.node_name()}:{os.getpid()}:{threading.get_ident() % 100000} [0]"
+
+    def __call__(self, msg: str) -> None:
+        if self.on:
+            sys.stdout.write(f"{self.prefix} NCCL INFO {msg}\n")
+            sys.stdout.flush()
+
+
+def log_network(info: InfoLog, network: str, devices: list[dict]) -> None:
+    """The lines NCCL prints while it picks its network."""
+    oob = f"{os.environ.get('NCCL_SOCKET_IFNAME', 'eth0')}:{node.address()}<0>"
+    info(f"Bootstrap: Using {oob}")
+    info(f"NCCL version {NCCL_VERSION}+cuda12.2 (hpcnet lab emulation)")
+    info("NET/Plugin: Could not find: libnccl-net.so")
+    if network == "IB":
+        used = " ".join(f"[{i}]{d['name']}:1/RoCE" for i, d in enumerate(devices))
+        info(f"NET/IB : Using {used} [RO]; OOB {oob}")
+        info("Initialized NET plugin IB")
+        info("Assigned NET plugin IB to comm")
+        info("Using network IB")
+        for i, d in enumerate(devices):
+            info(f"NET/IB : GPU Direct RDMA Disabled for HCA {i} '{d['name']}'")
+    else:
+        info("NET/IB : No device found.")
+        info(f"NET/IB : Using [RO]; OOB {oob}")
+        info("Failed to initialize NET plugin IB")
+        info(f"NET/Socket : Using [0]{oob}")
+        info("Initialized NET plugin Socket")
+        info("Assigned NET plugin Socket to comm")
+        info("Using network Socket")
