@@ -21,11 +21,9 @@ certificate lists it as a requirement that did not run.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -34,26 +32,24 @@ from pytest_hpcnet.report.certificate import CertificateContext, render_certific
 from pytest_hpcnet.report.certificate_rows import DEFAULT_REQUIREMENTS, RequirementSpec
 from pytest_hpcnet.report.evidence import (
     CheckRecord,
-    EvidenceError,
     RunSummary,
-    effective_verdict,
     merge_bundles,
-    read_records,
-    read_summary,
-    run_date_of,
+)
+from pytest_hpcnet.report.merge_inputs import (
+    MergeRefused,
+    Partition,
+    PathLike,
+    check_keys,
+    check_partitions,
+    load_partition,
+    merged_start,
 )
 from pytest_hpcnet.report.records import RunScope
 from pytest_hpcnet.report.signing import (
-    key_fingerprint,
-    load_private_key,
-    load_public_key,
-    read_facts,
     sign,
     signer_display,
 )
-from pytest_hpcnet.report.verify import verify
 
-PathLike = str | os.PathLike[str]
 CROSS_PARTITION = RequirementSpec(
     check_id="cross_partition",
     requirement="Pairs and placement across partitions (not run by per-partition controllers)",
@@ -62,42 +58,8 @@ NOT_COVERED = [
     "pairs whose nodes are in different partitions",
     "same-vSwitch placement across partitions",
 ]
-MAX_NAMED = 5
 NOT_MEASURED = "not_measured"
 """The verdict of a pair no partition measured (INCOMPLETE; no waiver covers it)."""
-UNSIGNED_HINT = "sign the partition runs with --hpcnet-sign-key, or give --allow-unsigned"
-
-
-class MergeRefused(ValueError):
-    """The inputs cannot be merged; `problems` has one line per problem."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = list(problems)
-
-
-@dataclass
-class Partition:
-    """One verified input bundle, read."""
-
-    run_dir: Path
-    summary: RunSummary | None
-    facts: dict[str, Any]
-    records: list[CheckRecord]
-    digest: str
-    signed_by: str | None
-
-    @property
-    def run_id(self) -> str:
-        return self.summary.run_id if self.summary else self.run_dir.name
-
-    @property
-    def cluster(self) -> str:
-        return str(self.facts.get("cluster", {}).get("name", ""))
-
-    @property
-    def run_date(self) -> date:
-        return run_date_of(self.summary, self.records)
 
 
 @dataclass
@@ -118,96 +80,6 @@ def _distinct(values: Iterable[Any], ordered: bool = False) -> str:
     present = [str(v) for v in values if v]
     unique = list(dict.fromkeys(present)) if ordered else sorted(set(present))
     return ", ".join(unique)
-
-
-def load_partition(
-    run_dir: PathLike, key_fingerprints: Sequence[str] = (), allow_unsigned: bool = False
-) -> Partition:
-    """Verify and read one input bundle: signed (unless `allow_unsigned`), and with
-    `key_fingerprints` signed by one of them."""
-    root = Path(run_dir)
-    if not root.is_dir():
-        raise MergeRefused([f"{root}: not a run folder (reports/<run-id>/)"])
-    result = verify(root)
-    problems = [f"{root}: {line}" for line in result.problems]
-    if result.ok and key_fingerprints and not result.signed:
-        problems.append(f"{root}: bundle is not signed, but --public-key was given")
-    elif result.ok and key_fingerprints and result.key_fingerprint not in key_fingerprints:
-        problems.append(f"{root}: signed by key {result.key_fingerprint}, not a given key")
-    elif result.ok and not result.signed and not allow_unsigned:
-        problems.append(f"{root}: bundle is not signed ({UNSIGNED_HINT})")
-    if problems:
-        raise MergeRefused(problems)
-    try:
-        records = read_records(root)
-        summary = read_summary(root)
-    except (EvidenceError, ValueError) as exc:
-        raise MergeRefused([f"{root}: {exc}"]) from None
-    return Partition(
-        run_dir=root,
-        summary=summary,
-        facts=read_facts(root) or {},
-        records=records,
-        digest=result.digest,
-        signed_by=result.key_fingerprint if result.signed else None,
-    )
-
-
-def _merged_start(parts: Sequence[Partition]) -> Any:
-    starts = [p.summary.started_at for p in parts if p.summary and p.summary.started_at]
-    return min(starts) if starts else None
-
-
-def _merged_run_date(parts: Sequence[Partition]) -> date:
-    summary = RunSummary(run_id="merged", started_at=_merged_start(parts))
-    return run_date_of(summary, [r for p in parts for r in p.records])
-
-
-def _overlaps(parts: Sequence[Partition]) -> list[str]:
-    seen: dict[tuple[str, str], list[str]] = {}
-    for part in parts:
-        keys = {(r.check_id, r.subject) for r in part.records if r.kind != "cluster"}
-        for key in keys:
-            seen.setdefault(key, []).append(part.run_id)
-    shared = sorted((k, runs) for k, runs in seen.items() if len(runs) > 1)
-    if not shared:
-        return []
-    named = [f"{c}[{s}] ({', '.join(runs)})" for (c, s), runs in shared[:MAX_NAMED]]
-    more = f" and {len(shared) - MAX_NAMED} more" if len(shared) > MAX_NAMED else ""
-    return [f"overlapping partitions: checked in more than one bundle: {', '.join(named)}{more}"]
-
-
-def _waiver_dates(parts: Sequence[Partition]) -> list[str]:
-    merged = _merged_run_date(parts)
-    problems = []
-    for part in parts:
-        own = part.run_date
-        for record in part.records:
-            if record.waiver is None:
-                continue
-            before, after = effective_verdict(record, own), effective_verdict(record, merged)
-            if before != after:
-                problems.append(
-                    f"{part.run_dir}: {record.check_id}[{record.subject}] is {before} on its "
-                    f"run date {own} but {after} on the merged run date {merged} "
-                    f"(waiver expires {record.waiver.expires})"
-                )
-    return problems
-
-
-def check_partitions(parts: Sequence[Partition]) -> list[str]:
-    """Why these bundles cannot be merged into one certificate (empty when they can)."""
-    problems: list[str] = []
-    runs = Counter(p.run_id for p in parts)
-    problems.extend(f"run {run} given more than once" for run, n in runs.items() if n > 1)
-    clusters = {p.cluster for p in parts}
-    if len(clusters) > 1:
-        named = ", ".join(f"{p.run_dir} is {p.cluster or '(unnamed)'!r}" for p in parts)
-        problems.append(f"cluster names differ: {named}")
-    if not problems:
-        problems.extend(_overlaps(parts))
-        problems.extend(_waiver_dates(parts))
-    return problems
 
 
 def _requirements(parts: Sequence[Partition]) -> list[RequirementSpec]:
@@ -328,7 +200,7 @@ def unmeasured_pairs(parts: Sequence[Partition]) -> list[CheckRecord]:
     }
     measured = {(r.check_id, r.subject) for r in records if r.kind == "pair"}
     titles = {r.check_id: r.requirement for r in records if r.kind == "pair"}
-    start = _merged_start(parts)
+    start = merged_start(parts)
     seams = [p for p in ring_pairs(list(partition)) if partition[p.a] != partition[p.b]]
     found = []
     for check_id, requirement in titles.items():
@@ -393,7 +265,7 @@ def merged_summary(parts: Sequence[Partition]) -> dict[str, Any]:
     if unsigned:
         summary["unsigned_inputs"] = unsigned
         summary["not_covered"] = [*summary["not_covered"], unsigned_line(unsigned)]
-    start = _merged_start(parts)
+    start = merged_start(parts)
     if start is not None:
         summary["started_at"] = start
     if ends:
@@ -404,24 +276,6 @@ def merged_summary(parts: Sequence[Partition]) -> dict[str, Any]:
 def unsigned_line(run_ids: Sequence[str]) -> str:
     """What the summary and `hpcnet merge` say about inputs merged unsigned."""
     return f"inputs not signed: {', '.join(run_ids)} (merged with --allow-unsigned)"
-
-
-def _check_keys(sign_key: PathLike | None, public_keys: Sequence[PathLike]) -> list[str]:
-    """Key fingerprints of `public_keys`; refuses unreadable keys before anything is written."""
-    problems, fingerprints = [], []
-    for path in public_keys:
-        try:
-            fingerprints.append(key_fingerprint(load_public_key(path)))
-        except (OSError, ValueError) as exc:
-            problems.append(f"--public-key {path}: {exc}")
-    if sign_key is not None:
-        try:
-            load_private_key(sign_key)
-        except (OSError, ValueError, TypeError) as exc:
-            problems.append(f"--sign-key {sign_key}: {exc}")
-    if problems:
-        raise MergeRefused(problems)
-    return fingerprints
 
 
 def merge(
@@ -438,7 +292,7 @@ def merge(
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise MergeRefused([f"{out}: exists and is not empty; give a new folder"])
-    fingerprints = _check_keys(sign_key, public_keys)
+    fingerprints = check_keys(sign_key, public_keys)
     parts: list[Partition] = []
     problems: list[str] = []
     for run_dir in run_dirs:
