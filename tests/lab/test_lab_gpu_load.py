@@ -12,20 +12,12 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.lab import faults
+from tests.gpu_load_checks import GPU_LOAD_CHECKS
 from tests.lab.test_static_suite import failing, run_static
 
 pytestmark = pytest.mark.lab
 
-CHECKS = {
-    "gpu_compute",
-    "gpu_correctness",
-    "gpu_bandwidth",
-    "gpu_nvlink",
-    "gpu_dcgm",
-    "gpu_nccl_node",
-    "gpu_p2p",
-    "gpu_fabric",
-}
+CHECKS = GPU_LOAD_CHECKS
 INJECTED = {  # (kind, node, GPU)
     ("gpu-hbm-slow", "node01", "1"),
     ("gpu-slow", "node02", "5"),

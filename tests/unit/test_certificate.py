@@ -24,6 +24,7 @@ from pytest_hpcnet.report.evidence import (
     Waiver,
 )
 from pytest_hpcnet.report.signing import html_facts
+from tests.gpu_load_checks import GPU_LOAD_CHECKS
 
 RUN_START = datetime(2026, 11, 30, 5, 27, 50, tzinfo=timezone.utc)
 RUN_DATE = RUN_START.date()
@@ -190,14 +191,7 @@ def test_failing_rows_first_and_not_run_rows_listed():
         "instance_type",
         "erdma_nic_index",
         "erdma_gdr_bw",
-        "gpu_compute",
-        "gpu_correctness",
-        "gpu_bandwidth",
-        "gpu_nvlink",
-        "gpu_dcgm",
-        "gpu_nccl_node",
-        "gpu_p2p",
-        "gpu_fabric",
+        *GPU_LOAD_CHECKS,
     } == not_run
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pytest_hpcnet.lab.emulation import PYLIB, install_tools
 from pytest_hpcnet.lab.state import LabNode, LabState
+from tests.gpu_load_checks import GPU_LOAD_CHECKS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,19 +61,9 @@ def test_gpu_load_suite_on_a_local_node(tmp_path):
     run = sorted(reports.iterdir())[-1]
     records = [json.loads(x) for x in (run / "evidence.jsonl").read_text().splitlines() if x]
     verdicts = {(r["check_id"], r["verdict"]) for r in records}
-    assert verdicts == {
-        (c, "pass")
-        for c in (
-            "gpu_compute",
-            "gpu_correctness",
-            "gpu_bandwidth",
-            "gpu_nvlink",
-            "gpu_dcgm",
-            "gpu_nccl_node",
-            "gpu_p2p",
-            "gpu_fabric",
-        )
-    }, [r["message"] for r in records if r["verdict"] != "pass"] or proc.stdout[-3000:]
+    assert verdicts == {(c, "pass") for c in GPU_LOAD_CHECKS}, [
+        r["message"] for r in records if r["verdict"] != "pass"
+    ] or proc.stdout[-3000:]
     assert proc.returncode == 0, proc.stdout[-3000:]
     # each engine's version, found once per node in the facts or printed by its run
     versions = {k: v for r in records for k, v in r["tool_versions"].items()}
