@@ -43,7 +43,7 @@ class EriPathMtu:
 def eri_paths(facts: FactsCampaign, source: str, target: str) -> list[EriPath]:
     """The ERI indexes of a pair whose source netdev is not the data-plane interface (both
     sides' devices and addresses known; an index one side lacks is the device checks')."""
-    mine, theirs = facts.eri_devices(source), facts.eri_devices(target)
+    mine, theirs = facts.listed_eris(source), facts.listed_eris(target)
     data = facts.inventory.node(source).interface
     out = []
     for i, device in enumerate(mine[: len(theirs)]):

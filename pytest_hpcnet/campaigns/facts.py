@@ -276,7 +276,8 @@ class FactsCampaign:
         """The node's ERIs in name order: bound to erdma or PCI 1ded:107f in sysfs (the
         node's glob narrows them when the inventory sets one); where sysfs shows none (no
         sysfs, or another vendor's RDMA devices), the devices `ibv_devinfo -v` shows
-        matching the glob."""
+        matching the glob. `MissingMeasurement` when neither listing came back whole: a
+        node whose ERIs are unknown is not a node without ERIs."""
         node = self.inventory.node(name)
         ids = self.identities(name)
         eris = ids.eris(node.rdma.device_glob) if ids is not None else ()
@@ -284,9 +285,19 @@ class FactsCampaign:
             return sorted(d.name for d in eris)
         out = self.gather()[name].whole("ibv_devinfo_v")
         if out is None:
-            return []
+            raise MissingMeasurement(
+                f"{name}: neither sysfs nor `ibv_devinfo -v` listed its ERIs whole"
+            )
         glob = node.rdma.device_glob or self.inventory.expect.rdma.device_glob
         return sorted(d.name for d in match_devices(parse_ibv_devinfo(out), glob))
+
+    def listed_eris(self, name: str) -> list[str]:
+        """`eri_devices` for the campaigns, which measure what is known: none where the
+        listing is unknown (the node's own checks say it was not measured)."""
+        try:
+            return self.eri_devices(name)
+        except MissingMeasurement:
+            return []
 
     def gid_tables(self, name: str) -> GidTables | None:
         """Port 1 GID tables of the node's devices (`ibv_devinfo -v`), or None."""

@@ -112,12 +112,12 @@ class NcclCampaign:
         """NCCL's environment for `nodes`: INFO logging, the ERIs (NCCL_IB_HCA), the socket
         interface, the GID selection and GDR; `benchmarks.nccl.env` overrides each."""
         env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
-        devices = sorted({d for n in nodes for d in self.facts.eri_devices(n.name)})
+        devices = sorted({d for n in nodes for d in self.facts.listed_eris(n.name)})
         if devices:
             env["NCCL_IB_HCA"] = ",".join(devices)
         env["NCCL_SOCKET_IFNAME"] = nodes[0].interface
         indexes = {
-            self.facts.gid_index(n.name, d) for n in nodes for d in self.facts.eri_devices(n.name)
+            self.facts.gid_index(n.name, d) for n in nodes for d in self.facts.listed_eris(n.name)
         }
         if len(indexes) == 1 and None not in indexes:
             env["NCCL_IB_GID_INDEX"] = str(indexes.pop())
@@ -138,7 +138,7 @@ class NcclCampaign:
     def ib_devices(self, node: str) -> list[str]:
         """The node's ERIs NCCL is told to use (`NCCL_IB_HCA` prefixes when the inventory
         pins them; `^` exclusions are not applied)."""
-        found = self.facts.eri_devices(node)
+        found = self.facts.listed_eris(node)
         hca = self.inventory.benchmarks.nccl.env.get("NCCL_IB_HCA", "")
         if not hca or hca.startswith("^"):
             return found

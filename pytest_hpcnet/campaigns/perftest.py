@@ -115,7 +115,7 @@ class PerftestCampaigns:
         names = [n.name for n in self.inventory.nodes]
         reachable = [n for n in names if n not in transport.unreachable()]
         addresses = {n: a for n in reachable if (a := self.facts.data_address(n))}
-        devices = {n: self.facts.eri_devices(n) for n in addresses}
+        devices = {n: self.facts.listed_eris(n) for n in addresses}
         width = max([len(d) for d in devices.values()] + [self.inventory.expect.erdma.eris or 1])
 
         def side(name: str, port: int, i: int) -> PerftestOptions:

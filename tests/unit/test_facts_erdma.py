@@ -8,7 +8,7 @@ import re
 import pytest
 
 from pytest_hpcnet.campaigns.fact_sections import SECTIONS, facts_command
-from pytest_hpcnet.campaigns.facts import FactsCampaign, NodeFacts
+from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, NodeFacts
 from pytest_hpcnet.campaigns.sections import SectionOutput
 from pytest_hpcnet.inventory.expectations import Expectations, load_profile
 from pytest_hpcnet.inventory.loader import load_inventory
@@ -104,7 +104,9 @@ def test_a_section_cut_short_or_timed_out_is_read_as_missing(tmp_path, status):
     }
     sections = {k: SectionOutput(v, status) for k, v in whole.items()}
     c._facts["n1"] = NodeFacts("n1", CommandResult("n1", "facts", 0, "", "", 0.1, 0.0), sections)
-    assert c.eri_devices("n1") == []
+    with pytest.raises(MissingMeasurement, match="n1: neither sysfs nor `ibv_devinfo -v`"):
+        c.eri_devices("n1")  # unknown ERIs are not "no ERI"
+    assert c.listed_eris("n1") == []  # the campaigns measure none there
     assert c.identities("n1") is None and c.gid_tables("n1") is None
     assert c.rdma_device("n1") is None and c.data_address("n1") is None
     assert c.placement() == {}

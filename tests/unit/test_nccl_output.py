@@ -56,7 +56,7 @@ def campaign(transport: FakeTransport, nodes: int, e: str) -> NcclCampaign:
     facts = SimpleNamespace(
         inventory=inventory,
         transport=transport,
-        eri_devices=lambda node: ["erdma_0"],
+        listed_eris=lambda node: ["erdma_0"],
         gid_index=lambda node, dev: 1,
         gather=lambda: {
             n: SimpleNamespace(whole={"hostname": h + "\n"}.get) for n, h in hostnames.items()

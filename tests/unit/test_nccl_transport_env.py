@@ -20,7 +20,7 @@ def campaign(gids: dict[tuple[str, str], int | None], env=None, gdr=None) -> Ncc
     )
     facts = SimpleNamespace(
         inventory=inventory,
-        eri_devices=lambda node: devices.get(node, []),
+        listed_eris=lambda node: devices.get(node, []),
         gid_index=lambda node, dev: gids[(node, dev)],
     )
     return NcclCampaign(facts)
