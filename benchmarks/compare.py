@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_hpcnet.campaigns.fact_sections import facts_command
-from pytest_hpcnet.campaigns.sections import MARK
+from pytest_hpcnet.probes.sections import MARK
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.inventory.models import Inventory
 from pytest_hpcnet.lab import cluster as lab

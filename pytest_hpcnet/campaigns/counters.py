@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 
 from pytest_hpcnet.campaigns.facts import FactsCampaign
-from pytest_hpcnet.campaigns.sections import sections_script, split_sections
 from pytest_hpcnet.probes.counters import (
     CounterDelta,
     CounterSnapshot,
@@ -20,6 +19,7 @@ from pytest_hpcnet.probes.counters import (
     rdma_counters_command,
 )
 from pytest_hpcnet.probes.links import ip_link_command, parse_interfaces
+from pytest_hpcnet.probes.sections import sections_script, split_sections
 from pytest_hpcnet.transport.fanout import CommandResult
 
 Snapshot = tuple[CounterSnapshot, CounterSnapshot]

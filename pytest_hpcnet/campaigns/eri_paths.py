@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from pytest_hpcnet.campaigns.facts import FactsCampaign
 from pytest_hpcnet.campaigns.progress import phase
-from pytest_hpcnet.campaigns.sections import sections_script, split_sections
 from pytest_hpcnet.probes.ping import PATH_MTU_COUNT, PingResult, parse_ping, path_mtu_ping_command
+from pytest_hpcnet.probes.sections import sections_script, split_sections
 from pytest_hpcnet.transport.fanout import CommandResult
 
 
@@ -113,4 +113,4 @@ class EriPathCampaign:
 
 def _text(sections: dict, name: str) -> str:
     found = sections.get(name)
-    return found.text if found is not None else ""
+    return found.text if found is not None and found.complete else ""

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_hpcnet.campaigns.sections import sections_script
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes.erdma import (
@@ -34,6 +33,7 @@ from pytest_hpcnet.probes.rdma import (
     ibv_devinfo_command,
     rdma_link_command,
 )
+from pytest_hpcnet.probes.sections import sections_script
 from pytest_hpcnet.probes.sysctl import sysctl_command
 from pytest_hpcnet.probes.versions import versions_command
 

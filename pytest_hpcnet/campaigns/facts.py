@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from pytest_hpcnet.campaigns.fact_sections import facts_command
 from pytest_hpcnet.campaigns.progress import LOG, Reporter, phase, silent
-from pytest_hpcnet.campaigns.sections import SectionOutput, split_sections
 from pytest_hpcnet.inventory.models import Inventory, Node
 from pytest_hpcnet.probes.erdma import (
     EriIdentities,
@@ -29,6 +28,7 @@ from pytest_hpcnet.probes.rdma import (
     match_devices,
 )
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
+from pytest_hpcnet.probes.sections import SectionOutput, split_sections
 from pytest_hpcnet.requirements.verdict import NotMeasured
 from pytest_hpcnet.transport.results import CommandResult
 
@@ -80,9 +80,7 @@ class NodeFacts:
         """A section's output when the node gave all of it; None when it is missing, cut
         short or timed out (the accessors below then know nothing, as for a missing one)."""
         out = self.sections.get(section)
-        if out is None or out.status is None or out.timed_out:
-            return None
-        return out.text
+        return out.text if out is not None and out.complete else None
 
     def _cut_reason(self) -> str:
         """Why a section's end line never came, from what the facts command did."""

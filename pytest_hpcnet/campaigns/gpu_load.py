@@ -23,11 +23,11 @@ from pytest_hpcnet.probes.gpu_load import (
     parse_engines,
     parse_load,
     parse_samples,
-    split_load_output,
 )
 from pytest_hpcnet.probes.gpu_nccl_node import node_nccl_command, parse_node_nccl
 from pytest_hpcnet.probes.gpu_topo import Topology, parse_topo
 from pytest_hpcnet.probes.nccl import NcclResult
+from pytest_hpcnet.probes.sections import split_sections
 from pytest_hpcnet.requirements.gpu_load import INSTALL_TORCH, NodeLoad
 from pytest_hpcnet.transport.fanout import CommandResult
 
@@ -135,17 +135,15 @@ def node_load(name: str, result: CommandResult) -> NodeLoad:
     """One node's load result from its command's output."""
     if result.unreachable:
         return NodeLoad(name, missing=f"unreachable during the load: {result.unreachable}")
-    sections = split_load_output(result.stdout)
+    sections = split_sections(result.stdout)
     if "gpu_load" not in sections:
         why = "timed out" if result.timed_out else f"exit status {result.exit_status}"
         return NodeLoad(name, missing=f"the load command printed nothing to read ({why})")
-    text, status = sections["gpu_load"]
-    run = parse_load(text, status)
+    run = parse_load(sections["gpu_load"].text, sections["gpu_load"].status)
     samples = None
-    if "gpu_samples" in sections:
-        sampled, sampled_status = sections["gpu_samples"]
+    if (sampled := sections.get("gpu_samples")) is not None:
         cut = LoadSamples(error="the nvidia-smi samples were cut short")
-        samples = parse_samples(sampled) if sampled_status is not None else cut
+        samples = parse_samples(sampled.text) if sampled.status is not None else cut
     return NodeLoad(name, run=run, samples=samples)
 
 

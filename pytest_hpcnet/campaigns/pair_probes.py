@@ -8,7 +8,6 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from pytest_hpcnet.campaigns.sections import sections_script, split_sections
 from pytest_hpcnet.inventory.expectations import Expectations, Flow
 from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes.ping import (
@@ -28,6 +27,7 @@ from pytest_hpcnet.probes.ports import (
     parse_listener,
 )
 from pytest_hpcnet.probes.ports import Flow as PortFlow
+from pytest_hpcnet.probes.sections import sections_script, split_sections
 from pytest_hpcnet.transport.fanout import CommandResult, Transport
 
 LISTENER_LIFETIME_S = 60
@@ -244,5 +244,6 @@ def assemble(
 
 
 def _section(sections: dict, name: str) -> str:
+    """A section's output; nothing when it is missing, cut short or timed out."""
     out = sections.get(name)
-    return out.text if out is not None else ""
+    return out.text if out is not None and out.complete else ""

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_hpcnet.campaigns.schedule import Pair
-from pytest_hpcnet.campaigns.sections import SectionOutput, sections_script, split_sections
 from pytest_hpcnet.inventory.bench_settings import PerftestSettings
 from pytest_hpcnet.probes.perftest import (
     PerftestOptions,
@@ -29,6 +28,7 @@ from pytest_hpcnet.probes.perftest_parsers import (
     parse_bandwidth,
     parse_latency,
 )
+from pytest_hpcnet.probes.sections import SectionOutput, sections_script, split_sections
 from pytest_hpcnet.transport.fanout import CommandResult, Transport
 
 LISTEN_WAIT_TENTHS = 100

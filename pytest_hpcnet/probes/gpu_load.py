@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_hpcnet.probes.gpu import CLOCK_EVENT_BITS, OLD_NAMES, value_or_none
+from pytest_hpcnet.probes.sections import MARK
 
 PROGRAM = Path(__file__).with_name("gpu_load_program.py")
 PROGRAM_FORMAT = "hpcnet-gpu-load 1"
@@ -35,9 +36,6 @@ SAMPLE_MS = 500
 SLOWDOWN_BITS = {0x8, 0x20, 0x40, 0x80}
 """hw_slowdown, sw_thermal_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown (nvml.h)."""
 POWER_CAP_BIT = 0x4
-FRAME = "@@hpcnet"
-_BEGIN = re.compile(rf"^{FRAME} begin (\S+)$")
-_END = re.compile(rf"^{FRAME} end (\S+) (\d+)$")
 
 ENGINES_COMMAND = (
     'python3 -c "import importlib.util as u, importlib.metadata as m\n'
@@ -137,32 +135,12 @@ def load_command(
             "rc=$?",
             'kill "$s" 2>/dev/null; wait "$s" 2>/dev/null',
             *(
-                f"echo '{FRAME} begin {name}'; cat \"$d/{file}\"; echo; "
-                f'echo "{FRAME} end {name} {status}"'
+                f"echo '{MARK} begin {name}'; cat \"$d/{file}\"; echo; "
+                f'echo "{MARK} end {name} {status}"'
                 for name, file, status in (("gpu_load", "out", "$rc"), ("gpu_samples", "smi", 0))
             ),
         ]
     )
-
-
-def split_load_output(text: str) -> dict[str, tuple[str, int | None]]:
-    """{section: (text, exit status)} of the load command's output; a cut section has None."""
-    out: dict[str, tuple[str, int | None]] = {}
-    current, lines = None, []
-    for line in text.splitlines():
-        begin, end = _BEGIN.match(line), _END.match(line)
-        if begin:
-            if current is not None:
-                out[current] = ("\n".join(lines).strip("\n"), None)
-            current, lines = begin.group(1), []
-        elif end and current == end.group(1):
-            out[current] = ("\n".join(lines).strip("\n"), int(end.group(2)))
-            current, lines = None, []
-        elif current is not None:
-            lines.append(line)
-    if current is not None:
-        out[current] = ("\n".join(lines).strip("\n"), None)
-    return out
 
 
 # -- the program's output --------------------------------------------------------------------

@@ -178,8 +178,8 @@ def _incomplete(
     expected_count: int | None,
 ) -> str | None:
     """Why the output is not a whole ping run, or None."""
-    if not lines_seen:
-        return None
+    if not lines_seen and summary is None:
+        return "no ping run in the output (empty, or nothing ping prints)"
     if summary is None:
         if stats_header:
             return "statistics cut short: no summary line (output truncated?)"

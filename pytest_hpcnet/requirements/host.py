@@ -170,8 +170,6 @@ def judge_icmp_latency(ping: PingResult, expect: Expectations) -> Verdict:
         return not_measured(f"{ping.incomplete}; {ping.received or 0} replies", "re-run", **kw)
     if not ping.received:
         loss = f"{ping.loss_percent:g}% loss" if ping.loss_percent is not None else "no reply"
-        if ping.transmitted is None and ping.problems:
-            return not_measured("; ".join(ping.problems), "re-run", **kw)
         return failing(f"no ICMP reply ({loss})", fix, **kw)
     counted = f"{ping.received} of {ping.transmitted} replies"
     if ping.lost:

@@ -44,7 +44,7 @@ from pytest_hpcnet.transport.connect import (
 )
 from pytest_hpcnet.transport.local import LOCAL, run_local
 from pytest_hpcnet.transport.remote_shell import RemoteShell, ShellBroken
-from pytest_hpcnet.transport.results import CommandResult, NodeUnreachable
+from pytest_hpcnet.transport.results import TIMED_OUT_STATUSES, CommandResult, NodeUnreachable
 
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 KILL_GRACE_S = 2.0
@@ -337,7 +337,7 @@ class Transport:
             stderr=redact(err.decode("utf-8", errors="replace")),
             duration_s=time.monotonic() - t0,
             started_at=started,
-            timed_out=timed_out or status in (124, 137),
+            timed_out=timed_out or status in TIMED_OUT_STATUSES,
             truncated=truncated,
         )
         for listener in self.listeners:

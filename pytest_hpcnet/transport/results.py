@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+TIMED_OUT_STATUSES = (124, 137)
+"""Exit statuses of a command `timeout` killed (SIGTERM, then SIGKILL after `-k`)."""
+
 
 @dataclass(frozen=True)
 class CommandResult:

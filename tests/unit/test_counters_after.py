@@ -41,7 +41,7 @@ def test_a_counter_file_empty_after_the_benchmark_fails():
 def test_a_snapshot_cut_inside_a_section_is_not_read_as_zero_counters():
     """Counters cut short (no end line) are not a snapshot: the delta says not read."""
     from pytest_hpcnet.campaigns.counters import parse_snapshot
-    from pytest_hpcnet.campaigns.sections import MARK
+    from pytest_hpcnet.probes.sections import MARK
     from pytest_hpcnet.transport.fanout import CommandResult
 
     whole = (

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_hpcnet.campaigns.facts import MissingMeasurement, NodeFacts
-from pytest_hpcnet.campaigns.sections import SectionOutput
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.inventory.models import Node
+from pytest_hpcnet.probes.sections import SectionOutput
 from pytest_hpcnet.requirements.verdict import NotMeasured
 from pytest_hpcnet.suites import test_erdma as suite
 from pytest_hpcnet.transport.fanout import CommandResult

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_hpcnet.campaigns.facts import FactsCampaign, NodeFacts
-from pytest_hpcnet.campaigns.sections import SectionOutput
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.probes.erdma import parse_erdma_identity, parse_gid_tables
 from pytest_hpcnet.probes.eri_address import eri_address, eri_netdevs
 from pytest_hpcnet.probes.links import parse_interfaces
 from pytest_hpcnet.probes.rdma_parsers import parse_rdma_link
+from pytest_hpcnet.probes.sections import SectionOutput
 from pytest_hpcnet.requirements.erdma import judge_erdma_gid
 from pytest_hpcnet.transport.fanout import CommandResult
 

@@ -9,10 +9,10 @@ import pytest
 
 from pytest_hpcnet.campaigns.fact_sections import SECTIONS, facts_command
 from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, NodeFacts
-from pytest_hpcnet.campaigns.sections import SectionOutput
 from pytest_hpcnet.inventory.expectations import Expectations, load_profile
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.inventory.models import Node
+from pytest_hpcnet.probes.sections import SectionOutput
 from pytest_hpcnet.transport.fanout import CommandResult
 
 INVENTORY = """\

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pytest_hpcnet.campaigns.fact_sections import GPU_SECTIONS, facts_command
-from pytest_hpcnet.campaigns.sections import split_sections
 from pytest_hpcnet.inventory.expectations import Expectations, load_profile
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.inventory.models import Node
+from pytest_hpcnet.probes.sections import split_sections
 
 NODE = Node(name="n1", host="198.18.0.11")
 

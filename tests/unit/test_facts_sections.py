@@ -17,9 +17,9 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_hpcnet.campaigns.facts import MissingMeasurement, NodeFacts
-from pytest_hpcnet.campaigns.sections import sections_script, split_sections
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.inventory.models import Node
+from pytest_hpcnet.probes.sections import sections_script, split_sections
 from pytest_hpcnet.suites import test_gpu as suite
 from pytest_hpcnet.transport.fanout import CommandResult
 from tests.recorded import Recorded as BaseRecorded

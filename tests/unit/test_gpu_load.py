@@ -12,8 +12,8 @@ from pytest_hpcnet.probes.gpu_load import (
     parse_engines,
     parse_load,
     parse_samples,
-    split_load_output,
 )
+from pytest_hpcnet.probes.sections import split_sections
 from pytest_hpcnet.requirements import gpu_load as judges
 from pytest_hpcnet.requirements.gpu_load import NodeLoad
 
@@ -86,7 +86,11 @@ def test_load_command_is_bounded_and_framed():
     assert "clocks_throttle_reasons.active" in command  # the pre-R535 name, when refused
     assert "timeout -k 10 240 python3" in command and "trap 'rm -rf" in command
     out = "@@hpcnet begin gpu_load\nx\n@@hpcnet end gpu_load 0\n@@hpcnet begin gpu_samples\ny"
-    assert split_load_output(out) == {"gpu_load": ("x", 0), "gpu_samples": ("y", None)}
+    sections = split_sections(out)
+    assert {k: (v.text, v.status) for k, v in sections.items()} == {
+        "gpu_load": ("x", 0),
+        "gpu_samples": ("y", None),
+    }
 
 
 def gpu(index: int, bf16: float = 780.0, checksum: str = "ab" * 8, **kw) -> GpuLoad:

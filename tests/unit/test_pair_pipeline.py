@@ -12,8 +12,8 @@ import pytest
 from pytest_hpcnet.campaigns.facts import FactsCampaign
 from pytest_hpcnet.campaigns.pair_pipeline import PairPipeline
 from pytest_hpcnet.campaigns.pairs import PairCampaign, gather_pair_facts
-from pytest_hpcnet.campaigns.sections import MARK
 from pytest_hpcnet.inventory.loader import load_inventory
+from pytest_hpcnet.probes.sections import MARK
 from pytest_hpcnet.transport.fanout import CommandResult
 
 INVENTORY = """\

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.campaigns.pair_probes import LATENCY_COUNT, gather_pair_facts
-from pytest_hpcnet.campaigns.sections import MARK
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes import ping
+from pytest_hpcnet.probes.sections import MARK
 from pytest_hpcnet.requirements import mtu
 from pytest_hpcnet.transport.fanout import CommandResult
 from tests.corpus import corpus_files
@@ -213,3 +213,28 @@ def test_pair_facts_hold_each_ping_to_the_count_it_sent(ssh_home):
     assert facts[("a", "b")].path_mtu.incomplete is None
     sent = f"3 of {LATENCY_COUNT} probes sent (ping interrupted?)"
     assert facts[("a", "b")].latency.incomplete == sent
+
+
+def test_a_pair_section_without_its_end_line_is_not_read(ssh_home):
+    """The source's output cut after a whole ping but before its section's end line: the
+    ping is not taken, as a facts section cut short is not."""
+    files = {p.name: p for p in corpus_files("ip_link_ping")}
+    three = files["ping-jumbo-8972-success-weka-docs.txt"].read_text()
+    cut = f"{MARK} begin path_mtu\n{three}\n"  # no `end path_mtu` line
+
+    class Fake:
+        def run_on_all(self, command, nodes=None, timeout_s=None, together=False):
+            return {n: CommandResult(n, "cmd", None, cut, "", 1.0, 0.0) for n in nodes}
+
+    expect = load_inventory(ROOT / "inventories" / "example.yaml").expect
+    nodes = {n: Node(name=n, host=n) for n in ("a", "b")}
+    facts, _ = gather_pair_facts(Fake(), nodes, {"a": "a", "b": "b"}, [("a", "b")], expect)
+    assert not facts[("a", "b")].path_mtu.has_statistics  # nothing read: not measured
+
+
+@pytest.mark.parametrize("text", ["", "\n", "garbage that is no ping\n"])
+def test_no_ping_run_in_the_output_is_not_measured_never_a_failure_of_the_path(text):
+    """Nothing ping prints (an empty or unreadable section): not measured, not 'no reply'."""
+    result = ping.parse_ping(text)
+    assert result.incomplete
+    assert mtu.judge_path_mtu(result, 8500).outcome == "not_measured"

@@ -8,13 +8,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pytest_hpcnet.transport.results import TIMED_OUT_STATUSES
+
 MARK = "@@hpcnet"
 _SECTION = re.compile(rf"^{MARK} begin (\S+)$")
 _STATUS = re.compile(rf"^{MARK} end (\S+) (\d+)$")
-
-
-TIMED_OUT_STATUSES = (124, 137)
-"""Exit statuses of a command `timeout` killed (SIGTERM, then SIGKILL after `-k`)."""
 
 
 @dataclass(frozen=True)
