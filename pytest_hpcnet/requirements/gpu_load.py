@@ -254,7 +254,8 @@ def _sample_checks(
         if slow:
             failures.append(
                 f"{gpu_label(node, g.index, samples)}: {', '.join(slow)} under load "
-                f"(SM clock down to {found.sm_mhz_min:g} MHz, {found.temperature_c_max:g} C)"
+                f"(SM clock down to {_shown(found.sm_mhz_min)} MHz, "
+                f"{_shown(found.temperature_c_max)} C)"
             )
         t = found.temperature_c_max
         if ceiling is not None and t is not None and t > ceiling:
@@ -360,6 +361,8 @@ def judge_gpu_correctness(load: NodeLoad, peers: dict[str, NodeLoad]) -> Verdict
             failures.append(f"{name}: checksum {g.checksum} differs from the cluster's {majority}")
         if g.checksum_stable is False:
             failures.append(f"{name}: its checksum changed during the soak")
+        elif g.checksum_stable is None:
+            failures.append(f"{name}: did not report whether its checksum held during the soak")
     fix = "take the named GPU out of service and run dcgmi diag -r 3 on it; silent data corruption"
     few = f" (compared across {total} GPUs only)" if total < 3 else ""
     return _verdict(
@@ -371,3 +374,8 @@ def judge_gpu_correctness(load: NodeLoad, peers: dict[str, NodeLoad]) -> Verdict
         [],
         fix,
     )
+
+
+def _shown(value: float | None) -> str:
+    """A sampled figure in a failure line; `?` where nvidia-smi printed none."""
+    return "?" if value is None else f"{value:g}"

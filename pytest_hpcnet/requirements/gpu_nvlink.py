@@ -45,6 +45,8 @@ def judge_gpu_nvlink(
     for what in (status, errors):
         if what.error:
             return not_measured(what.error, **kw)
+    if not status.gpus:
+        return not_measured("nvidia-smi nvlink -s listed no GPU", **kw)
     problems = [*status.problems, *errors.problems]
     if problems:
         return not_measured(f"nvidia-smi nvlink output not read whole: {problems[0]}", **kw)

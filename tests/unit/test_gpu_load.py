@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from pytest_hpcnet.inventory.expectations import Expectations
@@ -236,3 +237,18 @@ def test_engine_versions_ride_the_facts():
     assert found.versions == {"torch": "2.5.1+cu124", "dcgm": "3.3.9", "nvbandwidth": "v0.10.0"}
     assert found.has("nvbandwidth") and found.found["nvbandwidth"] == "/usr/local/bin/nvbandwidth"
     assert parse_engines(text("engines-torch-dcgmi-nccl.txt")).versions == {"torch": "2.5.1+cu124"}
+
+
+def test_a_checksum_whose_stability_was_not_reported_is_not_agreement():
+    unsure = node_load("n3", [gpu(0), gpu(1), replace(gpu(2), checksum_stable=None), gpu(3)])
+    verdict = judges.judge_gpu_correctness(unsure, cluster(n3=unsure))
+    assert verdict.outcome == "fail"
+    assert "n3 GPU 2 (00000000:12:00.0, serial 1002): did not report" in verdict.reason
+
+
+def test_a_slowdown_without_readable_clocks_still_fails_naming_the_gpu():
+    samples = "0, 00000000:10:00.0, 1000, [N/A], [N/A], [N/A], 0x40"
+    hot = node_load("n3", [gpu(0)], samples)
+    verdict = judges.judge_gpu_compute(hot, cluster(n3=hot), Expectations())
+    assert verdict.outcome == "fail"
+    assert "hw_thermal_slowdown under load (SM clock down to ? MHz, ? C)" in verdict.reason

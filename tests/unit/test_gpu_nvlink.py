@@ -87,3 +87,10 @@ def test_lab_emulation_healthy_and_faulted(tmp_path):
     assert "NVLink link 2 counted errors: replay 40, recovery 1, crc 12" in verdict.reason
     subjects = {m.subject for m in verdict.measurements if m.name == "nvlink_active"}
     assert subjects == {f"GPU {i}" for i in range(8)}
+
+
+def test_no_gpu_listed_by_nvlink_is_not_measured_never_a_pass():
+    from pytest_hpcnet.probes.gpu_nvlink import NvlinkErrors, NvlinkStatus
+
+    verdict = judge_gpu_nvlink("n1", NvlinkStatus(), NvlinkErrors(), None, H200)
+    assert verdict.outcome == "not_measured" and "listed no GPU" in verdict.reason
