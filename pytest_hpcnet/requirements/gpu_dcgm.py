@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pytest_hpcnet.probes.gpu import GpuQuery
 from pytest_hpcnet.probes.gpu_dcgm import DcgmRun
+from pytest_hpcnet.requirements.gpu_load import gpu_label
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
     Verdict,
@@ -23,12 +24,6 @@ INSTALL_DCGM = (
     "expect.gpu_load.dcgm_level: null"
 )
 FIX = "replace or reseat the named GPU; rerun dcgmi diag -r 3 -i <gpu> after a reset"
-
-
-def _label(node: str, index: int, query: GpuQuery | None) -> str:
-    gpu = query.gpu(index) if query is not None else None
-    known = [x for x in (gpu and gpu.bus_id, gpu and gpu.serial and f"serial {gpu.serial}") if x]
-    return f"{node} GPU {index}" + (f" ({', '.join(known)})" if known else "")
 
 
 def judge_gpu_dcgm(
@@ -47,7 +42,7 @@ def judge_gpu_dcgm(
     warned: list[str] = []
     measurements: list[Measurement] = []
     for index in gpus:
-        name = _label(node, index, query)
+        name = gpu_label(node, index, query)
         mine = run.for_gpu(index)
         bad = [r for r in mine if r.status == "fail"]
         skipped = [r.test for r in mine if r.status == "skip"]

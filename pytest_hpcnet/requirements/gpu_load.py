@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import GpuQuery
@@ -78,15 +79,19 @@ def link_gbs(query: GpuQuery | None, index: int) -> tuple[float, str] | None:
     return PCIE_LANE_GBS[gen] * width, f"gen{gen} x{width}"
 
 
-def gpu_label(node: str, index: int, samples: LoadSamples | None) -> str:
-    """`node02 GPU 3 (00000000:5D:00.0, serial 1654124006923)` as far as known."""
-    found = samples.gpu(index) if samples is not None else None
-    known = []
-    if found is not None and found.bus_id:
-        known.append(found.bus_id)
-    if found is not None and found.serial:
-        known.append(f"serial {found.serial}")
+def gpu_label(node: str, index: int, listed: GpuListing | None) -> str:
+    """`node02 GPU 3 (00000000:5D:00.0, serial 1654124006923)` as far as `listed` (the load's
+    nvidia-smi samples, or the facts' `--query-gpu`) knows the GPU."""
+    found = listed.gpu(index) if listed is not None else None
+    bus, serial = (found.bus_id, found.serial) if found is not None else (None, None)
+    known = [x for x in (bus, serial and f"serial {serial}") if x]
     return f"{node} GPU {index}" + (f" ({', '.join(known)})" if known else "")
+
+
+class GpuListing(Protocol):
+    """What lists a node's GPUs by index with bus id and serial (`LoadSamples`, `GpuQuery`)."""
+
+    def gpu(self, index: int) -> Any: ...
 
 
 def _unmeasured(load: NodeLoad) -> Verdict | None:

@@ -9,6 +9,7 @@ from collections import Counter
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import GpuQuery
 from pytest_hpcnet.probes.gpu_nvlink import NvlinkErrors, NvlinkStatus
+from pytest_hpcnet.requirements.gpu_load import gpu_label
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
     Verdict,
@@ -22,12 +23,6 @@ FIX = (
     "reset the GPU (nvidia-smi -r) or the node; a link still down or counting errors: "
     "reseat or replace the GPU or baseboard (and check nvidia-fabricmanager on NVSwitch systems)"
 )
-
-
-def _label(node: str, index: int, query: GpuQuery | None) -> str:
-    gpu = query.gpu(index) if query is not None else None
-    known = [x for x in (gpu and gpu.bus_id, gpu and gpu.serial and f"serial {gpu.serial}") if x]
-    return f"{node} GPU {index}" + (f" ({', '.join(known)})" if known else "")
 
 
 def judge_gpu_nvlink(
@@ -53,7 +48,7 @@ def judge_gpu_nvlink(
     expected = [g.index for g in query.gpus] if query is not None and query.gpus else []
     listed = {g.index for g in status.gpus}
     failures = [
-        f"{_label(node, i, query)}: not listed by nvidia-smi nvlink -s"
+        f"{gpu_label(node, i, query)}: not listed by nvidia-smi nvlink -s"
         for i in expected
         if i not in listed
     ]
@@ -62,7 +57,7 @@ def judge_gpu_nvlink(
     measurements: list[Measurement] = []
     limit = expect.gpu_load.nvlink_max_errors
     for g in status.gpus:
-        name = _label(node, g.index, query)
+        name = gpu_label(node, g.index, query)
         subject = f"GPU {g.index}"
         measurements.append(
             Measurement(
