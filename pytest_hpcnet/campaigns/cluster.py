@@ -8,6 +8,7 @@ recorded into the `recorder` it passes (its `check`); nothing is recorded implic
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Protocol, TypeVar
 
 from pytest_hpcnet.campaigns.bisection import Bisection
 from pytest_hpcnet.campaigns.eri_paths import EriPathCampaign, EriPathMtu
@@ -41,6 +42,15 @@ def _record(recorder: Recorder | None, result: CommandResult) -> None:
         recorder.command(result)
     if result.unreachable:
         raise NodeUnreachable(result.node, result.unreachable)
+
+
+T = TypeVar("T")
+
+
+class GpuPhase(Protocol):
+    """A GPU phase campaign: each node's command of it, once it ran."""
+
+    results: Mapping[str, CommandResult]
 
 
 class ReadFacts:
@@ -220,49 +230,40 @@ class Cluster:
     def gpu_loads(self, node: Node, recorder: Recorder | None = None) -> dict[str, NodeLoad]:
         """Every node's GPU load phase (all at once, once), `node`'s load command recorded;
         unreachable ends the test."""
-        self.facts(node, recorder)  # the engines and GPUs it was planned from
-        loads = self.gpu_load.loads()
-        result = self.gpu_load.results.get(node.name)
-        if result is not None:
-            _record(recorder, result)
-        if recorder is not None:
-            recorder.read("gpu_engines", "gpu_query")
-        return loads
+        return self._gpu_phase(node, recorder, self.gpu_load, self.gpu_load.loads)
 
     def dcgm_run(
         self, node: Node, level: int, recorder: Recorder | None = None
     ) -> tuple[DcgmRun | None, str]:
         """`node`'s `dcgmi diag -r LEVEL -j` (every node with dcgmi at once, once), its
         command recorded; (None, why) where it did not run."""
-        self.facts(node, recorder)
-        found = self.dcgm.runs(level)[node.name]
-        result = self.dcgm.results.get(node.name)
-        if result is not None:
-            _record(recorder, result)
-        if recorder is not None:
-            recorder.read("gpu_engines", "gpu_query")
-        return found
+        return self._gpu_phase(node, recorder, self.dcgm, lambda: self.dcgm.runs(level))[node.name]
 
     def node_nccl_runs(
         self, node: Node, recorder: Recorder | None = None
     ) -> dict[str, tuple[NcclResult | None, str]]:
         """Every node's single-node all-reduce (all at once, once), `node`'s command recorded."""
-        self.facts(node, recorder)
-        runs = self.node_nccl.runs()
-        result = self.node_nccl.results.get(node.name)
-        if result is not None:
-            _record(recorder, result)
-        if recorder is not None:
-            recorder.read("gpu_engines", "gpu_query")
-        return runs
+        return self._gpu_phase(node, recorder, self.node_nccl, self.node_nccl.runs)
 
     def p2p_runs(self, node: Node, recorder: Recorder | None = None) -> dict[str, NodeP2p]:
         """Every node's GPU-to-GPU matrix (all at once, once), `node`'s command recorded."""
+        return self._gpu_phase(node, recorder, self.p2p, self.p2p.runs, "gpu_topo")
+
+    def _gpu_phase(
+        self,
+        node: Node,
+        recorder: Recorder | None,
+        phase: GpuPhase,
+        run: Callable[[], T],
+        *read: str,
+    ) -> T:
+        """`run()` (a GPU phase over every node at once, once) after `node`'s facts it was
+        planned from; `node`'s command of it recorded and the facts sections it read named."""
         self.facts(node, recorder)
-        runs = self.p2p.runs()
-        result = self.p2p.results.get(node.name)
+        found = run()
+        result = phase.results.get(node.name)
         if result is not None:
             _record(recorder, result)
         if recorder is not None:
-            recorder.read("gpu_engines", "gpu_topo", "gpu_query")
-        return runs
+            recorder.read("gpu_engines", "gpu_query", *read)
+        return found

@@ -60,6 +60,7 @@ class Check:
         self.bundle = bundle
         self.measured: list[dict[str, Any]] = []
         self.commands: list[dict[str, Any]] = []
+        self._results: dict[int, CommandResult] = {}
         self.suspects: list[str] = []
         self.tool_versions: dict[str, str] = {}
         self.unreachable: dict[str, str] = {}
@@ -112,7 +113,11 @@ class Check:
         self.sections.extend(s for s in sections if s not in self.sections)
 
     def command(self, result: CommandResult) -> None:
-        """Record a command run for this check; its output is stored by digest."""
+        """Record a command run for this check (once, however often the check reads it); its
+        output is stored by digest."""
+        if id(result) in self._results:
+            return
+        self._results[id(result)] = result  # held, so its id names no other result
         digest = None
         if self.bundle is not None:
             text = result.stdout

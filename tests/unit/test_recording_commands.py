@@ -32,3 +32,14 @@ def test_a_long_script_is_stored_once_and_named_by_its_digest(tmp_path):
     assert len(first["command"]) < 200
     assert first["command"].startswith("echo begin")
     assert first["command_digest"][:16] in first["command"]
+
+
+def test_a_command_read_twice_by_one_check_is_recorded_once(tmp_path):
+    """A check reads its node's facts, then a GPU phase that reads them again: the facts
+    command stands once in its evidence."""
+    check = Check("gpu_dcgm", "DCGM", "node01", "node", "t::x", None)
+    facts = CommandResult("node01", "facts", 0, "out", "", 0.1, 0.0)
+    check.command(facts)
+    check.command(facts)
+    check.command(CommandResult("node01", "dcgmi diag -r 2 -j", 0, "{}", "", 1.0, 0.0))
+    assert [c["command"] for c in check.commands] == ["facts", "dcgmi diag -r 2 -j"]
