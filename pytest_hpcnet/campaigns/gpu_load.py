@@ -13,11 +13,12 @@ import threading
 import time
 from dataclasses import replace
 
-from pytest_hpcnet.campaigns.facts import FactsCampaign
+from pytest_hpcnet.campaigns.facts import FactsCampaign, NodeFacts
 from pytest_hpcnet.campaigns.progress import phase
 from pytest_hpcnet.probes.gpu import GpuQuery, parse_query_gpu
 from pytest_hpcnet.probes.gpu_dcgm import LEVEL_TIMEOUT_S, DcgmRun, dcgm_command, parse_dcgm_json
 from pytest_hpcnet.probes.gpu_load import (
+    Engines,
     LoadSamples,
     load_command,
     parse_engines,
@@ -46,6 +47,17 @@ def gpu_affinity(topo: Topology) -> dict[int, str]:
     return out
 
 
+def gpu_facts(facts: NodeFacts) -> tuple[Engines | None, GpuQuery | None, str]:
+    """A node's GPU engines and `--query-gpu` listing from its facts, or (None, None, why)
+    where its facts cannot plan a GPU phase (unreachable, a section missing or cut short)."""
+    if facts.result.unreachable:
+        return None, None, f"unreachable: {facts.result.unreachable}"
+    engines, query = facts.whole("gpu_engines"), facts.whole("gpu_query")
+    if engines is None or query is None:
+        return None, None, "facts lack section gpu_engines or gpu_query (output cut short)"
+    return parse_engines(engines), parse_query_gpu(query), ""
+
+
 class GpuLoadCampaign:
     """Every node's load phase (measured on first use) and the command each ran."""
 
@@ -66,29 +78,20 @@ class GpuLoadCampaign:
         gathered = self.facts.gather()
         for node in self.inventory.nodes:
             facts = gathered[node.name]
-            if facts.result.unreachable:
-                skipped[node.name] = NodeLoad(
-                    node.name, missing=f"unreachable: {facts.result.unreachable}"
-                )
-                continue
-            engines_out = facts.whole("gpu_engines")
-            query = facts.whole("gpu_query")
-            if engines_out is None or query is None:
-                why = "facts lack section gpu_engines or gpu_query (output cut short)"
+            engines, query, why = gpu_facts(facts)
+            if engines is None or query is None:
                 skipped[node.name] = NodeLoad(node.name, missing=why)
                 continue
-            engines = parse_engines(engines_out)
             if not engines.has(ENGINE):
                 others = ", ".join(f"{k} {v}" for k, v in engines.found.items()) or "none"
                 why = f"no load engine: python3 has no {ENGINE} (found: {others})"
                 skipped[node.name] = NodeLoad(node.name, missing=why, fix=INSTALL_TORCH)
                 continue
-            gpus = parse_query_gpu(query).gpus
-            if not gpus:
+            if not query.gpus:
                 skipped[node.name] = NodeLoad(node.name, missing="nvidia-smi lists no GPU to load")
                 continue
-            plan[node.name] = len(gpus)
-            self.queries[node.name] = parse_query_gpu(query)
+            plan[node.name] = len(query.gpus)
+            self.queries[node.name] = query
             topo = facts.whole("gpu_topo")
             if topo is not None:
                 self.affinity[node.name] = gpu_affinity(parse_topo(topo))
@@ -167,12 +170,10 @@ class DcgmPhase:
         out: dict[str, tuple[DcgmRun | None, str]] = {}
         ready = []
         for name, facts in self.facts.gather().items():
-            section = facts.whole("gpu_engines")
-            if facts.result.unreachable:
-                out[name] = (None, f"unreachable: {facts.result.unreachable}")
-            elif section is None:
-                out[name] = (None, "facts lack section gpu_engines (output cut short)")
-            elif not parse_engines(section).has("dcgmi"):
+            engines, _, why = gpu_facts(facts)
+            if engines is None:
+                out[name] = (None, why)
+            elif not engines.has("dcgmi"):
                 out[name] = (None, "no dcgmi on the node's PATH")
             else:
                 ready.append(name)
@@ -216,15 +217,12 @@ class NodeNcclPhase:
         out: dict[str, tuple[NcclResult | None, str]] = {}
         gpus: dict[str, int] = {}
         for name, facts in self.facts.gather().items():
-            engines = facts.whole("gpu_engines")
-            query = facts.whole("gpu_query")
-            if facts.result.unreachable:
-                out[name] = (None, f"unreachable: {facts.result.unreachable}")
-            elif engines is None or query is None:
-                out[name] = (None, "facts lack section gpu_engines or gpu_query (cut short)")
-            elif not parse_engines(engines).has("all_reduce_perf"):
+            engines, query, why = gpu_facts(facts)
+            if engines is None or query is None:
+                out[name] = (None, why)
+            elif not engines.has("all_reduce_perf"):
                 out[name] = (None, "no all_reduce_perf on the node's PATH")
-            elif not (count := len(parse_query_gpu(query).gpus)):
+            elif not (count := len(query.gpus)):
                 out[name] = (None, "nvidia-smi lists no GPU")
             else:
                 gpus[name] = count

@@ -11,9 +11,9 @@ from __future__ import annotations
 import threading
 
 from pytest_hpcnet.campaigns.facts import FactsCampaign
+from pytest_hpcnet.campaigns.gpu_load import gpu_facts
 from pytest_hpcnet.campaigns.progress import phase
-from pytest_hpcnet.probes.gpu import parse_query_gpu
-from pytest_hpcnet.probes.gpu_load import parse_engines
+from pytest_hpcnet.probes.gpu_load import Engines
 from pytest_hpcnet.probes.gpu_p2p import TIMEOUT_S, nvbandwidth_command, parse_nvbandwidth
 from pytest_hpcnet.probes.gpu_p2p_torch import TIMEOUT_S as TORCH_TIMEOUT_S
 from pytest_hpcnet.probes.gpu_p2p_torch import p2p_command, parse_torch_p2p
@@ -22,9 +22,8 @@ from pytest_hpcnet.requirements.gpu_p2p import INSTALL_NVBANDWIDTH, NodeP2p
 from pytest_hpcnet.transport.fanout import CommandResult
 
 
-def _engine(engines_text: str) -> str | None:
+def _engine(found: Engines) -> str | None:
     """`nvbandwidth` where the node has it, else `torch` (the fallback), else None."""
-    found = parse_engines(engines_text)
     return next((e for e in ("nvbandwidth", "torch") if found.has(e)), None)
 
 
@@ -50,22 +49,17 @@ class P2pPhase:
         out: dict[str, NodeP2p] = {}
         ready: dict[str, NodeP2p] = {}
         for name, facts in self.facts.gather().items():
-            engines = facts.whole("gpu_engines")
-            if facts.result.unreachable:
-                out[name] = NodeP2p(name, missing=f"unreachable: {facts.result.unreachable}")
-            elif engines is None:
-                out[name] = NodeP2p(name, missing="facts lack section gpu_engines (cut short)")
+            engines, query, why = gpu_facts(facts)
+            if engines is None:
+                out[name] = NodeP2p(name, missing=why)
             elif not (engine := _engine(engines)):
                 why = "no nvbandwidth on the node's PATH and no torch for python3"
                 out[name] = NodeP2p(name, missing=why, fix=INSTALL_NVBANDWIDTH)
             else:
                 self.engine[name] = engine
                 topo = facts.whole("gpu_topo")
-                query = facts.whole("gpu_query")
                 ready[name] = NodeP2p(
-                    name,
-                    topo=parse_topo(topo) if topo is not None else None,
-                    query=parse_query_gpu(query) if query is not None else None,
+                    name, topo=parse_topo(topo) if topo is not None else None, query=query
                 )
         if ready:
             with phase(self.facts.progress, f"nvbandwidth GPU-to-GPU on {len(ready)} nodes"):
