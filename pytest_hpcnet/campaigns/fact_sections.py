@@ -46,103 +46,90 @@ class FactSection:
     build: Callable[[Node, Expectations], str]
 
 
-def _module_command(expect: Expectations) -> str:
-    module = expect.rdma.kernel_module
-    return erdma_module_command(module) if module else "echo 'not expected'"
+NOT_EXPECTED = "echo 'not expected'"
+"""What a section runs where the profile expects nothing of it (its check is not applicable)."""
+
+Expected = Callable[[Expectations], object]
 
 
-def _compat_command(expect: Expectations) -> str:
-    module = expect.rdma.kernel_module or "erdma"
-    return compat_mode_command(module) if expect.rdma.compat_mode else "echo 'not expected'"
+def _when(expected: Expected, build: Callable[[Expectations], str]) -> Callable[..., str]:
+    """`build(expect)` where `expected(expect)` holds, else nothing (`NOT_EXPECTED`)."""
+    return lambda node, expect: build(expect) if expected(expect) else NOT_EXPECTED
+
+
+def _always(command: str) -> Callable[..., str]:
+    return lambda node, expect: command
+
+
+def _gpu(expect: Expectations) -> object:
+    """A GPU profile (a CPU-only one, `expect.gpu.count` unset, runs no GPU section)."""
+    return expect.gpu.count
+
+
+def _gpu_command(command: str) -> Callable[..., str]:
+    return _when(_gpu, lambda expect: command)
 
 
 SECTIONS: list[FactSection] = [
-    FactSection("hostname", lambda node, expect: "hostname"),
-    FactSection("kernel", lambda node, expect: "uname -r"),
+    FactSection("hostname", _always("hostname")),
+    FactSection("kernel", _always("uname -r")),
     # `-v` only: the devices and ports a plain call shows plus the GID table, in one call
-    FactSection("ibv_devinfo_v", lambda node, expect: ibv_devinfo_command(verbose=True)),
-    FactSection("rdma_link", lambda node, expect: rdma_link_command()),
-    FactSection("erdma_module", lambda node, expect: _module_command(expect)),
-    FactSection("compat_mode", lambda node, expect: _compat_command(expect)),
-    FactSection("links", lambda node, expect: ip_link_command(stats=True)),
+    FactSection("ibv_devinfo_v", _always(ibv_devinfo_command(verbose=True))),
+    FactSection("rdma_link", _always(rdma_link_command())),
+    FactSection(
+        "erdma_module",
+        _when(
+            lambda e: e.rdma.kernel_module,
+            lambda e: erdma_module_command(e.rdma.kernel_module),
+        ),
+    ),
+    FactSection(
+        "compat_mode",
+        _when(
+            lambda e: e.rdma.compat_mode,
+            lambda e: compat_mode_command(e.rdma.kernel_module or "erdma"),
+        ),
+    ),
+    FactSection("links", _always(ip_link_command(stats=True))),
     # every interface: each ERI's address is its own netdev's (eth1 for erdma_1)
-    FactSection("addr", lambda node, expect: ip_addr_command()),
+    FactSection("addr", _always(ip_addr_command())),
     FactSection("sysctl", lambda node, expect: sysctl_command(sorted(expect.sysctl))),
     FactSection(
         "metadata", lambda node, expect: metadata_command(base=expect.placement.metadata_url)
     ),
     FactSection("cpfs_mount", lambda node, expect: mount_check_command(expect.cpfs.mount)),
-    FactSection("versions", lambda node, expect: versions_command()),
+    FactSection("versions", _always(versions_command())),
+    # eRDMA in depth: identity by driver/PCI id, GID tables, driver state
+    FactSection("erdma_identity", _always(erdma_identity_command(None))),
+    FactSection("erdma_driver", _always(erdma_driver_command(None, None))),
+    FactSection("erdma_gdr", _when(lambda e: e.erdma.gdr, lambda e: gdr_command())),
 ]
 
-# -- eRDMA in depth: identity by driver/PCI id, GID tables, driver state --------
-SECTIONS += [
-    FactSection("erdma_identity", lambda node, expect: erdma_identity_command(None)),
-    FactSection("erdma_driver", lambda node, expect: erdma_driver_command(None, None)),
-    FactSection(
-        "erdma_gdr",
-        lambda node, expect: gdr_command() if expect.erdma.gdr else "echo 'not expected'",
-    ),
-]
-
-
-# -- GPU node health: one block of sections, in the same round trip -------------
-
-
-def _gpu_command(command: str) -> Callable[[Node, Expectations], str]:
-    """`command` on a GPU profile; a CPU-only profile (`expect.gpu.count` unset) runs nothing."""
-    return lambda node, expect: command if expect.gpu.count else "echo 'not expected'"
-
-
+# GPU node health: one block of sections, in the same round trip
 GPU_SECTIONS: list[FactSection] = [
     FactSection("gpu_query", _gpu_command(query_gpu_command())),
     FactSection("gpu_topo", _gpu_command(TOPO_COMMAND)),
     FactSection("gpu_cuda", _gpu_command(CUDA_COMMAND)),
     FactSection("gpu_driver", _gpu_command(DRIVER_VERSION_COMMAND)),
     FactSection("gpu_modules", _gpu_command(MODULES_COMMAND)),
-    FactSection(
-        "gpu_memlock",
-        lambda node, expect: (
-            memlock_command(expect.gpu.nccl_user) if expect.gpu.count else "echo 'not expected'"
-        ),
-    ),
+    FactSection("gpu_memlock", _when(_gpu, lambda e: memlock_command(e.gpu.nccl_user))),
     FactSection("gpu_klog", _gpu_command(KERNEL_LOG_COMMAND)),
     FactSection(
-        "rdma_sysfs",
-        lambda node, expect: (
-            RDMA_SYSFS_COMMAND
-            if expect.gpu.count and expect.gpu.rdma_sysfs
-            else "echo 'not expected'"
-        ),
+        "rdma_sysfs", _when(lambda e: _gpu(e) and e.gpu.rdma_sysfs, lambda e: RDMA_SYSFS_COMMAND)
     ),
 ]
 SECTIONS += GPU_SECTIONS
 
-
-# -- GPUs under load: the engines each node has (found once, loaded in `campaigns/gpu_load`) --
-SECTIONS += [FactSection("gpu_engines", _gpu_command(ENGINES_COMMAND))]
-
-
-def _nvlink_command(command: str) -> Callable[[Node, Expectations], str]:
-    """`command` where the profile expects NVLink (`expect.gpu_load.nvlink_links`)."""
-    return lambda node, expect: (
-        command if expect.gpu.count and expect.gpu_load.nvlink_links else "echo 'not expected'"
-    )
-
-
+# GPUs under load: the engines each node has (found once, loaded in `campaigns/gpu_load`),
+# NVLink where the profile expects it, the NVSwitch fabric where the SKU has one
+_NVLINK: Expected = lambda e: _gpu(e) and e.gpu_load.nvlink_links  # noqa: E731
 SECTIONS += [
-    FactSection("gpu_nvlink_status", _nvlink_command(NVLINK_STATUS_COMMAND)),
-    FactSection("gpu_nvlink_errors", _nvlink_command(NVLINK_ERRORS_COMMAND)),
-]
-SECTIONS += [
+    FactSection("gpu_engines", _gpu_command(ENGINES_COMMAND)),
+    FactSection("gpu_nvlink_status", _when(_NVLINK, lambda e: NVLINK_STATUS_COMMAND)),
+    FactSection("gpu_nvlink_errors", _when(_NVLINK, lambda e: NVLINK_ERRORS_COMMAND)),
     FactSection(
-        "gpu_fabric",
-        lambda node, expect: (
-            FABRIC_COMMAND
-            if expect.gpu.count and expect.gpu_load.nvswitch
-            else "echo 'not expected'"
-        ),
-    )
+        "gpu_fabric", _when(lambda e: _gpu(e) and e.gpu_load.nvswitch, lambda e: FABRIC_COMMAND)
+    ),
 ]
 
 
