@@ -102,14 +102,13 @@ def down(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
     """
     removed: list[str] = []
     slurm.stop(state_dir)
+    control_plane.stop(state_dir)
     state = LabState.load(state_dir)
     if state:
         for node in state.nodes:
             for pid in [node.sshd_pid, *node.pids.values()]:
                 if pid:
                     _kill(pid)
-        if state.cloud_api_pid:
-            _kill(state.cloud_api_pid)
     for namespace in lab_namespaces():
         for pid in _namespace_pids(namespace):
             _kill(pid)

@@ -3,9 +3,10 @@ real SDK at it.
 
 The daemon (`python -m pytest_hpcnet.lab.control_plane`) binds 127.0.0.1 on a free port
 in the host's namespace (the suite's controller side; no lab node reaches it), answers
-with `cloud_api.CloudWorld` in the SDK's shapes, and builds the world from lab.json on every
-request (`cloud_world.lab_world`), so a console fault applies at once. It exits once its lab
-is gone or records another PID for it; `lab down` kills it.
+with `cloud_api.CloudWorld` in the SDK's shapes, and builds the world again from lab.json
+whenever that file changed (`cloud_world.lab_world`), so a console fault applies at once.
+It writes its own pidfile and exits once its lab is gone or the pidfile names another daemon;
+`lab down` kills it (`stop`).
 
 The lab inventory's `cloud:` block names the endpoint (protocol http) and the lab's
 credentials file (`cloud.credentials_file`: the SDK's ini format, mode 0600, a dummy
@@ -16,9 +17,11 @@ the secret with `redact` before any call, so it appears in no report, log or evi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import threading
@@ -26,11 +29,13 @@ import time
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from pytest_hpcnet.lab.cloud_api import LOOPBACK, Answer, api_handler, error
+from pytest_hpcnet.lab.cloud_api import LOOPBACK, Answer, CloudWorld, api_handler, error
+from pytest_hpcnet.lab.cloud_world import CONTROLLER, lab_world
 from pytest_hpcnet.lab.metadata_server import detach
 from pytest_hpcnet.lab.state import LabState
 from pytest_hpcnet.lab.system import LabError
 
+MODULE = "pytest_hpcnet.lab.control_plane"
 LIFECHECK_GRACE_S = 30.0
 LIFECHECK_EVERY_S = 5.0
 READY_S = 20.0
@@ -75,8 +80,6 @@ def endpoint(state: LabState) -> str | None:
 def inventory_cloud(state: LabState) -> dict:
     """The lab inventory's `cloud:` block: the lab's endpoint, credentials file, and the
     external flows the lab has (the controller's SSH; the internet kept out)."""
-    from pytest_hpcnet.lab.cloud_world import CONTROLLER
-
     where = endpoint(state)
     if where is None or not state.nodes:
         return {"enabled": False}
@@ -105,7 +108,7 @@ def start(state: LabState) -> int:
     write_credentials(state)
     log = state.root / "control-plane.log"
     env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
-    command = [sys.executable, "-m", "pytest_hpcnet.lab.control_plane"]
+    command = [sys.executable, "-m", MODULE]
     command += ["--state-dir", str(state.root), "--log", str(log)]
     try:
         proc = subprocess.run(
@@ -132,31 +135,90 @@ def status_line(state: LabState) -> str:
 
 
 class ControlPlaneServer(ThreadingHTTPServer):
-    """Serves the lab's world; exits once its lab is gone or names another PID for it."""
+    """Serves the lab's world; exits once its lab is gone or its pidfile names another
+    daemon (a newer `lab up`'s). The world is built again only when lab.json changes."""
 
     daemon_threads = True
 
     def __init__(self, state_dir: Path) -> None:
-        self.state_dir = state_dir
+        self.state_dir = Path(state_dir)
         self.started = self.last_check = time.monotonic()
+        self._world: tuple[tuple[int, int, int], CloudWorld] | None = None
+        self._world_lock = threading.Lock()
         super().__init__((LOOPBACK, 0), api_handler(self.answer))
 
     def answer(self, params: dict[str, str]) -> Answer:
-        from pytest_hpcnet.lab.cloud_world import lab_world
-
-        state = LabState.load(self.state_dir)
-        if state is None:
+        world = self.world()
+        if world is None:
             return 503, error("ServiceUnavailable", "the lab is not up")
-        return lab_world(state).answer(params)
+        return world.answer(params)
+
+    def world(self) -> CloudWorld | None:
+        """The lab's world as lab.json now says (every save replaces the file, so a fault
+        applies at the next request); None when the lab is gone."""
+        path = self.state_dir / "lab.json"
+        with self._world_lock:
+            try:
+                stat = path.stat()
+            except OSError:
+                return None
+            key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+            if self._world is None or self._world[0] != key:
+                state = LabState.load(self.state_dir)
+                if state is None:
+                    return None
+                self._world = (key, lab_world(state))
+            return self._world[1]
 
     def service_actions(self) -> None:
         now = time.monotonic()
         if now - self.started < LIFECHECK_GRACE_S or now - self.last_check < LIFECHECK_EVERY_S:
             return
         self.last_check = now
-        state = LabState.load(self.state_dir)
-        if state is None or state.cloud_api_pid not in (None, os.getpid()):
+        gone = not (self.state_dir / "lab.json").exists()
+        if gone or read_pidfile(self.state_dir) != os.getpid():
             threading.Thread(target=self.shutdown, daemon=True).start()
+
+
+def pidfile(state_dir: Path) -> Path:
+    """`PID PORT` of the lab's running daemon, written by the daemon itself."""
+    return Path(state_dir) / "control-plane.pid"
+
+
+def write_pidfile(state_dir: Path, port: int) -> None:
+    path = pidfile(state_dir)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"{os.getpid()} {port}\n")
+    tmp.replace(path)
+
+
+def read_pidfile(state_dir: Path) -> int | None:
+    try:
+        return int(pidfile(state_dir).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def stop(state_dir: Path) -> None:
+    """Kill the lab's daemon (the pidfile's PID, if that process is this lab's control
+    plane: a PID the kernel gave to another process since is left alone); idempotent."""
+    pid = read_pidfile(state_dir)
+    if pid is not None and _is_ours(pid, Path(state_dir)):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    pidfile(state_dir).unlink(missing_ok=True)
+
+
+def _is_ours(pid: int, state_dir: Path) -> bool:
+    """Whether `pid` runs this module as the daemon of the lab in `state_dir`."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return False
+    if MODULE not in argv or "--state-dir" not in argv[:-1]:
+        return False
+    served = argv[argv.index("--state-dir") + 1]
+    return Path(served).resolve() == state_dir.resolve()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,7 +234,12 @@ def main(argv: list[str] | None = None) -> int:
         detach(args.log, port)
     else:
         print(os.getpid(), port, flush=True)
-    server.serve_forever(poll_interval=1.0)
+    write_pidfile(args.state_dir, port)
+    try:
+        server.serve_forever(poll_interval=1.0)
+    finally:
+        if read_pidfile(args.state_dir) == os.getpid():
+            pidfile(args.state_dir).unlink(missing_ok=True)
     return 0
 
 

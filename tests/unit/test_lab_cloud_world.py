@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -182,3 +185,41 @@ def test_the_nic_index_fault_puts_every_eri_on_one_index(tmp_path):
     }
     assert cards[("i-lab00002", "eri-lab020")] == cards[("i-lab00002", "eni-lab021")] == 0
     assert cards[("i-lab00001", "eni-lab011")] == 1
+
+
+def test_the_daemon_keeps_serving_when_a_stale_copy_of_the_state_is_saved(tmp_path, monkeypatch):
+    """Its pidfile, not lab.json, says whose it is: a saved copy naming an old PID stops
+    nothing; the pidfile naming another daemon, or lab.json gone, does."""
+    monkeypatch.setattr(control_plane, "LIFECHECK_GRACE_S", 0.0)
+    monkeypatch.setattr(control_plane, "LIFECHECK_EVERY_S", 0.0)
+    state = make_state(tmp_path / "state")
+    state.save()
+    server = control_plane.ControlPlaneServer(state.root)
+    control_plane.write_pidfile(state.root, server.server_address[1])
+    stopped = []
+    monkeypatch.setattr(server, "shutdown", lambda: stopped.append(True))
+    state.cloud_api_pid = 1  # a stale in-memory copy saved by someone else
+    state.save()
+    server.service_actions()
+    time.sleep(0.1)
+    assert not stopped
+    control_plane.pidfile(state.root).write_text("1 1\n")  # a newer daemon's
+    server.service_actions()
+    time.sleep(0.1)
+    assert stopped
+    server.server_close()
+
+
+def test_stop_kills_only_the_labs_own_daemon(tmp_path):
+    """A pidfile naming a process that is not this lab's control plane (a reused PID) is
+    removed, and that process is left alone."""
+    root = tmp_path / "state"
+    root.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        control_plane.pidfile(root).write_text(f"{other.pid} 1\n")
+        control_plane.stop(root)
+        assert other.poll() is None and not control_plane.pidfile(root).exists()
+    finally:
+        other.kill()
+        other.wait()
