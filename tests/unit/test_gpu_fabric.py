@@ -75,3 +75,12 @@ def test_the_lab_board_and_its_faults(tmp_path_factory):
         "node01 GPU 3 (00000000:5D:00.0): fabric state In Progress (status N/A), not Completed",
         "node01: nvidia-fabricmanager is failed, not active",
     ]
+
+
+def test_the_lab_systemctl_answers_only_for_the_fabric_manager(tmp_path):
+    """A lab node is a namespace of the host: the emulated systemctl never hands a call to
+    the host's systemd."""
+    run = lab_node(tmp_path, {})
+    assert run("systemctl is-active nvidia-fabricmanager; echo rc=$?") == "active\nrc=0\n"
+    refused = run("systemctl restart ssh; echo rc=$?")
+    assert refused == ("System has not been booted with systemd as init system (PID 1).\nrc=1\n")

@@ -2,13 +2,13 @@
 
 Lab nodes are HGX-like boards whose Fabric Manager is emulated: `is-active
 nvidia-fabricmanager` prints `active` (exit 0), or with fault `fabricmanager-down` the
-fault's word (`inactive`, `failed`; exit 3, as systemctl exits for a unit not active). Any
-other call goes to the host's real systemctl, unchanged.
+fault's word (`inactive`, `failed`; exit 3, as systemctl exits for a unit not active). A
+lab node is a network namespace of the host, not a machine: any other call is refused as
+systemctl refuses where systemd is not PID 1, never handed to the host's systemd.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
 import hpcnet_lab_node as node
@@ -22,9 +22,6 @@ def main(argv: list[str]) -> int:
         word = node.faults().get("fabricmanager-down")
         sys.stdout.write(f"{word or 'active'}\n")
         return 3 if word else 0
-    for real in ("/usr/bin/systemctl", "/bin/systemctl"):
-        if os.path.exists(real):
-            os.execv(real, [real, *argv])
     sys.stdout.write("System has not been booted with systemd as init system (PID 1).\n")
     return 1
 
