@@ -116,6 +116,34 @@ def quiet_idle_polls(conn: Connection, interval_s: float = IDLE_POLL_S) -> None:
         sock.settimeout(interval_s)
 
 
+def _result(
+    name: str,
+    command: str,
+    started: float,
+    t0: float,
+    out: bytes,
+    err: bytes,
+    status: int | None,
+    timed_out: bool,
+    truncated: bool,
+    lost: str | None = None,
+) -> CommandResult:
+    """What a command did, its text decoded and redacted; an exit status of the node-side
+    `timeout` (124, 137) is a timeout."""
+    return CommandResult(
+        node=name,
+        command=redact(command),
+        exit_status=status,
+        stdout=redact(out.decode("utf-8", errors="replace")),
+        stderr=redact(err.decode("utf-8", errors="replace")),
+        duration_s=time.monotonic() - t0,
+        started_at=started,
+        timed_out=timed_out or status in TIMED_OUT_STATUSES,
+        unreachable=lost,
+        truncated=truncated,
+    )
+
+
 class Transport:
     """Connections to every node of an inventory, opened lazily, one per node."""
 
@@ -276,11 +304,21 @@ class Transport:
         timeout_s = timeout_s or self.ssh.command_timeout_s
         started = time.time()
         t0 = time.monotonic()
+        wrapped = remote_command(command, timeout_s)
         if self.sessions[name].node.connection == LOCAL:
-            return self._run_here(name, command, timeout_s, started, t0)
+            ran = run_local(wrapped, timeout_s, KILL_GRACE_S, MAX_OUTPUT_BYTES)
+            result = _result(name, command, started, t0, *ran)
+        else:
+            result = self._run_ssh(name, command, wrapped, started, t0, timeout_s)
+        for listener in self.listeners:
+            listener(result)
+        return result
+
+    def _run_ssh(
+        self, name: str, command: str, wrapped: str, started: float, t0: float, timeout_s: float
+    ) -> CommandResult:
         try:
             conn = self.connect(name)
-            wrapped = remote_command(command, timeout_s)
             deadline = t0 + timeout_s + KILL_GRACE_S + 1.0
             shell = self._shell(name, conn)
             if shell is not None and shell.lock.acquire(blocking=False):
@@ -296,53 +334,14 @@ class Transport:
             lost = None
             if timed_out and status is None:  # not even the node's own `timeout` answered
                 lost = self._lost_if_silent(name, conn, time.monotonic() - t0)
-            if status == 124 or status == 137:  # killed by the node's `timeout`
-                timed_out = True
-            result = CommandResult(
-                node=name,
-                command=redact(command),
-                exit_status=status,
-                stdout=redact(out.decode("utf-8", errors="replace")),
-                stderr=redact(err.decode("utf-8", errors="replace")),
-                duration_s=time.monotonic() - t0,
-                started_at=started,
-                timed_out=timed_out,
-                unreachable=lost,
-                truncated=truncated,
-            )
+            return _result(name, command, started, t0, out, err, status, timed_out, truncated, lost)
         except NodeUnreachable as exc:
-            result = self._failed(name, command, started, t0, exc.reason)
+            return self._failed(name, command, started, t0, exc.reason)
         except (paramiko.SSHException, OSError, EOFError, ShellBroken) as exc:
             reason = f"connection lost: {exc or type(exc).__name__}"
             self.sessions[name].connection = None
             self.sessions[name].shell = None
-            result = self._failed(name, command, started, t0, reason)
-        for listener in self.listeners:
-            listener(result)
-        return result
-
-    def _run_here(
-        self, name: str, command: str, timeout_s: float, started: float, t0: float
-    ) -> CommandResult:
-        """`run` for a `connection: local` node: on the controller, no SSH."""
-        wrapped = remote_command(command, timeout_s)
-        out, err, status, timed_out, truncated = run_local(
-            wrapped, timeout_s, KILL_GRACE_S, MAX_OUTPUT_BYTES
-        )
-        result = CommandResult(
-            node=name,
-            command=redact(command),
-            exit_status=status,
-            stdout=redact(out.decode("utf-8", errors="replace")),
-            stderr=redact(err.decode("utf-8", errors="replace")),
-            duration_s=time.monotonic() - t0,
-            started_at=started,
-            timed_out=timed_out or status in TIMED_OUT_STATUSES,
-            truncated=truncated,
-        )
-        for listener in self.listeners:
-            listener(result)
-        return result
+            return self._failed(name, command, started, t0, reason)
 
     def _lost_if_silent(self, name: str, conn: Connection, waited_s: float) -> str | None:
         """After a command got no reply at all: try one new channel. A node that cannot open
@@ -392,16 +391,7 @@ class Transport:
 
     @staticmethod
     def _failed(name: str, command: str, started: float, t0: float, reason: str) -> CommandResult:
-        return CommandResult(
-            node=name,
-            command=redact(command),
-            exit_status=None,
-            stdout="",
-            stderr="",
-            duration_s=time.monotonic() - t0,
-            started_at=started,
-            unreachable=reason,
-        )
+        return _result(name, command, started, t0, b"", b"", None, False, False, reason)
 
     def run_on_all(
         self,

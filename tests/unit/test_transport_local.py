@@ -1,44 +1,38 @@
-"""`connection: local`: a node's commands run on the controller, with no SSH, under the same
-node-side timeout, and a whole pytest run of the shipped suites works against it."""
+"""`connection: local` commands: output bounded while read, a command past its time killed
+with its whole process group, a shell that cannot start reported, never raised."""
 
 from __future__ import annotations
 
-from pytest_hpcnet.campaigns.facts import FactsCampaign
-from pytest_hpcnet.inventory.loader import load_inventory
-from pytest_hpcnet.transport.fanout import Transport
+import os
+import time
+
+from pytest_hpcnet.transport import local
 
 
-def inventory(tmp_path):
-    path = tmp_path / "inv.yaml"
-    path.write_text(
-        "cluster: {name: c, region: r}\n"
-        "nodes:\n"
-        "  - {name: here, host: localhost, connection: local}\n"
-        "  - {name: far, host: 192.0.2.1}\n"
+def test_output_past_the_limit_is_cut_and_flagged():
+    out, err, status, timed_out, truncated = local.run_local(
+        "head -c 3000000 /dev/zero; echo oops >&2", 10, 1, 1000
     )
-    return load_inventory(path)
+    assert (len(out), err, status, timed_out, truncated) == (1000, b"oops\n", 0, False, True)
 
 
-def test_local_node_runs_here_with_no_connection(tmp_path):
-    inv = inventory(tmp_path)
-    assert [n.connection for n in inv.nodes] == ["local", "ssh"]
-    transport = Transport(inv)
-    seen = []
-    transport.listeners.append(seen.append)
-    result = transport.run("here", "echo out; echo err >&2; exit 3", 10)
-    assert (result.stdout, result.stderr, result.exit_status) == ("out\n", "err\n", 3)
-    assert result.unreachable is None and not result.timed_out and seen == [result]
-    assert transport.connections_opened()["here"] == 0
-    slow = transport.run("here", "sleep 5", 1)
-    assert slow.timed_out and slow.duration_s < 4
-    transport.close()
+def test_a_command_past_its_time_is_killed_with_its_children(monkeypatch):
+    monkeypatch.setattr(local, "KILL_SLACK_S", 0.3)
+    t0 = time.monotonic()
+    out, _, status, timed_out, _ = local.run_local("sleep 30 & echo $!; wait", 0.1, 0.0, 1000)
+    assert (status, timed_out) == (None, True) and time.monotonic() - t0 < 5
+    child = int(out.split()[0])
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{child}")  # the background sleep went with the group
 
 
-def test_facts_from_a_local_node(tmp_path):
-    inv = inventory(tmp_path)
-    inv.nodes = inv.nodes[:1]
-    transport = Transport(inv)
-    facts = FactsCampaign(inv, transport).gather()["here"]
-    assert facts.result.unreachable is None
-    assert facts.sections["hostname"].status == 0 and facts.sections["hostname"].text
-    transport.close()
+def test_a_shell_that_cannot_start_is_reported(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError(7, "Argument list too long")
+
+    monkeypatch.setattr(local.subprocess, "Popen", refuse)
+    out, err, status, timed_out, truncated = local.run_local("true", 1, 1, 10)
+    assert (out, status, timed_out, truncated) == (b"", None, False, False)
+    assert b"cannot run sh here" in err and b"Argument list too long" in err
