@@ -215,6 +215,7 @@ class GpuLoadExpect(Strict):
     nvlink_links: Annotated[int, Field(ge=1, le=64)] | None = None
     """NVLink links active on every GPU (`nvidia-smi nvlink -s`); null: no NVLink expected."""
     nvlink_max_errors: Annotated[int, Field(ge=0)] = 0
+    """Replay, recovery or CRC errors a link may have counted (`nvidia-smi nvlink -e`)."""
     min_node_busbw_gbs: PositiveFloat | None = None
     """Single-node all-reduce bus bandwidth at the largest size; null: against peers only."""
     p2p: bool = True
@@ -230,7 +231,6 @@ class GpuLoadExpect(Strict):
     dcgm_level: Annotated[int, Field(ge=1, le=4)] | None = 3
     """`dcgmi diag -r LEVEL` on every node at once (3: about 10-20 min with the GEMM soak,
     memory bandwidth, PCIe, targeted stress and power); null: DCGM not part of the handover."""
-    """Replay, recovery or CRC errors a link may have counted (`nvidia-smi nvlink -e`)."""
 
 
 class KnownBad(Strict):

@@ -50,7 +50,8 @@ _SINGULAR = {
     "checks": "check",
     "runs": "run",
 }
-_SYMBOL = {">=": "≥", "<=": "≤", "==": "="}
+SYMBOL = {">=": "≥", "<=": "≤", "==": "="}
+"""How a comparison reads on a page."""
 
 
 def _number_text(number: float) -> str:
@@ -111,7 +112,7 @@ def format_threshold(measurement: Measurement) -> str:
         return f"one of {allowed}" + (f" {measurement.unit}" if measurement.unit else "")
     if comparison == "==" and number_of(threshold) == 0 and measurement.unit in _SINGULAR:
         return f"no {measurement.unit}"
-    return f"{_SYMBOL.get(comparison, comparison)} {format_value(threshold, measurement.unit)}"
+    return f"{SYMBOL.get(comparison, comparison)} {format_value(threshold, measurement.unit)}"
 
 
 def format_margin(margin: float | None) -> str:

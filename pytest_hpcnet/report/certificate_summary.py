@@ -10,6 +10,7 @@ from datetime import date
 
 from pydantic import BaseModel, Field
 
+from pytest_hpcnet.report.certificate_evidence import BAD
 from pytest_hpcnet.report.certificate_format import (
     format_threshold,
     format_value,
@@ -21,7 +22,6 @@ from pytest_hpcnet.report.certificate_rows import RequirementRow
 from pytest_hpcnet.report.evidence import CheckRecord, effective_verdict
 from pytest_hpcnet.report.records import ScopeEntry
 
-BAD = ("fail", "not_measured", "error", "waived")
 _ORDER = {verdict: index for index, verdict in enumerate(BAD)}
 MAX_NAMES = 4  # node names listed in one cell before "and N more"
 MAX_DETAIL = 140  # characters of a record's message shown as a finding's detail

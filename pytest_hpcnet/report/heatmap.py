@@ -17,7 +17,6 @@ from pytest_hpcnet.report.certificate_format import (
 )
 from pytest_hpcnet.report.evidence import CheckRecord, Measurement, effective_verdict
 
-MAX_HEATMAP_LABELLED = 16
 MAX_HEATMAP_NODES = 16  # beyond this a matrix is illegible: the worst pairs are listed instead
 MAX_WORST_PAIRS = 20
 NEAR_BOUND = 0.05  # a pass within 5 % of its threshold is drawn pale green
@@ -120,7 +119,7 @@ def heatmap_svg(
     seen = {n for pair in cells for n in pair}
     names = [n for n in node_order if n in seen] + sorted(seen - set(node_order))
     suspect_set = set(suspects)
-    size = 28 if len(names) <= MAX_HEATMAP_LABELLED else max(8, 448 // len(names))
+    size = 28  # callers draw at most MAX_HEATMAP_NODES: every cell labelled
     label_width = 8 + 7 * max(len(n) + 2 for n in names)
     left, top = label_width, label_width
     width = left + size * len(names) + label_width // 2 + 10
@@ -162,7 +161,7 @@ def heatmap_svg(
                     f"{source}->{target}: {format_value(measurement.value, measurement.unit)}"
                     f" ({verdict})"
                 )
-                text = format_value(value) if len(names) <= MAX_HEATMAP_LABELLED else ""
+                text = format_value(value)
             parts.append(
                 f'<g><title>{escape(title)}</title><rect x="{x}" y="{y}" width="{size}" '
                 f'height="{size}" fill="{fill}" stroke="{stroke}" stroke-width="1.5"/>'

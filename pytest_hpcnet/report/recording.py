@@ -308,11 +308,5 @@ def detach(report: pytest.TestReport) -> Carried | None:
     if not line:
         return None
     unreachable = json.loads(getattr(report, UNREACHABLE_ATTR, None) or "{}")
-    brief = getattr(report, BRIEF_ATTR, None)
-    if brief is None:  # a report made without `attach` (another version's worker)
-        record = json.loads(line)
-        return Carried(
-            line, record["verdict"], record["check_id"], bool(record["commands"]), unreachable
-        )
-    verdict, check_id, contacted = brief.split("\t")
+    verdict, check_id, contacted = getattr(report, BRIEF_ATTR).split("\t")  # set with the line
     return Carried(line, verdict, check_id, bool(contacted), unreachable)

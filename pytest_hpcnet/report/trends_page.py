@@ -10,7 +10,7 @@ from jinja2 import Environment
 from markupsafe import Markup, escape
 
 from pytest_hpcnet.redact import redact
-from pytest_hpcnet.report.certificate_format import counted
+from pytest_hpcnet.report.certificate_format import SYMBOL, counted
 from pytest_hpcnet.report.templates import page_environment
 from pytest_hpcnet.report.trends import History, Series
 
@@ -19,7 +19,6 @@ LEFT, BOTTOM = 42, 16  # room for the value axis' labels and the run dates
 OTHERS_SHOWN = 16  # per figure, beside every marked subject
 MAX_TABLE_ROWS = 200  # regressions listed in the table (all are marked in the plots)
 MARK_COLOURS = {"regression": "#c62828", "increase": "#ef6c00", "reset": "#1565c0"}
-_SYMBOL = {">=": "≥", "<=": "≤", "==": "="}
 
 
 def _y(value: float, low: float, high: float) -> float:
@@ -83,7 +82,7 @@ def sparkline(
     bound = threshold_of(series)
     if bound is not None:
         y = _y(bound, low, high)
-        label = f"{_SYMBOL.get(series.comparison or '', '')} {_tick(bound)}".strip()
+        label = f"{SYMBOL.get(series.comparison or '', '')} {_tick(bound)}".strip()
         parts.append(
             f'<line class="threshold" x1="{LEFT}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" '
             f'stroke="#c62828" stroke-dasharray="4 3"><title>threshold {escape(label)} '
@@ -124,16 +123,20 @@ def sparkline(
     return Markup("".join(parts))
 
 
+def _bound_text(series: Series) -> str:
+    """`≥ 160 Gbit/s`: a series' threshold as the table shows it; "" without one."""
+    bound = threshold_of(series)
+    if bound is None:
+        return ""
+    return f"{SYMBOL.get(series.comparison or '', '')} {bound:g} {series.unit}".strip()
+
+
 def _environment() -> Environment:
     return page_environment(
         {
             "num": lambda v: "—" if v is None else f"{v:g}",
             "count": counted,
-            "bound": lambda s: (
-                ""
-                if threshold_of(s) is None
-                else f"{_SYMBOL.get(s.comparison or '', '')} {threshold_of(s):g} {s.unit}".strip()
-            ),
+            "bound": _bound_text,
         }
     )
 

@@ -44,12 +44,3 @@ def test_the_record_travels_as_its_evidence_line(pytestconfig, tmp_path):
 
 def test_a_report_without_a_record_carries_nothing():
     assert detach(a_report()) is None
-
-
-def test_a_report_from_a_worker_without_the_brief_is_read_from_its_line(pytestconfig):
-    check = Check("mtu", "mtu", "n1", "node", "t.py::test_mtu[n1]", None)
-    record = check.record("fail", "MTU 1500", None)
-    report = a_report()
-    report.hpcnet_record = evidence_line(record)
-    carried = detach(report)
-    assert (carried.verdict, carried.check_id, carried.contacted) == ("fail", "mtu", False)
