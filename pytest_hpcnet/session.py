@@ -35,7 +35,6 @@ from pytest_hpcnet.report.baseline import (
     record_regressions,
 )
 from pytest_hpcnet.report.evidence import EvidenceBundle, new_run_id, utc_now
-from pytest_hpcnet.report.handover import finish_run, run_context
 from pytest_hpcnet.report.html_report import add_environment, html_extras, verdict_html
 from pytest_hpcnet.report.junit import junit_verdict
 from pytest_hpcnet.report.recording import (
@@ -48,7 +47,6 @@ from pytest_hpcnet.report.recording import (
 )
 from pytest_hpcnet.report.records import GOOD_VERDICTS, RunSummary
 from pytest_hpcnet.report.signing import load_private_key
-from pytest_hpcnet.report.trends_page import write_trends
 from pytest_hpcnet.report.verdict import LAB_EVIDENCE, run_date, verdict_line
 from pytest_hpcnet.requirements.registry import title
 from pytest_hpcnet.run_scope import (
@@ -489,6 +487,10 @@ class HpcnetState:
             return
         if self.summary is not None:
             junit_verdict(self.config.option.__dict__.get("xmlpath"), self.summary)
+        # the certificate's renderer (Jinja2 and every page module, ~50 ms) is imported by the
+        # one process that renders, never by an xdist worker
+        from pytest_hpcnet.report.handover import finish_run, run_context
+
         context = run_context(self.inventory, self.placement(), self.unreachable)
         self.certificate = finish_run(
             self.run_dir,
@@ -587,6 +589,8 @@ def _write_trends(state: HpcnetState) -> None:
     a page that cannot be built says why instead of leaving the summary's name dangling."""
     if "trends" not in state.extra_summary or state.inventory is None:
         return
+    from pytest_hpcnet.report.trends_page import write_trends  # Jinja2: the renderer only
+
     expect = state.inventory.expect
     out = state.run_dir / TRENDS_FILE
     try:

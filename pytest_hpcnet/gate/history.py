@@ -11,7 +11,6 @@ from pathlib import Path
 from pytest_hpcnet.gate.judge import judge
 from pytest_hpcnet.report.evidence import CheckRecord, RunSummary, read_summary
 from pytest_hpcnet.report.trends import MAX_RUNS, History, build_history, digest_run, write_digest
-from pytest_hpcnet.report.trends_page import write_trends
 
 TRENDS_FILE = "trends.html"
 
@@ -72,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
         which = f" of cluster {args.cluster}" if args.cluster else ""
         print(f"hpcnet trends: no closed run{which} in {args.reports_dir}")
         return 2
+    from pytest_hpcnet.report.trends_page import write_trends  # Jinja2: the page only
+
     write_trends(found, args.output)
     latest = [s for s, i in found.regressions() if i == len(found.runs) - 1]
     print(
