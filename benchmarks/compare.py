@@ -48,10 +48,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_hpcnet.campaigns.fact_sections import facts_command
-from pytest_hpcnet.probes.sections import MARK
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.inventory.models import Inventory
 from pytest_hpcnet.lab import cluster as lab
+from pytest_hpcnet.probes.sections import MARK
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / "benchmarks" / ".venv-compare"

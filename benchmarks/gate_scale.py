@@ -489,6 +489,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.xdist_only and 0 not in args.workers:
         parser.error("--xdist-only needs --workers 0 ...")
+    if args.no_floors and not args.xdist_only:
+        parser.error("--no-floors needs --xdist-only (the plain static runs go with the floors)")
     rows = []
     for size in args.sizes:
         rows.append(one_size(size, args))

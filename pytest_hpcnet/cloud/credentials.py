@@ -120,7 +120,7 @@ def credentials_file_problem(path: str) -> str | None:
     if not file.is_file() or not os.access(file, os.R_OK):
         return (
             f"cloud.credentials_file {path}: no readable file there "
-            "(is the lab up? `hpcnet lab up` writes it) (control-plane audit skipped)"
+            "(control-plane audit skipped)"
         )
     return None
 

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from pytest_hpcnet.lab import links
-from pytest_hpcnet.lab.state import LabNode, LabState, node_address, node_mac
+from pytest_hpcnet.lab.state import MAX_NODES_TWO_ERIS, LabNode, LabState, node_address, node_mac
 
 TOOLS_DIR = Path(__file__).with_name("tools")
 NODE_BIN = "/usr/local/sbin"
@@ -213,6 +213,11 @@ def set_eris(state_dir: Path, eris: int) -> int:
         state = LabState.load(state_dir)
         if state is None:
             raise ValueError(f"no lab at {state_dir}")
+        if eris == 2 and len(state.nodes) > MAX_NODES_TWO_ERIS:
+            raise ValueError(
+                f"two ERIs take at most {MAX_NODES_TWO_ERIS} nodes (the lab has "
+                f"{len(state.nodes)}: the second ENIs' addresses stop there)"
+            )
         was, state.eris = state.eris, eris
         for index, node in enumerate(state.nodes):
             set_secondary_eni(node, index, eris == 2)

@@ -72,7 +72,8 @@ def name_list(names: Sequence[str], every: Sequence[str] | int = 0, noun: str = 
     if total > 1 and len(names) == total:
         return f"all {total} {noun}"
     if not isinstance(every, int) and len(names) > total / 2:
-        missing = [n for n in every if n not in set(names)]
+        named = set(names)
+        missing = [n for n in every if n not in named]
         if 0 < len(missing) <= 2 and len(missing) + len(names) == total:
             return f"all {total} {noun} but {', '.join(missing)}"
     if len(names) <= MAX_NAMES + 1:
