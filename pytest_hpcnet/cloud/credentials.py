@@ -119,8 +119,7 @@ def credentials_file_problem(path: str) -> str | None:
     file = Path(path).expanduser()
     if not file.is_file() or not os.access(file, os.R_OK):
         return (
-            f"cloud.credentials_file {path}: no readable file there "
-            "(control-plane audit skipped)"
+            f"cloud.credentials_file {path}: no readable file there (control-plane audit skipped)"
         )
     return None
 

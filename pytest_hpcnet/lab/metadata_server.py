@@ -64,21 +64,9 @@ def interface_values(data: dict, node: dict) -> dict[str, str]:
     return out
 
 
-_READ: dict[str, tuple[tuple[int, int, int], dict]] = {}
-"""lab.json as last parsed, by path, with the (inode, mtime, size) it had then."""
-
-
-def lab_data(path: Path) -> dict:
-    """lab.json, parsed again only when it changed (the lab saves it by replacing it): a
-    1,024-node lab's file is about 0.5 MB, and every node's facts make a dozen requests."""
-    stat = path.stat()
-    key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-    cached = _READ.get(str(path))
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    data = json.loads(path.read_text())
-    _READ[str(path)] = (key, data)
-    return data
+_VALUES: dict[tuple[str, str], tuple[tuple[int, int, int], dict[str, str] | None]] = {}
+"""Each node's metadata as last read, by (lab.json, node), with the file's (inode, mtime,
+size) then: only this node's values are kept (a 1,024-node file is 0.5 MB per server)."""
 
 
 def vswitch_cidr(address: str, default: str = LAB_SUBNET) -> str:
@@ -87,11 +75,23 @@ def vswitch_cidr(address: str, default: str = LAB_SUBNET) -> str:
 
 
 def node_values(state_dir: Path, name: str) -> dict[str, str] | None:
-    """Metadata keys -> values of node `name` from lab.json, None when it is not in the lab."""
+    """Metadata keys -> values of node `name` from lab.json, None when it is not in the lab;
+    read again only when the file changed (the lab saves it by replacing it)."""
+    path = Path(state_dir) / "lab.json"
     try:
-        data = lab_data(state_dir / "lab.json")
+        stat = path.stat()
+        key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        cached = _VALUES.get((str(path), name))
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        values = _values_of(json.loads(path.read_text()), name)
     except (OSError, ValueError):
         return None
+    _VALUES[(str(path), name)] = (key, values)
+    return values
+
+
+def _values_of(data: dict, name: str) -> dict[str, str] | None:
     node = next((n for n in data.get("nodes", []) if n.get("name") == name), None)
     if node is None:
         return None

@@ -79,9 +79,9 @@ def test_metadata_cidr_follows_the_address():
 def test_metadata_reads_lab_json_again_only_when_replaced(tmp_path):
     path = tmp_path / "lab.json"
     path.write_text(json.dumps({"nodes": [{"name": "node01", "vswitch_id": "vsw-a"}]}))
-    first = imds.lab_data(path)
-    assert imds.lab_data(path) is first
+    first = imds.node_values(tmp_path, "node01")
+    assert imds.node_values(tmp_path, "node01") is first
     replacement = tmp_path / "lab.tmp"
     replacement.write_text(json.dumps({"nodes": [{"name": "node01", "vswitch_id": "vsw-b"}]}))
     os.replace(replacement, path)  # as LabState.save does
-    assert imds.lab_data(path)["nodes"][0]["vswitch_id"] == "vsw-b"
+    assert imds.node_values(tmp_path, "node01")["vswitch-id"] == "vsw-b"

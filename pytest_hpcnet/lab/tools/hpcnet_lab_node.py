@@ -20,13 +20,26 @@ BRIDGE_ADDRESS = "169.254.18.1"
 """`state.BRIDGE_ADDRESS` (this runs on the node, stdlib only)."""
 
 
+_RECORD: list = [None, {}]
+"""(lab.json's (inode, mtime, size), this node's record) as last read by this process."""
+
+
 def _node_record() -> dict:
+    """This node's record in lab.json, read again only when the file changed (faults apply
+    at once: every save replaces it); a 1,024-node file is 0.5 MB, and a GPU program asks
+    for its faults hundreds of times."""
+    path = lab.state_dir() / "lab.json"
     try:
-        data = json.loads((lab.state_dir() / "lab.json").read_text())
+        stat = path.stat()
+        key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        if key != _RECORD[0]:
+            data = json.loads(path.read_text())
+            name = lab.node_name()
+            found = next((n for n in data.get("nodes", []) if n.get("name") == name), {})
+            _RECORD[:] = [key, found]
     except (OSError, ValueError):
         return {}
-    name = lab.node_name()
-    return next((n for n in data.get("nodes", []) if n.get("name") == name), {})
+    return _RECORD[1]
 
 
 def faults() -> dict[str, str]:
