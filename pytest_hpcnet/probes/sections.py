@@ -38,7 +38,8 @@ def sections_script(commands: dict[str, str], parallel: bool = False) -> str:
     """One script running each named command, its output framed by marker lines.
 
     With `parallel`, the commands run at once (each into its own temp file) and their
-    outputs are printed in order once all have finished.
+    outputs are printed in order once all have finished; the temp folder is removed
+    however the script ends, short of SIGKILL.
     """
     if not parallel:
         return "\n".join(
@@ -46,7 +47,11 @@ def sections_script(commands: dict[str, str], parallel: bool = False) -> str:
             f'echo; echo "{MARK} end {name} $?"'
             for name, cmd in commands.items()
         )
-    lines = ["d=$(mktemp -d /tmp/hpcnet-sections.XXXXXX) || exit 1"]
+    lines = [
+        "d=$(mktemp -d /tmp/hpcnet-sections.XXXXXX) || exit 1",
+        # killed (timeout, closed channel): the temp folder goes with the script
+        "trap 'rm -rf \"$d\"' EXIT; trap 'exit 143' HUP INT TERM PIPE",
+    ]
     for i, cmd in enumerate(commands.values()):
         lines.append(f'( ( {cmd} ) </dev/null >"$d/{i}" 2>&1; echo $? >"$d/{i}.rc" ) &')
     lines.append("wait")
