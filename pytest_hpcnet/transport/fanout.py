@@ -9,7 +9,6 @@ the node (with its process group), not merely abandoned.
 
 from __future__ import annotations
 
-import select
 import shlex
 import threading
 import time
@@ -43,6 +42,7 @@ from pytest_hpcnet.transport.connect import (
     whole_seconds,
 )
 from pytest_hpcnet.transport.local import LOCAL, run_local
+from pytest_hpcnet.transport.readable import wait_readable
 from pytest_hpcnet.transport.remote_shell import RemoteShell, ShellBroken
 from pytest_hpcnet.transport.results import TIMED_OUT_STATUSES, CommandResult, NodeUnreachable
 
@@ -97,7 +97,7 @@ def _read_channel(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return bytes(out), bytes(err), True, truncated
-        select.select([fd], [], [], min(remaining, 0.5))
+        wait_readable(fd, min(remaining, 0.5))
 
 
 CommandListener = Callable[[CommandResult], None]

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import re
 import secrets
-import select
 import threading
 import time
 
 import paramiko
+
+from pytest_hpcnet.transport.readable import wait_readable
 
 CHUNK = 65536
 TAIL = 4096
@@ -94,7 +95,7 @@ class RemoteShell:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError
-                select.select([fd], [], [], min(remaining, 0.5))
+                wait_readable(fd, min(remaining, 0.5))
         except BaseException:
             self.close()
             raise

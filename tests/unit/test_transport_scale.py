@@ -3,10 +3,22 @@ and paramiko's 0.1 s idle polls of every connection's thread."""
 
 from __future__ import annotations
 
+import os
+import resource
+import select
+import threading
+import time
+
 import paramiko
+import pytest
 
 from pytest_hpcnet.inventory.loader import load_inventory
-from pytest_hpcnet.transport.fanout import IDLE_POLL_S, Transport, quiet_idle_polls
+from pytest_hpcnet.transport.fanout import (
+    IDLE_POLL_S,
+    Transport,
+    _read_channel,
+    quiet_idle_polls,
+)
 
 KEY = "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 
@@ -57,3 +69,76 @@ def test_connections_poll_their_socket_once_a_second_when_idle():
     transport = type("T", (), {"sock": Sock()})()
     quiet_idle_polls(Conn())
     assert transport.sock.timeout == IDLE_POLL_S == 1.0
+
+
+class _PipeChannel:
+    """What `_read_channel` uses of a paramiko channel, over a pipe whose read end is moved
+    to a descriptor past 1,023 (a 1,024-node controller: a socket and a pipe per node)."""
+
+    def __init__(self, fd: int):
+        self.fd, self.data = fd, bytearray()
+        self.eof_received = self.closed = False
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def recv_ready(self) -> bool:
+        if self.eof_received:
+            return False
+        ready = select.poll()
+        ready.register(self.fd, select.POLLIN)
+        return bool(ready.poll(0))
+
+    def recv(self, n: int) -> bytes:
+        chunk = os.read(self.fd, n)
+        self.eof_received = not chunk
+        return chunk
+
+    def recv_stderr_ready(self) -> bool:
+        return False
+
+    def exit_status_ready(self) -> bool:
+        return self.eof_received
+
+
+@pytest.fixture
+def high_fd():
+    """A pipe whose read end is descriptor 1,100 (the soft limit raised if it must be)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft <= 1100:
+        if hard != resource.RLIM_INFINITY and hard <= 1100:
+            pytest.skip(f"open-files hard limit {hard}: no descriptor 1,100 here")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    read, write = os.pipe()
+    os.dup2(read, 1100)
+    os.close(read)
+    yield 1100, write  # the test closes `write`
+    os.close(1100)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_command_is_read_whole_on_a_descriptor_past_1023(high_fd):
+    """`select()` refuses descriptors past FD_SETSIZE (1,024): at 1,024 nodes every node
+    past the first few hundred was 'unreachable' with 'filedescriptor out of range'."""
+    fd, write = high_fd
+    channel = _PipeChannel(fd)
+
+    def later():
+        time.sleep(0.2)
+        os.write(write, b"hello")
+        os.close(write)
+
+    writer = threading.Thread(target=later)
+    writer.start()
+    out, err, timed_out, truncated = _read_channel(channel, time.monotonic() + 10, 1 << 20)
+    writer.join()
+    assert (out, err, timed_out, truncated) == (b"hello", b"", False, False)
+
+
+def test_waiting_on_a_quiet_descriptor_past_1023_times_out(high_fd):
+    fd, write = high_fd
+    t0 = time.monotonic()
+    out, _, timed_out, _ = _read_channel(_PipeChannel(fd), time.monotonic() + 0.3, 1 << 20)
+    os.close(write)
+    assert timed_out and out == b""
+    assert 0.25 <= time.monotonic() - t0 < 5
