@@ -58,6 +58,7 @@ from pytest_hpcnet.run_scope import (
     run_scope,
     selection,
 )
+from pytest_hpcnet.transport.open_files import open_files_needed, raise_open_files_limit
 from pytest_hpcnet.transport.results import NodeUnreachable
 
 if TYPE_CHECKING:  # an xdist controller connects nowhere: the SSH stack loads on first use
@@ -82,6 +83,10 @@ def start_run(config: pytest.Config, path: str) -> HpcnetState:
     only = config.getoption("hpcnet_nodes", None)
     if only:
         inventory = only_nodes(inventory, only)
+    if not config.option.collectonly:
+        short = raise_open_files_limit(open_files_needed(inventory))
+        if short:
+            raise pytest.UsageError(short)
     workerinput = getattr(config, "workerinput", None)
     run_id = workerinput.get("hpcnet_run_id") if workerinput else None
     reports = Path(config.getoption("hpcnet_reports_dir"))
