@@ -25,6 +25,7 @@ from pytest_hpcnet.campaigns.pair_probes import (
     _listener_handle,
     assemble,
     flow_plan,
+    listener_lifetime_s,
     plan_pairs,
     source_command,
     start_listener_command,
@@ -65,6 +66,9 @@ class PairPipeline:
             for _kind, flow in items:
                 self._depends(source, flow.target)
         self.sources = set(self.targets_of)
+        self.lifetime_s = listener_lifetime_s(
+            len(self.plan.listen), len(self.sources), transport.concurrency
+        )
         self.flow_nodes = {n for _, f in self._flows() for n in (f.source, f.target)}
         _, flows_meta = flow_plan(self.plan, {})
         self.flow_numbers: dict[str, list[tuple[int, Flow]]] = {}
@@ -126,7 +130,8 @@ class PairPipeline:
         self._launched.add(("listen", target))
         if target in self.addresses and target in self.nodes:
             tcp, udp = self.plan.listen[target]
-            self._launch("listen", target, start_listener_command(self.addresses[target], tcp, udp))
+            command = start_listener_command(self.addresses[target], tcp, udp, self.lifetime_s)
+            self._launch("listen", target, command)
         else:
             self._listener_known(target)
 

@@ -31,6 +31,9 @@ from pytest_hpcnet.probes.sections import sections_script, split_sections
 from pytest_hpcnet.transport.fanout import CommandResult, Transport
 
 LISTENER_LIFETIME_S = 60
+LISTENER_ROUND_S = 10
+"""A listener lives `LISTENER_LIFETIME_S` plus this for every round of the transport's pool
+queued before its last source probes it (`listener_lifetime_s`)."""
 LISTENER_READY_TENTHS = 80
 CONNECT_TIMEOUT_S = 2.0
 LATENCY_COUNT = 5
@@ -93,9 +96,21 @@ def plan_pairs(pairs: list[tuple[str, str]], expect: Expectations) -> PairPlan:
     return plan
 
 
-def start_listener_command(address: str, tcp: set[int], udp: set[int]) -> str:
+def listener_lifetime_s(listeners: int, sources: int, concurrency: int) -> float:
+    """How long each listener lives: every listener start and every source's probes queue on
+    a pool of `concurrency` connections, so the first listener up may wait for all of those
+    rounds before its last source comes (a fixed minute ran out at 1,024 nodes under `-n 2`).
+    A listener stopped by the run exits at once; the lifetime bounds one the run left."""
+    per_round = max(1, concurrency)
+    rounds = -(-listeners // per_round) + -(-sources // per_round)
+    return LISTENER_LIFETIME_S + rounds * LISTENER_ROUND_S
+
+
+def start_listener_command(
+    address: str, tcp: set[int], udp: set[int], lifetime_s: float = LISTENER_LIFETIME_S
+) -> str:
     """Start the listener in the background, wait (bounded) for READY, print its status."""
-    listener = listener_command(address, sorted(tcp), sorted(udp), LISTENER_LIFETIME_S, 0)
+    listener = listener_command(address, sorted(tcp), sorted(udp), lifetime_s, 0)
     return (
         "f=$(mktemp /tmp/hpcnet-listener.XXXXXX) || exit 1; "
         f'( {listener} ) >"$f" 2>&1 </dev/null & '
@@ -181,13 +196,19 @@ def gather_pair_facts(
 ) -> tuple[dict[tuple[str, str], PairFacts], dict[str, FlowFacts]]:
     """Run the three fan-outs and return the facts of every pair and every ACL flow."""
     plan = plan_pairs(pairs, expect)
+    flow_index, _ = flow_plan(plan, addresses)
+    listening = [n for n in plan.listen if n in addresses]
+    sources = sorted(set(plan.partner) | set(flow_index))
+    lifetime = listener_lifetime_s(
+        len(listening), len([s for s in sources if s in addresses]), transport.concurrency
+    )
     started = transport.run_on_all(
-        lambda node: start_listener_command(addresses[node.name], *plan.listen[node.name]),
-        nodes=[n for n in plan.listen if n in addresses],
+        lambda node: start_listener_command(
+            addresses[node.name], *plan.listen[node.name], lifetime_s=lifetime
+        ),
+        nodes=listening,
     )
     handles = {n: _listener_handle(r.stdout) for n, r in started.items() if r.ok}
-    flow_index, _ = flow_plan(plan, addresses)
-    sources = sorted(set(plan.partner) | set(flow_index))
     probed = transport.run_on_all(
         lambda node: source_command(
             node,

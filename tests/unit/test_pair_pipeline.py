@@ -171,3 +171,35 @@ def test_a_failed_pipeline_falls_back_to_the_three_fan_outs(inventory):
     campaign._pipeline.abandon("simulated")
     campaign.gather()
     assert campaign._pairs == pairs and campaign._flows == flows
+
+
+def listener_lifetimes(commands: list[str]) -> list[float]:
+    """The `--lifetime` each listener was started with (the last one: the listener's own
+    source, embedded before its arguments, names the option too)."""
+    import re
+
+    return [float(re.findall(r"--lifetime ([\d.]+)", c)[-1]) for c in commands]
+
+
+@pytest.mark.parametrize("mode", ["three fan-outs", "overlapped"])
+def test_a_listener_outlives_the_rounds_queued_before_its_sources(inventory, mode, monkeypatch):
+    """A listener started in the first round of the pool must still listen when its source
+    probes in the last one: at 1,024 nodes under `-n 2` (512 listeners, 32 connections per
+    worker) a fixed 60 s lifetime ran out and 706 pairs read 'refused'."""
+    from pytest_hpcnet.campaigns import pair_probes
+
+    commands: list[str] = []
+    real = pair_probes.listener_command
+    monkeypatch.setattr(
+        pair_probes,
+        "listener_command",
+        lambda *a, **k: (commands.append(real(*a, **k)), commands[-1])[1],
+    )
+    if mode == "overlapped":
+        overlapped(inventory)
+    else:
+        sequential(inventory)
+    # 11 listeners and 11 sources (n4 has no address) on 2 connections: 6 + 6 rounds
+    rounds = 6 + 6
+    expected = pair_probes.LISTENER_LIFETIME_S + rounds * pair_probes.LISTENER_ROUND_S
+    assert commands and set(listener_lifetimes(commands)) == {expected}

@@ -203,6 +203,8 @@ def test_pair_facts_hold_each_ping_to_the_count_it_sent(ssh_home):
     )
 
     class Fake:
+        concurrency = 4
+
         def run_on_all(self, command, nodes=None, timeout_s=None, together=False):
             return {n: CommandResult(n, "cmd", 0, probed, "", 1.0, 0.0) for n in nodes}
 
@@ -223,6 +225,8 @@ def test_a_pair_section_without_its_end_line_is_not_read(ssh_home):
     cut = f"{MARK} begin path_mtu\n{three}\n"  # no `end path_mtu` line
 
     class Fake:
+        concurrency = 4
+
         def run_on_all(self, command, nodes=None, timeout_s=None, together=False):
             return {n: CommandResult(n, "cmd", None, cut, "", 1.0, 0.0) for n in nodes}
 
