@@ -307,6 +307,35 @@ def acl_flow(cluster: Cluster):  # parametrized from expect.flows; none listed -
     pytest.skip(NO_FLOWS)
 
 
+FULL_TRACEBACKS_MAX = 100
+"""Past this many failed checks pytest's failure summary is left out (`--tb=no`) unless
+`--tb` was given: it prints every traceback and scans every report once per failure
+(O(failures x items)): about 90 s after a 1,024-node run with 1,412 failures. The short
+summary's FAILED lines, the `checks:` block and the evidence still name every failure."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash.get(STATE, None)
+    if state is not None and not state.is_worker:
+        shorten_tracebacks(session.config)
+
+
+def shorten_tracebacks(config: pytest.Config, most: int = FULL_TRACEBACKS_MAX) -> None:
+    """Many failures under pytest's default `--tb=auto`: no tracebacks, and a line saying so."""
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is None or config.option.tbstyle != "auto":
+        return
+    failed = len(terminal.stats.get("failed", [])) + len(terminal.stats.get("error", []))
+    if failed > most:
+        config.option.tbstyle = "no"
+        terminal.write_line(
+            f"hpcnet: {failed} failures: pytest's tracebacks left out (--tb=short or long to "
+            "see them); the FAILED lines and the checks below name each one, evidence.jsonl "
+            "holds it whole"
+        )
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
     if state is None or state.is_worker or config.option.collectonly:
