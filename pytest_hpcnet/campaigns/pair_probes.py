@@ -198,10 +198,8 @@ def gather_pair_facts(
     plan = plan_pairs(pairs, expect)
     flow_index, _ = flow_plan(plan, addresses)
     listening = [n for n in plan.listen if n in addresses]
-    sources = sorted(set(plan.partner) | set(flow_index))
-    lifetime = listener_lifetime_s(
-        len(listening), len([s for s in sources if s in addresses]), transport.concurrency
-    )
+    probing = [s for s in sorted(set(plan.partner) | set(flow_index)) if s in addresses]
+    lifetime = listener_lifetime_s(len(listening), len(probing), transport.concurrency)
     started = transport.run_on_all(
         lambda node: start_listener_command(
             addresses[node.name], *plan.listen[node.name], lifetime_s=lifetime
@@ -216,7 +214,7 @@ def gather_pair_facts(
             expect,
             flow_index.get(node.name, []),
         ),
-        nodes=[s for s in sources if s in addresses],
+        nodes=probing,
     )
     stopped = transport.run_on_all(
         lambda node: stop_listener_command(*handles[node.name]),
