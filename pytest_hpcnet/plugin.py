@@ -340,7 +340,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     state = config.stash.get(STATE, None)
     if state is None or state.is_worker or config.option.collectonly:
         return
-    from pytest_hpcnet.session import write_summary
+    from pytest_hpcnet.report.terminal_summary import write_summary
 
     write_summary(state, terminalreporter)
 
