@@ -31,9 +31,21 @@ def _impossible(measured: float) -> str:
     return ""
 
 
-def at_least(measured: float | None, bound: float | None, reason: str, key: str = "") -> Verdict:
-    """`measured >= bound`; `reason` says the failure. Nothing measured, or no bound to
-    judge against (`key` names the expectation to set), is not measured: never a pass."""
+def at_least(
+    measured: float | None,
+    bound: float | None,
+    reason: str,
+    key: str = "",
+    ceiling: float | None = None,
+) -> Verdict:
+    """`bound <= measured <= ceiling`; `reason` says the failure. Nothing measured, no bound
+    to judge against (`key` names the expectation to set), or a figure above its physical
+    `ceiling` (implausible: the output was misread) is not measured: never a pass."""
+    if measured is not None and ceiling is not None and measured == measured > ceiling:
+        return not_measured(
+            f"measured {measured:g}: implausible, above the physical ceiling {ceiling:g}",
+            bound=bound,
+        )
     return _bounded(measured, bound, reason, key, higher_is_better=True)
 
 
@@ -81,7 +93,8 @@ def judge_ib_write_bw(run: PerftestRun, expect: Expectations) -> Verdict:
     text = "no bandwidth measured" if value is None else ""
     if value is not None and bound is not None:
         text = f"BW average {value:.2f} Gbit/s < {bound:.2f} Gbit/s"
-    return at_least(value, bound, text, "expect.ib_write_bw.min_gbps")
+    ceiling = expect.ib_write_bw.max_gbps
+    return at_least(value, bound, text, "expect.ib_write_bw.min_gbps", ceiling)
 
 
 def judge_ib_write_lat(run: PerftestRun, expect: Expectations) -> Verdict:
