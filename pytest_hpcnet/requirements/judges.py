@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.nccl import NcclExpected, NcclResult, rank_problems
 from pytest_hpcnet.probes.perftest_parsers import LatencyResult
-from pytest_hpcnet.requirements.verdict import NOT_MEASURED, Verdict, not_measured
+from pytest_hpcnet.requirements.verdict import NOT_MEASURED, Measurement, Verdict, not_measured
 from pytest_hpcnet.transport.results import CommandResult
 
 __all__ = ["Verdict", "at_least", "at_most"]
@@ -142,9 +142,15 @@ def judge_localization(
         for p in localization.link_problems
     ]
     lines += [f"suspect device {d}" for d in suspect_devices]
+    source = f"{tool} pair schedule {schedule}"
+    measurements = (
+        Measurement("suspect_nodes", len(localization.suspects), "nodes", 0, "==", source),
+        Measurement("failing_links", len(localization.link_problems), "links", 0, "==", source),
+        Measurement("suspect_devices", len(suspect_devices), "devices", 0, "==", source),
+    )
     if localization.suspects or localization.link_problems or suspect_devices:
-        return Verdict(False, reason=f"{tool}: " + "; ".join(lines))
-    return Verdict(True, reason="; ".join(lines))
+        return Verdict(False, reason=f"{tool}: " + "; ".join(lines), measurements=measurements)
+    return Verdict(True, reason="; ".join(lines), measurements=measurements)
 
 
 def judge_eri_count(node: str, found: int, wanted: int, source: str) -> Verdict:
