@@ -58,6 +58,17 @@ def gpu_facts(facts: NodeFacts) -> tuple[Engines | None, GpuQuery | None, str]:
     return parse_engines(engines), parse_query_gpu(query), ""
 
 
+def planned_gpus(query: GpuQuery, expected: int | None) -> tuple[int, str]:
+    """(GPUs the node should have: `expect.gpu.count` where set, else those nvidia-smi lists;
+    why fewer are visible, or "" when all are). A phase sized by the listing alone would pass
+    a node that lost a GPU."""
+    visible = len(query.gpus)
+    want = max(expected or 0, visible)
+    if visible < want:
+        return want, f"nvidia-smi lists {visible} of the {want} GPUs expected (expect.gpu.count)"
+    return want, ""
+
+
 class GpuLoadCampaign:
     """Every node's load phase (measured on first use) and the command each ran."""
 
@@ -69,6 +80,8 @@ class GpuLoadCampaign:
         self.wall_s: float | None = None
         self.queries: dict[str, GpuQuery] = {}
         self.affinity: dict[str, dict[int, str]] = {}
+        self.expected: dict[str, int] = {}
+        """Node -> the GPUs it should have (`planned_gpus`); the load runs on those listed."""
         self._lock = threading.Lock()
 
     def _plan(self) -> tuple[dict[str, NodeLoad], dict[str, int]]:
@@ -91,6 +104,7 @@ class GpuLoadCampaign:
                 skipped[node.name] = NodeLoad(node.name, missing="nvidia-smi lists no GPU to load")
                 continue
             plan[node.name] = len(query.gpus)
+            self.expected[node.name] = planned_gpus(query, self.inventory.expect.gpu.count)[0]
             self.queries[node.name] = query
             topo = facts.whole("gpu_topo")
             if topo is not None:
@@ -130,7 +144,11 @@ class GpuLoadCampaign:
                 outcome.text = f"{len(self.results) - lost} answered, {lost} lost"
             self.wall_s = time.monotonic() - t0
         for name in plan:
-            loads[name] = replace(node_load(name, self.results[name]), query=self.queries[name])
+            loads[name] = replace(
+                node_load(name, self.results[name]),
+                query=self.queries[name],
+                expected_gpus=self.expected[name],
+            )
         return {n.name: loads[n.name] for n in self.inventory.nodes if n.name in loads}
 
 
@@ -222,10 +240,14 @@ class NodeNcclPhase:
                 out[name] = (None, why)
             elif not engines.has("all_reduce_perf"):
                 out[name] = (None, "no all_reduce_perf on the node's PATH")
-            elif not (count := len(query.gpus)):
+            elif not len(query.gpus):
                 out[name] = (None, "nvidia-smi lists no GPU")
             else:
-                gpus[name] = count
+                count, short = planned_gpus(query, self.facts.inventory.expect.gpu.count)
+                if short:
+                    out[name] = (None, f"{short}: all_reduce_perf -g {count} cannot run")
+                else:
+                    gpus[name] = count
         if gpus:
             what = f"single-node all_reduce_perf on {len(gpus)} nodes"
             with phase(self.facts.progress, what):

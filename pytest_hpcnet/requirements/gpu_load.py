@@ -61,6 +61,9 @@ class NodeLoad:
     fix: str = ""
     query: GpuQuery | None = None
     """The node's `nvidia-smi --query-gpu` from its facts (the GPUs' PCIe links)."""
+    expected_gpus: int | None = None
+    """The GPUs the node should have (`expect.gpu.count`, or as many as it lists); each the
+    load could not reach (nvidia-smi lists fewer) fails, named."""
 
 
 PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
@@ -182,16 +185,26 @@ def _figure_checks(
     return measurements, failures, notes
 
 
-def _errors(node: str, run: LoadRun, samples: LoadSamples | None) -> list[str]:
-    """Each GPU whose load failed, and each expected GPU that reported nothing."""
+def _errors(
+    node: str, run: LoadRun, samples: LoadSamples | None, expected: int | None = None
+) -> list[str]:
+    """Each GPU whose load failed, each GPU the program was started on that reported
+    nothing, and each GPU the node should have (`expected`) that it could not be started on."""
     out = [
         f"{gpu_label(node, g.index, samples)}: the load failed: {g.error}"
         for g in run.gpus
         if g.error
     ]
-    for index in range(run.expected or 0):
-        if run.gpu(index) is None:
+    for index in range(max(run.expected or 0, expected or 0)):
+        if run.gpu(index) is not None:
+            continue
+        if index < (run.expected or 0):
             out.append(f"{gpu_label(node, index, samples)}: no result from the load program")
+        else:
+            out.append(
+                f"{gpu_label(node, index, samples)}: not listed by nvidia-smi "
+                f"(expect.gpu.count {expected}), not loaded"
+            )
     return out
 
 
@@ -282,7 +295,7 @@ def judge_gpu_compute(load: NodeLoad, peers: dict[str, NodeLoad], expect: Expect
     assert run is not None
     measurements, failures, notes = _figure_checks(load.node, run, samples, COMPUTE, peers, expect)
     more, slow, sample_notes, missing = _sample_checks(load.node, run, samples, expect)
-    failures = _errors(load.node, run, samples) + failures + slow
+    failures = _errors(load.node, run, samples, load.expected_gpus) + failures + slow
     fix = (
         "check the named GPU's cooling, power and clocks (nvidia-smi -q -d PERFORMANCE); "
         "reseat or replace it"
@@ -311,7 +324,7 @@ def judge_gpu_bandwidth(
     measurements, failures, notes = _figure_checks(
         load.node, run, samples, BANDWIDTH, peers, expect, load.query
     )
-    failures = _errors(load.node, run, samples) + failures
+    failures = _errors(load.node, run, samples, load.expected_gpus) + failures
     fix = (
         "a slow host link: check the GPU's PCIe link under load (nvidia-smi -q -d PCIE); "
         "slow HBM: replace the GPU"
@@ -349,7 +362,7 @@ def judge_gpu_correctness(load: NodeLoad, peers: dict[str, NodeLoad]) -> Verdict
     assert run is not None
     majority, total = majority_checksum(peers)
     measurements: list[Measurement] = []
-    failures = _errors(load.node, run, samples)
+    failures = _errors(load.node, run, samples, load.expected_gpus)
     for g in _healthy(run):
         source = f"majority of {total} GPUs" if majority else f"no majority among {total} GPUs"
         measurements.append(

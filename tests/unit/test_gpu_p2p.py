@@ -188,3 +188,15 @@ def test_no_engine_waived_cut_and_unreadable_topo():
         assert judge_gpu_p2p(n, {"n1": n}, Expectations()).outcome != "pass", cut
     bad_topo = NodeP2p("n1", parse_nvbandwidth(H100), parse_topo("garbage"), QUERY)
     assert judge_gpu_p2p(bad_topo, {}, Expectations()).outcome == "not_measured"
+
+
+def test_a_gpu_expected_by_count_but_absent_from_the_matrix_fails():
+    text = A6000.replace("\n...\n", "\nRunning device_to_device_memcpy_read_ce.\n")
+    six = parse_query_gpu(
+        "\n".join((FIXTURES / "gpu" / "query-8gpu-h200.csv").read_text().splitlines()[:7])
+    )
+    n = NodeP2p("n1", parse_nvbandwidth(text), parse_topo(pcie_topo(6)), six)
+    verdict = judge_gpu_p2p(n, {"n1": n}, Expectations(gpu={"count": 7}))
+    assert verdict.outcome == "fail" and "n1 GPU 6: not in nvbandwidth's 6-GPU matrix" in (
+        verdict.reason
+    )
