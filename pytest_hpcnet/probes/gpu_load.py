@@ -272,6 +272,10 @@ class GpuSamples:
     temperature_c_max: float | None
     events: int
     """All clock-event reason bits seen in any sample (OR)."""
+    unreadable: dict[str, int] = field(default_factory=dict)
+    """Field (`temperature.gpu`, `clocks_event_reasons.active`, ...) -> the samples whose
+    value could not be read (`[N/A]`, `[Not Supported]`, not a number): that figure of that
+    GPU is not measured, never "none" or a maximum over what happened to be readable."""
 
     def event_names(self, bits: set[int] | None = None) -> tuple[str, ...]:
         return tuple(
@@ -294,14 +298,17 @@ class LoadSamples:
 
 
 def _number(value: str) -> float | None:
+    """A positive figure in ASCII digits (a full-width "９９" is not one, though float() reads
+    it; under load 0 MHz, 0 W or 0 C is a sensor that did not answer, not a reading)."""
     value = value_or_none(value) or ""
-    m = re.fullmatch(r"(-?\d+(?:\.\d+)?)(?:\s*[A-Za-z]+)?", value)
-    return float(m.group(1)) if m else None
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(?:\s*[A-Za-z]+)?", value)
+    number = float(m.group(1)) if m else None
+    return number if number is not None and 0 < number < 1e6 else None
 
 
 def _mask(value: str) -> int | None:
     value = value.strip()
-    return int(value, 0) if re.fullmatch(r"0x[0-9A-Fa-f]+|\d+", value) else None
+    return int(value, 0) if re.fullmatch(r"0x[0-9A-Fa-f]+|[0-9]+", value) else None
 
 
 def parse_samples(text: str) -> LoadSamples:
@@ -312,7 +319,7 @@ def parse_samples(text: str) -> LoadSamples:
         if not line.strip():
             continue
         cells = [c.strip() for c in line.split(",")]
-        if len(cells) != len(SAMPLE_FIELDS) or not cells[0].isdigit():
+        if len(cells) != len(SAMPLE_FIELDS) or not re.fullmatch(r"[0-9]+", cells[0]):
             if len(problems) < 5:
                 problems.append(f"unreadable sample line: {line.strip()[:120]}")
             continue
@@ -332,6 +339,13 @@ def parse_samples(text: str) -> LoadSamples:
         clocks = [v for v in (_number(s[3]) for s in chosen) if v is not None]
         power = [v for v in (_number(s[4]) for s in chosen) if v is not None]
         temps = [v for v in (_number(s[5]) for s in chosen) if v is not None]
+        unreadable = {
+            SAMPLE_FIELDS[column]: len(chosen) - len(values)
+            for column, values in ((3, clocks), (4, power), (5, temps))
+            if len(values) < len(chosen)
+        }
+        if None in masks:
+            unreadable[SAMPLE_FIELDS[6]] = masks.count(None)
         gpus.append(
             GpuSamples(
                 index=index,
@@ -344,6 +358,7 @@ def parse_samples(text: str) -> LoadSamples:
                 power_w_max=max(power) if power else None,
                 temperature_c_max=max(temps) if temps else None,
                 events=events,
+                unreadable=unreadable,
             )
         )
     return LoadSamples(tuple(gpus), tuple(problems))

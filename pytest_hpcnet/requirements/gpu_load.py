@@ -244,12 +244,26 @@ def _sample_checks(
             missing.append(f"{gpu_label(node, g.index, samples)}: nvidia-smi under load: {why}")
             continue
         slow = found.event_names(SLOWDOWN_BITS)
+        name = gpu_label(node, g.index, samples)
+        events_unread = found.unreadable.get("clocks_event_reasons.active", 0)
+        temps_unread = found.unreadable.get("temperature.gpu", 0)
+        if events_unread and not slow:
+            missing.append(
+                f"{name}: clock-event reasons unreadable in {events_unread} of {found.count} "
+                "samples (slowdown not measured)"
+            )
+        if temps_unread and ceiling is not None:
+            missing.append(
+                f"{name}: temperature unreadable in {temps_unread} of {found.busy or found.count}"
+                f" samples (the {ceiling:g} C ceiling not judged)"
+            )
+        shown_slow = ", ".join(slow) or ("none" if not events_unread else None)
         measurements += [
             Measurement("sm_clock_mhz", found.sm_mhz_median, "MHz", subject=subject),
             Measurement("power_w_max", found.power_w_max, "W", subject=subject),
             Measurement(
                 "slowdown",
-                ", ".join(slow) or "none",
+                shown_slow,
                 "",
                 "none",
                 "==",
@@ -258,7 +272,7 @@ def _sample_checks(
             ),
             Measurement(
                 "temperature_c_max",
-                found.temperature_c_max,
+                found.temperature_c_max if not temps_unread else None,
                 "C",
                 ceiling,
                 "<=" if ceiling is not None else None,

@@ -252,3 +252,35 @@ def test_a_slowdown_without_readable_clocks_still_fails_naming_the_gpu():
     verdict = judges.judge_gpu_compute(hot, cluster(n3=hot), Expectations())
     assert verdict.outcome == "fail"
     assert "hw_thermal_slowdown under load (SM clock down to ? MHz, ? C)" in verdict.reason
+
+
+def test_unreadable_temperature_and_clock_events_are_not_measured_not_none():
+    samples = (
+        "0, 00000000:10:00.0, 1000, 1980, 690, [N/A], [N/A]\n"
+        "0, 00000000:10:00.0, 1000, 1980, 690, [Not Supported], [N/A]"
+    )
+    parsed = parse_samples(samples).gpu(0)
+    assert set(parsed.unreadable) == {"temperature.gpu", "clocks_event_reasons.active"}
+    blind = node_load("n3", [gpu(0)], samples)
+    strict = Expectations(gpu_load={"max_temperature_c": 85})
+    verdict = judges.judge_gpu_compute(blind, cluster(n3=blind), strict)
+    assert verdict.outcome == "not_measured", verdict.reason
+    assert "n3 GPU 0 (00000000:10:00.0, serial 1000): clock-event reasons unreadable" in (
+        verdict.reason
+    )
+    assert "temperature unreadable" in verdict.reason
+    slowdown = next(m for m in verdict.measurements if m.name == "slowdown")
+    assert slowdown.value is None
+
+
+def test_one_unreadable_temperature_sample_leaves_the_ceiling_unjudged():
+    samples = (
+        "0, 00000000:10:00.0, 1000, 1980, 690, 60, 0x0\n"
+        "0, 00000000:10:00.0, 1000, 1980, 690, [N/A], 0x0\n"
+        "0, 00000000:10:00.0, 1000, 1980, 690, ９９, 0x0"
+    )
+    blind = node_load("n3", [gpu(0)], samples)
+    strict = Expectations(gpu_load={"max_temperature_c": 85})
+    verdict = judges.judge_gpu_compute(blind, cluster(n3=blind), strict)
+    assert verdict.outcome == "not_measured"
+    assert "temperature unreadable in 2 of 3 samples" in verdict.reason
