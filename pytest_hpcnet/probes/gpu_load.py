@@ -272,9 +272,9 @@ class GpuSamples:
     temperature_c_max: float | None
     events: int
     """All clock-event reason bits seen in any sample (OR)."""
-    unreadable: dict[str, int] = field(default_factory=dict)
-    """Field (`temperature.gpu`, `clocks_event_reasons.active`, ...) -> the samples whose
-    value could not be read (`[N/A]`, `[Not Supported]`, not a number): that figure of that
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """Field (`temperature.gpu`, `clocks_event_reasons.active`, ...) -> `2 of 3 samples`, those
+    whose value could not be read (`[N/A]`, `[Not Supported]`, not a number): that figure of that
     GPU is not measured, never "none" or a maximum over what happened to be readable."""
 
     def event_names(self, bits: set[int] | None = None) -> tuple[str, ...]:
@@ -340,12 +340,12 @@ def parse_samples(text: str) -> LoadSamples:
         power = [v for v in (_number(s[4]) for s in chosen) if v is not None]
         temps = [v for v in (_number(s[5]) for s in chosen) if v is not None]
         unreadable = {
-            SAMPLE_FIELDS[column]: len(chosen) - len(values)
+            SAMPLE_FIELDS[column]: f"{len(chosen) - len(values)} of {len(chosen)} samples"
             for column, values in ((3, clocks), (4, power), (5, temps))
             if len(values) < len(chosen)
         }
         if None in masks:
-            unreadable[SAMPLE_FIELDS[6]] = masks.count(None)
+            unreadable[SAMPLE_FIELDS[6]] = f"{masks.count(None)} of {len(masks)} samples"
         gpus.append(
             GpuSamples(
                 index=index,

@@ -245,17 +245,16 @@ def _sample_checks(
             continue
         slow = found.event_names(SLOWDOWN_BITS)
         name = gpu_label(node, g.index, samples)
-        events_unread = found.unreadable.get("clocks_event_reasons.active", 0)
-        temps_unread = found.unreadable.get("temperature.gpu", 0)
+        events_unread = found.unreadable.get("clocks_event_reasons.active")
+        temps_unread = found.unreadable.get("temperature.gpu")
         if events_unread and not slow:
             missing.append(
-                f"{name}: clock-event reasons unreadable in {events_unread} of {found.count} "
-                "samples (slowdown not measured)"
+                f"{name}: clock-event reasons unreadable in {events_unread} (slowdown not measured)"
             )
         if temps_unread and ceiling is not None:
             missing.append(
-                f"{name}: temperature unreadable in {temps_unread} of {found.busy or found.count}"
-                f" samples (the {ceiling:g} C ceiling not judged)"
+                f"{name}: temperature unreadable in {temps_unread} "
+                f"(the {ceiling:g} C ceiling not judged)"
             )
         shown_slow = ", ".join(slow) or ("none" if not events_unread else None)
         measurements += [
