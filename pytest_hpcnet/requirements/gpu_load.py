@@ -354,41 +354,87 @@ def judge_gpu_bandwidth(
     )
 
 
+def _planned(load: NodeLoad) -> int:
+    """The GPUs a node's load was planned on: its expected count, what the program was
+    started on, or what it reported, whichever is most."""
+    run = load.run
+    return max(
+        load.expected_gpus or 0, (run.expected or 0) if run else 0, len(run.gpus) if run else 0
+    )
+
+
 def majority_checksum(peers: dict[str, NodeLoad]) -> tuple[str | None, int]:
-    """The checksum more than half of the cluster's GPUs computed (None: no majority), and
-    how many GPUs reported one."""
+    """The checksum more than half of the cluster's planned GPUs computed (None: no such
+    majority), and how many GPUs reported one. Where every GPU that reported agrees, that
+    one checksum (there is no minority to blame)."""
     counts = Counter(g.checksum for p in peers.values() for g in _healthy(p.run) if g.checksum)
     total = sum(counts.values())
     if not counts:
         return None, 0
     value, seen = counts.most_common(1)[0]
-    return (value if seen * 2 > total else None), total
+    if len(counts) == 1:
+        return value, total
+    planned = max(total, sum(_planned(p) for p in peers.values()))
+    return (value if seen * 2 > planned else None), total
+
+
+def _groups(peers: dict[str, NodeLoad]) -> str:
+    """`abab on 5 GPUs (n1 GPU 0, ...); cdcd on 3 GPUs (...)`: who computed what."""
+    found: dict[str, list[str]] = {}
+    for p in peers.values():
+        for g in _healthy(p.run):
+            if g.checksum:
+                found.setdefault(g.checksum, []).append(f"{p.node} GPU {g.index}")
+    parts = []
+    for value, gpus in sorted(found.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        more = f", and {len(gpus) - 4} more" if len(gpus) > 4 else ""
+        plural = "GPU" if len(gpus) == 1 else "GPUs"
+        parts.append(f"{value} on {len(gpus)} {plural} ({', '.join(gpus[:4])}{more})")
+    return "; ".join(parts)
 
 
 def judge_gpu_correctness(load: NodeLoad, peers: dict[str, NodeLoad]) -> Verdict:
     """Every GPU computed the cluster's majority checksum of the fixed-seed product, the same
-    before and after the soak (a GPU that disagrees corrupts data silently)."""
+    before and after the soak (a GPU that disagrees corrupts data silently).
+
+    A minority is blamed only against a strict majority: a checksum more than half of the
+    cluster's planned GPUs (`expect.gpu.count` per node, those that gave nothing included)
+    computed. With disagreement and no such majority (a tie, or a plurality short of half)
+    no GPU is blamed: every GPU's checksum is not measured, the groups named with their GPUs
+    (a failed load, a lost GPU or an unstable checksum still fails on its own)."""
     early = _unmeasured(load)
     if early is not None:
         return early
     run, samples = load.run, load.samples
     assert run is not None
     majority, total = majority_checksum(peers)
+    planned = max(total, sum(_planned(p) for p in peers.values()))
     measurements: list[Measurement] = []
     failures = _errors(load.node, run, samples, load.expected_gpus)
+    unmeasured: list[str] = []
+    reported = [g for g in _healthy(run) if g.checksum]
+    if majority is None and reported:
+        unmeasured.append(
+            f"no checksum is shared by more than half of the {planned} planned GPUs, so no "
+            f"GPU can be blamed: {_groups(peers)}"
+        )
     for g in _healthy(run):
-        source = f"majority of {total} GPUs" if majority else f"no majority among {total} GPUs"
+        source = f"majority of {planned} planned GPUs" if majority else "no majority"
         measurements.append(
-            Measurement("checksum", g.checksum, "", majority, "==", source, f"GPU {g.index}")
+            Measurement(
+                "checksum",
+                g.checksum,
+                "",
+                majority,
+                "==" if majority else None,
+                source,
+                f"GPU {g.index}",
+            )
         )
         name = gpu_label(load.node, g.index, samples)
         if g.checksum is None:
             failures.append(f"{name}: no checksum reported")
-        elif majority is None:
-            failures.append(
-                f"{name}: checksum {g.checksum}; no checksum is shared by most of {total} GPUs"
-            )
-        elif g.checksum != majority:
+        elif majority is not None and g.checksum != majority:
             failures.append(f"{name}: checksum {g.checksum} differs from the cluster's {majority}")
         if g.checksum_stable is False:
             failures.append(f"{name}: its checksum changed during the soak")
@@ -400,9 +446,9 @@ def judge_gpu_correctness(load: NodeLoad, peers: dict[str, NodeLoad]) -> Verdict
         load.node,
         f"{len(run.gpus)} GPUs agree with the cluster's checksum{few}",
         measurements,
-        failures,
+        failures + unmeasured if failures else failures,
         [],
-        [],
+        unmeasured,
         fix,
     )
 

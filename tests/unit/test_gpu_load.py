@@ -178,8 +178,29 @@ def test_checksum_minority_fails_named_with_bus_and_serial():
         " cluster's abababababababab"
     )
     assert judges.judge_gpu_correctness(peers["n1"], peers).outcome == "pass"
+
+
+def test_a_tie_blames_no_gpu():
     split = {"a": node_load("a", [gpu(0, checksum="aa" * 8), gpu(1, checksum="bb" * 8)])}
-    assert judges.judge_gpu_correctness(split["a"], split).outcome == "fail"
+    verdict = judges.judge_gpu_correctness(split["a"], split)
+    assert verdict.outcome == "not_measured", verdict.reason
+    assert "aaaaaaaaaaaaaaaa on 1 GPU (a GPU 0)" in verdict.reason
+    assert "bbbbbbbbbbbbbbbb on 1 GPU (a GPU 1)" in verdict.reason
+    assert "differs" not in verdict.reason
+
+
+def test_a_plurality_short_of_half_the_planned_gpus_blames_no_gpu():
+    # 3 agree, 1 differs, but 4 more GPUs were planned and gave nothing: 3 is not > 8 / 2
+    four = node_load("a", [gpu(0), gpu(1), gpu(2), gpu(3, checksum="cd" * 8)])
+    four = replace(four, expected_gpus=8)
+    peers = {"a": four}
+    verdict = judges.judge_gpu_correctness(four, peers)
+    assert verdict.outcome != "pass"
+    assert "differs from the cluster's" not in verdict.reason
+    assert "no checksum is shared by more than half of the 8 planned GPUs" in verdict.reason
+    whole = cluster(n3=node_load("n3", [gpu(0), gpu(1), gpu(2), gpu(3, checksum="cd" * 8)]))
+    blamed = judges.judge_gpu_correctness(whole["n3"], whole)
+    assert blamed.outcome == "fail" and "n3 GPU 3" in blamed.reason
 
 
 def test_not_measured_never_passes():
