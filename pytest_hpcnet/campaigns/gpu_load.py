@@ -9,6 +9,7 @@ Each node's engines come from its facts (`gpu_engines`); a node without PyTorch 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import replace
@@ -28,7 +29,7 @@ from pytest_hpcnet.probes.gpu_load import (
 from pytest_hpcnet.probes.gpu_nccl_node import node_nccl_command, parse_node_nccl
 from pytest_hpcnet.probes.gpu_topo import Topology, parse_topo
 from pytest_hpcnet.probes.nccl import NcclResult
-from pytest_hpcnet.probes.sections import split_sections
+from pytest_hpcnet.probes.sections import MARK, split_sections
 from pytest_hpcnet.requirements.gpu_load import INSTALL_TORCH, NodeLoad
 from pytest_hpcnet.transport.fanout import CommandResult
 
@@ -160,6 +161,14 @@ def node_load(name: str, result: CommandResult) -> NodeLoad:
     if result.unreachable:
         return NodeLoad(name, missing=f"unreachable during the load: {result.unreachable}")
     sections = split_sections(result.stdout)
+    twice = [
+        n for n in ("gpu_load", "gpu_samples") if result.stdout.count(f"{MARK} begin {n}\n") > 1
+    ]
+    if twice:
+        return NodeLoad(name, missing=f"the load command printed {', '.join(twice)} twice")
+    for section in sections:  # sections.py's `\d` reads a full-width status as a number
+        if not re.search(rf"^{MARK} end {section} [0-9]+$", result.stdout, re.M):
+            sections[section] = replace(sections[section], status=None)
     if "gpu_load" not in sections:
         why = "timed out" if result.timed_out else f"exit status {result.exit_status}"
         return NodeLoad(name, missing=f"the load command printed nothing to read ({why})")

@@ -121,9 +121,12 @@ def parse_dcgm_json(text: str) -> DcgmRun:
         tail = next((x.strip() for x in reversed(text.splitlines()) if x.strip()), "no output")
         return DcgmRun(error=f"dcgmi printed no JSON: {tail[:200]}")
     try:
-        doc, _ = json.JSONDecoder().raw_decode(text[start:])
+        doc, end = json.JSONDecoder().raw_decode(text[start:])
     except ValueError as exc:
         return DcgmRun(error=f"dcgmi's JSON is cut or invalid: {exc}")
+    after = text[start + end :].strip()
+    if after:  # an error after the document, or a second run: not one whole result
+        return DcgmRun(error=f"text after dcgmi's JSON document: {after.splitlines()[0][:160]}")
     root = (
         doc.get("DCGM Diagnostic") or doc.get("DCGM GPU Diagnostic")
         if isinstance(doc, dict)

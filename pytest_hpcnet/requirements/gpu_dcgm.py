@@ -72,6 +72,8 @@ def judge_gpu_dcgm(
         for test in plan:
             got = [r for r in mine if r.canonical == test]
             statuses = {r.status for r in got}
+            parts = dict.fromkeys(r.test for r in run.results if r.canonical == test)
+            lost = [p for p in parts if p != test and not any(r.test == p for r in got)]
             subject = f"{test} on GPU {index}"
             bad = [r for r in got if r.status == "fail"]
             if bad:
@@ -79,6 +81,9 @@ def judge_gpu_dcgm(
                 failures.append(f"{name}: DCGM {bad[0].test} failed{why}")
                 shown: str | None = "fail"
                 failed.append(test)
+            elif got and lost:  # DCGM 3.x: a Deployment check the others ran, not on this GPU
+                unmeasured.append(f"{name}: dcgm '{test}' ({', '.join(lost)}) not run")
+                shown = None
             elif not got or statuses == {"skip"}:
                 what = "skipped" if got else "not run"
                 unmeasured.append(f"{name}: dcgm '{test}' {what}")

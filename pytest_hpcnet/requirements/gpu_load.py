@@ -236,6 +236,8 @@ def _sample_checks(
     failures, notes, missing, capped = [], [], [], []
     if ceiling is None:
         notes.append("temperature reported, not judged (expect.gpu_load.max_temperature_c)")
+    if samples is not None and samples.problems and not samples.error:
+        missing.append(f"{node}: nvidia-smi under load not read whole: {samples.problems[0]}")
     for g in run.gpus:
         found: GpuSamples | None = samples.gpu(g.index) if samples is not None else None
         subject = f"GPU {g.index}"

@@ -175,3 +175,20 @@ def test_dcgm_fail_among_missing_fails():
     verdict = judge_gpu_dcgm("n", parse_dcgm_json(json.dumps(doc)), None, 2, expected_gpus=8)
     assert verdict.outcome == "fail" and "n GPU 2: DCGM pcie failed" in verdict.reason
     assert "n GPU 6: dcgm 'memory' not run" in verdict.reason
+
+
+def test_dcgm_3_gpu_missing_from_one_deployment_check_is_not_measured():
+    text_of_3 = (
+        FIXTURES / "nvvs-3.1.0-json-8gpu-software-pass-null-entries-warning-prefix-dcgm-test.txt"
+    ).read_text()
+    assert judge_gpu_dcgm("n", parse_dcgm_json(text_of_3), None, 1, expected_gpus=8).ok
+    text = text_of_3.replace('"gpu_ids" : "0,1,2,3,4,5,6,7"', '"gpu_ids" : "1,2,3,4,5,6,7"', 1)
+    verdict = judge_gpu_dcgm("n", parse_dcgm_json(text), None, 1, expected_gpus=8)
+    assert verdict.outcome == "not_measured"
+    assert "n GPU 0: dcgm 'software' (Denylist) not run" in verdict.reason
+
+
+def test_text_after_the_json_document_is_not_one_whole_result():
+    whole = text("dcgm-4.2.3-gb10-r1-json-software-fail-persistence-sram.json")
+    run = parse_dcgm_json(whole + "\nError: unable to connect to host engine\n")
+    assert run.error and run.error.startswith("text after dcgmi's JSON document")
