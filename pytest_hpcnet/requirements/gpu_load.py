@@ -208,6 +208,15 @@ def _errors(
     return out
 
 
+def _unreached(run: LoadRun, expected: int | None) -> list[Measurement]:
+    """A measurement per GPU the node should have that gave no result (its subject named)."""
+    return [
+        Measurement("load_result", None, "", "reported", "==", "expect.gpu.count", f"GPU {i}")
+        for i in range(max(run.expected or 0, expected or 0))
+        if run.gpu(i) is None
+    ]
+
+
 def _verdict(
     node: str,
     what: str,
@@ -318,7 +327,7 @@ def judge_gpu_compute(load: NodeLoad, peers: dict[str, NodeLoad], expect: Expect
     return _verdict(
         load.node,
         f"{len(run.gpus)} GPUs within {expect.gpu_load.peer_tolerance:.0%} of peers under load",
-        measurements + more,
+        measurements + more + _unreached(run, load.expected_gpus),
         failures,
         notes + sample_notes,
         missing,
@@ -348,7 +357,7 @@ def judge_gpu_bandwidth(
         load.node,
         f"{len(run.gpus)} GPUs' memory and host links within "
         f"{expect.gpu_load.peer_tolerance:.0%} of peers",
-        measurements,
+        measurements + _unreached(run, load.expected_gpus),
         failures,
         notes,
         [],
@@ -447,7 +456,7 @@ def judge_gpu_correctness(load: NodeLoad, peers: dict[str, NodeLoad]) -> Verdict
     return _verdict(
         load.node,
         f"{len(run.gpus)} GPUs agree with the cluster's checksum{few}",
-        measurements,
+        measurements + _unreached(run, load.expected_gpus),
         failures + unmeasured if failures else failures,
         [],
         unmeasured,

@@ -106,5 +106,7 @@ def test_judges_fail_the_gpu_the_load_could_not_reach():
     ):
         assert verdict.outcome == "fail"
         assert "node03 GPU 7: not listed by nvidia-smi (expect.gpu.count 8)" in verdict.reason
+        lost = [m for m in verdict.measurements if m.subject == "GPU 7"]
+        assert lost and all(m.value is None for m in lost)
     whole = _load(8, 8)
     assert judges.judge_gpu_compute(whole, peers, Expectations()).outcome == "pass"
