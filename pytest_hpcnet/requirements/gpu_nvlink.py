@@ -143,7 +143,7 @@ def judge_gpu_nvlink(
         measurements.append(
             Measurement("nvlink_gbs_min", slowest, "GB/s", bound, ">=", bound_source, subject)
         )
-        slow = [n for n in g.active if bound is not None and (g.links[n] or 0) < bound * 0.99]
+        slow = [n for n in g.active if bound is not None and (g.links[n] or 0) < bound]
         if slow:
             failures.append(
                 f"{name}: NVLink link {', '.join(map(str, slow))} at "
