@@ -144,7 +144,8 @@ def judge_gpu_p2p(p2p: NodeP2p, peers: dict[str, NodeP2p], expect: Expectations)
     failures: list[str] = []
     notes: list[str] = []
     unclassed = []
-    expected = [g.index for g in p2p.query.gpus] if p2p.query and p2p.query.gpus else []
+    listed = {g.index for g in p2p.query.gpus} if p2p.query and p2p.query.gpus else set()
+    expected = sorted(listed | set(range(expect.gpu.count or 0)))
     floors = matrix.testcase == READ_CE  # the SKU figures are nvbandwidth's read-CE ones
     if not floors:
         notes.append(

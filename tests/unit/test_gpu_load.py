@@ -178,8 +178,29 @@ def test_checksum_minority_fails_named_with_bus_and_serial():
         " cluster's abababababababab"
     )
     assert judges.judge_gpu_correctness(peers["n1"], peers).outcome == "pass"
+
+
+def test_a_tie_blames_no_gpu():
     split = {"a": node_load("a", [gpu(0, checksum="aa" * 8), gpu(1, checksum="bb" * 8)])}
-    assert judges.judge_gpu_correctness(split["a"], split).outcome == "fail"
+    verdict = judges.judge_gpu_correctness(split["a"], split)
+    assert verdict.outcome == "not_measured", verdict.reason
+    assert "aaaaaaaaaaaaaaaa on 1 GPU (a GPU 0)" in verdict.reason
+    assert "bbbbbbbbbbbbbbbb on 1 GPU (a GPU 1)" in verdict.reason
+    assert "differs" not in verdict.reason
+
+
+def test_a_plurality_short_of_half_the_planned_gpus_blames_no_gpu():
+    # 3 agree, 1 differs, but 4 more GPUs were planned and gave nothing: 3 is not > 8 / 2
+    four = node_load("a", [gpu(0), gpu(1), gpu(2), gpu(3, checksum="cd" * 8)])
+    four = replace(four, expected_gpus=8)
+    peers = {"a": four}
+    verdict = judges.judge_gpu_correctness(four, peers)
+    assert verdict.outcome != "pass"
+    assert "differs from the cluster's" not in verdict.reason
+    assert "no checksum is shared by more than half of the 8 planned GPUs" in verdict.reason
+    whole = cluster(n3=node_load("n3", [gpu(0), gpu(1), gpu(2), gpu(3, checksum="cd" * 8)]))
+    blamed = judges.judge_gpu_correctness(whole["n3"], whole)
+    assert blamed.outcome == "fail" and "n3 GPU 3" in blamed.reason
 
 
 def test_not_measured_never_passes():
@@ -252,3 +273,35 @@ def test_a_slowdown_without_readable_clocks_still_fails_naming_the_gpu():
     verdict = judges.judge_gpu_compute(hot, cluster(n3=hot), Expectations())
     assert verdict.outcome == "fail"
     assert "hw_thermal_slowdown under load (SM clock down to ? MHz, ? C)" in verdict.reason
+
+
+def test_unreadable_temperature_and_clock_events_are_not_measured_not_none():
+    samples = (
+        "0, 00000000:10:00.0, 1000, 1980, 690, [N/A], [N/A]\n"
+        "0, 00000000:10:00.0, 1000, 1980, 690, [Not Supported], [N/A]"
+    )
+    parsed = parse_samples(samples).gpu(0)
+    assert set(parsed.unreadable) == {"temperature.gpu", "clocks_event_reasons.active"}
+    blind = node_load("n3", [gpu(0)], samples)
+    strict = Expectations(gpu_load={"max_temperature_c": 85})
+    verdict = judges.judge_gpu_compute(blind, cluster(n3=blind), strict)
+    assert verdict.outcome == "not_measured", verdict.reason
+    assert "n3 GPU 0 (00000000:10:00.0, serial 1000): clock-event reasons unreadable" in (
+        verdict.reason
+    )
+    assert "temperature unreadable" in verdict.reason
+    slowdown = next(m for m in verdict.measurements if m.name == "slowdown")
+    assert slowdown.value is None
+
+
+def test_one_unreadable_temperature_sample_leaves_the_ceiling_unjudged():
+    samples = (
+        "0, 00000000:10:00.0, 1000, 1980, 690, 60, 0x0\n"
+        "0, 00000000:10:00.0, 1000, 1980, 690, [N/A], 0x0\n"
+        "0, 00000000:10:00.0, 1000, 1980, 690, ９９, 0x0"
+    )
+    blind = node_load("n3", [gpu(0)], samples)
+    strict = Expectations(gpu_load={"max_temperature_c": 85})
+    verdict = judges.judge_gpu_compute(blind, cluster(n3=blind), strict)
+    assert verdict.outcome == "not_measured"
+    assert "temperature unreadable in 2 of 3 samples" in verdict.reason

@@ -338,6 +338,7 @@ BARE_NUMBERS = {
 TWO_RUNS = {
     "nccl/real-issue290-h100x8-twice-no-mpi.txt",
     "gpu_load/nvbandwidth-v0.10.0-b300-sxm6-x7-ce-suite-d2d-765-774GBs-bidir-total-dell-xe9780.txt",
+    "gpu_load/nvbandwidth-derived-v0.8-2gpu-suite-waived-lines-latency-local-copy.txt",
 }
 """Two whole runs one after the other (the NCCL suite's fixture; nvbandwidth's default run,
 one test after another): cut between them, the first is a whole run of its own (the P2P judge
