@@ -324,11 +324,14 @@ class FactsCampaign:
 
     def eri_address(self, name: str, device: str) -> EriAddress:
         """`device`'s own netdev and its IPv4 address (an ERI is an ENI: erdma_1 sits on
-        eth1); the data-plane interface's only when the device's netdev is unknown."""
-        out = self.gather()[name].whole("addr")
+        eth1); the data-plane interface's only when the device's netdev is unknown. An
+        `ip addr` section missing or cut leaves the address unknown, saying why (`unread`)."""
+        facts = self.gather()[name]
+        out = facts.whole("addr")
         interfaces = parse_interfaces(out) if out is not None else None
         interface = self.inventory.node(name).interface
-        return eri_address(device, self.eri_netdevs(name), interfaces, interface)
+        netdevs = self.eri_netdevs(name)
+        return eri_address(device, netdevs, interfaces, interface, not_whole(facts, "addr"))
 
     def reachable_nodes(self) -> list[Node]:
         """Nodes whose facts came back."""
@@ -343,6 +346,16 @@ class FactsCampaign:
             if section is not None and not facts.result.unreachable:
                 out[name] = parse_metadata(section)
         return out
+
+
+def not_whole(facts: NodeFacts, section: str) -> str:
+    """Why `section` of the node's facts is not there whole (missing, cut short, timed
+    out), without the node's name; "" when it is."""
+    try:
+        facts.text(section)
+    except MissingMeasurement as exc:
+        return str(exc).removeprefix(f"{facts.node}: ")
+    return ""
 
 
 class _PartitionedFacts(Mapping[str, NodeFacts]):

@@ -34,6 +34,10 @@ class EriAddress:
     address: str | None
     source: str
     """`sysfs device/net`, `rdma link`, or `data-plane interface` (the netdev is unknown)."""
+    unread: str = ""
+    """Why the address is unknown when the `ip addr` listing was not read whole (missing,
+    cut short, timed out, unreadable): not measured. Empty when it was read whole: a None
+    address is then a netdev without an IPv4 address."""
 
     @property
     def fallback(self) -> bool:
@@ -43,7 +47,9 @@ class EriAddress:
     @property
     def note(self) -> str:
         """One line: which interface and address the ERI uses, and why."""
-        held = self.address or "no IPv4 address"
+        held = self.address or (
+            f"address unknown ({self.unread})" if self.unread else "no IPv4 address"
+        )
         if self.fallback:
             return (
                 f"{self.device}: netdev unknown (neither sysfs nor rdma link names one): "
@@ -72,10 +78,25 @@ def eri_address(
     netdevs: dict[str, tuple[str, str]],
     interfaces: Interfaces | None,
     data_interface: str,
+    unread: str = "ip addr listing not read whole",
 ) -> EriAddress:
     """`device`'s netdev and its first IPv4 address (`ip -j addr`); the data-plane
-    interface's address only when the device's netdev is unknown."""
+    interface's address only when the device's netdev is unknown. Where there is no whole
+    listing (`interfaces` None: `unread` says why; `ip` missing; nothing parsed) the
+    address is unknown and the result says why, which is not "no IPv4 address"."""
     netdev, source = netdevs.get(device, (data_interface, FALLBACK))
-    iface = interfaces.get(netdev) if interfaces is not None else None
+    why = unreadable(interfaces, unread)
+    iface = interfaces.get(netdev) if interfaces is not None and not why else None
     addresses = iface.ipv4() if iface is not None else ()
-    return EriAddress(device, netdev, addresses[0] if addresses else None, source)
+    return EriAddress(device, netdev, addresses[0] if addresses else None, source, why)
+
+
+def unreadable(interfaces: Interfaces | None, unread: str) -> str:
+    """Why `interfaces` is no whole `ip addr` listing, or "" when it is one."""
+    if interfaces is None:
+        return unread
+    if interfaces.tool_missing:
+        return "ip (iproute2) not installed"
+    if not interfaces.interfaces:
+        return f"ip addr unreadable: {(interfaces.problems or ('no interface',))[0]}"
+    return ""
