@@ -10,11 +10,17 @@ The netdev comes from sysfs (`/sys/class/infiniband/<dev>/device/net/`), else fr
 `rdma link` (`netdev eth1`: the erdma driver binds its netdev by MAC, so sysfs may list
 none). Only where neither names one is the node's data-plane interface used, and the
 result says so. Pure: nothing here runs a command or raises.
+
+`plan_eris` lists the ERIs a node's checks must cover: those its listing shows and, up to
+the count the expectations give, those it does not, each with its netdev or why that is
+unknown (the checks then name it not measured, never leave it out).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
 from pytest_hpcnet.probes.erdma import EriIdentities
 from pytest_hpcnet.probes.links import Interfaces
@@ -100,3 +106,69 @@ def unreadable(interfaces: Interfaces | None, unread: str) -> str:
     if not interfaces.interfaces:
         return f"ip addr unreadable: {(interfaces.problems or ('no interface',))[0]}"
     return ""
+
+
+@dataclass(frozen=True)
+class PlannedEri:
+    """One ERI a node's checks must cover (its listing shows it, or the expectations count
+    it), with its own netdev, or why that is unknown."""
+
+    index: int
+    """Its place among the node's ERIs (name order): a pair's ERIs meet by index."""
+    device: str
+    netdev: str | None = None
+    source: str = ""
+    """Where the netdev came from: `sysfs device/net` or `rdma link`."""
+    unknown: str = ""
+    """Why its netdev is unknown (`netdev unknown (...)`, `not listed (...)`): whatever
+    needed it is not measured for this ERI. Empty when the netdev is known."""
+
+
+def plan_eris(
+    listed: Sequence[str] | None,
+    listing_unread: str,
+    expected: int,
+    expected_source: str,
+    netdevs: dict[str, tuple[str, str]],
+    netdev_unread: str,
+    glob: str | None = None,
+) -> tuple[PlannedEri, ...]:
+    """The node's ERIs to cover: `listed` (None: the ERI listing was not read whole,
+    `listing_unread` says why; then the devices `netdevs` names matching `glob` stand in),
+    then as many more as `expected` asks (named `<stem>_<n>` from the glob, `not listed`),
+    each with its netdev from `netdevs` or why that is unknown (`netdev_unread`)."""
+    names = list(listed) if listed is not None else sorted(n for n in netdevs if _in(n, glob))
+    known = len(names)
+    stem = _stem(glob)
+    n = 0
+    while len(names) < expected:
+        if f"{stem}_{n}" not in names:
+            names.append(f"{stem}_{n}")
+        n += 1
+    out = []
+    for i, device in enumerate(names):
+        if device in netdevs:
+            netdev, source = netdevs[device]
+            out.append(PlannedEri(i, device, netdev, source))
+        elif i < known:
+            out.append(PlannedEri(i, device, unknown=f"netdev unknown ({netdev_unread})"))
+        elif listed is None:
+            why = f"netdev unknown (the ERI listing: {listing_unread})"
+            out.append(PlannedEri(i, device, unknown=why))
+        else:
+            shown = f"{known} ERI{'' if known == 1 else 's'} listed"
+            why = f"not listed ({shown}, {expected} expected by {expected_source})"
+            out.append(PlannedEri(i, device, unknown=why))
+    return tuple(out)
+
+
+def _in(name: str, glob: str | None) -> bool:
+    return fnmatchcase(name, glob) if glob else True
+
+
+def _stem(glob: str | None) -> str:
+    """`erdma*` -> `erdma`: the stem an ERI the listing does not show is named by."""
+    head = (glob or "")[:-1] if (glob or "").endswith("*") else ""
+    if not head or any(c in head for c in "*?[]"):
+        return "eri"
+    return head.rstrip("_")
