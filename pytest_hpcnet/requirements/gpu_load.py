@@ -10,7 +10,6 @@ measured; a GPU whose load failed, fails.
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -25,7 +24,10 @@ from pytest_hpcnet.probes.gpu_load import (
     LoadRun,
     LoadSamples,
 )
+from pytest_hpcnet.requirements.bounds import NODE_BEST, Bound, Ceiling, judge_figure, peer_bound
 from pytest_hpcnet.requirements.verdict import (
+    FAIL,
+    NOT_MEASURED,
     Measurement,
     Verdict,
     failing,
@@ -119,11 +121,26 @@ def _healthy(run: LoadRun | None) -> list[GpuLoad]:
     return [g for g in (run.gpus if run else ()) if not g.error]
 
 
-def _cluster_median(figure: str, peers: dict[str, NodeLoad]) -> float | None:
-    values = [
-        v for p in peers.values() for g in _healthy(p.run) if (v := g.figure(figure)) is not None
-    ]
-    return statistics.median(values) if values else None
+CEILINGS = {
+    "bf16_tflops": "max_bf16_tflops",
+    "tf32_tflops": "max_tf32_tflops",
+    "hbm_gbs": "max_hbm_gbs",
+}
+HOST_LINK_CEILING = (133.0, "PCIe Gen6 x16 one way (121 GB/s) x 1.1: the fastest host link")
+"""A host copy's ceiling when its GPU's link is not read."""
+
+
+def _cluster_values(figure: str, peers: dict[str, NodeLoad]) -> list[float | None]:
+    return [g.figure(figure) for p in peers.values() for g in _healthy(p.run)]
+
+
+def _ceiling(figure: str, link: tuple[float, str] | None, expect: Expectations) -> Ceiling:
+    if figure in CEILINGS:
+        key = CEILINGS[figure]
+        return Ceiling(getattr(expect.gpu_load, key), f"expect.gpu_load.{key}")
+    if link is not None:
+        return Ceiling(round(link[0] * 1.1, 2), f"1.1 x its PCIe {link[1]} {link[0]:.1f}")
+    return Ceiling(*HOST_LINK_CEILING)
 
 
 def _figure_checks(
@@ -134,55 +151,63 @@ def _figure_checks(
     peers: dict[str, NodeLoad],
     expect: Expectations,
     query: GpuQuery | None = None,
-) -> tuple[list[Measurement], list[str], list[str]]:
-    """(measurements, failures, notes) of each GPU's `figures` against node best, cluster
-    median and the SKU floor (host copies also against the GPU's PCIe link)."""
-    tol = expect.gpu_load.peer_tolerance
+) -> tuple[list[Measurement], list[str], list[str], list[str]]:
+    """(measurements, failures, notes, missing) of each GPU's `figures` (`bounds`): the
+    highest of the SKU floor, `1 - peer_tolerance` of the node's best GPU and of the
+    cluster median (each with `min_peer_gpus` plausible figures) and, for host copies, a
+    share of the GPU's PCIe link; above the ceiling is implausible (not measured, no peer);
+    with no bound at all, measured but not judged (not measured)."""
+    load = expect.gpu_load
+    tol, enough = load.peer_tolerance, load.min_peer_gpus
     measurements: list[Measurement] = []
     failures: list[str] = []
     notes: list[str] = []
+    missing: list[str] = []
     for figure in figures:
         title, unit, key = TITLES[figure]
-        floor = getattr(expect.gpu_load, key)
+        floor = getattr(load, key)
         if floor is None:
             notes.append(f"{title}: no SKU figure (expect.gpu_load.{key}), peer-relative only")
         values = {g.index: g.figure(figure) for g in _healthy(run)}
-        best = max((v for v in values.values() if v is not None), default=None)
-        median = _cluster_median(figure, peers)
         for index, value in values.items():
-            bounds = []
-            if best is not None:
-                bounds.append((best * (1 - tol), f"{1 - tol:.2f} x node best {best:g}"))
-            if median is not None:
-                bounds.append((median * (1 - tol), f"{1 - tol:.2f} x cluster median {median:g}"))
-            if floor is not None:
-                bounds.append((floor, f"expect.gpu_load.{key} (SKU)"))
             link = link_gbs(query, index) if figure in ("h2d_gbs", "d2h_gbs") else None
+            ceiling = _ceiling(figure, link, expect)
+            best, _ = peer_bound(values.values(), ceiling, tol, enough, NODE_BEST, best=True)
+            median, why = peer_bound(_cluster_values(figure, peers), ceiling, tol, enough)
+            bounds = [best, median]
+            if floor is not None:
+                bounds.append(Bound(floor, f"expect.gpu_load.{key} (SKU)"))
             if link is not None:
-                share = expect.gpu_load.min_pcie_fraction
-                bounds.append((link[0] * share, f"{share:.2f} x its PCIe {link[1]} {link[0]:.1f}"))
-            bound, source = max(bounds) if bounds else (None, "")
-            measurements.append(
-                Measurement(
-                    figure,
-                    value,
-                    unit,
-                    round(bound, 2) if bound else None,
-                    ">=",
-                    source,
-                    f"GPU {index}",
-                )
-            )
-            if value is None:
-                failures.append(f"{gpu_label(node, index, samples)}: {title} not reported")
-            else:
-                low = [s for b, s in bounds if value < b]
-                if low:
-                    failures.append(
-                        f"{gpu_label(node, index, samples)}: {title} {value:g} {unit} "
-                        f"below {' and '.join(low)}"
+                share = load.min_pcie_fraction
+                bounds.append(
+                    Bound(
+                        link[0] * share, f"{share:.2f} x its PCIe {link[1]} {link[0]:.1f}", "link"
                     )
-    return measurements, failures, notes
+                )
+            label = gpu_label(node, index, samples)
+            if value is None:
+                measurements.append(
+                    Measurement(figure, None, unit, None, ">=", "", f"GPU {index}", outcome=FAIL)
+                )
+                failures.append(f"{label}: {title} not reported")
+                continue
+            judged = judge_figure(
+                figure,
+                value,
+                unit,
+                bounds,
+                ceiling,
+                f"GPU {index}",
+                f"expect.gpu_load.{key}",
+                why,
+            )
+            measurements.append(judged.measurement)
+            low = [b.source for b in bounds if b is not None and value < b.value]
+            if judged.outcome == FAIL:
+                failures.append(f"{label}: {title} {value:g} {unit} below {' and '.join(low)}")
+            elif judged.outcome == NOT_MEASURED:
+                missing.append(f"{label}: {judged.reason.partition(': ')[2] or judged.reason}")
+    return measurements, failures, notes, missing
 
 
 def _errors(
@@ -317,8 +342,11 @@ def judge_gpu_compute(load: NodeLoad, peers: dict[str, NodeLoad], expect: Expect
         return early
     run, samples = load.run, load.samples
     assert run is not None
-    measurements, failures, notes = _figure_checks(load.node, run, samples, COMPUTE, peers, expect)
+    measurements, failures, notes, unjudged = _figure_checks(
+        load.node, run, samples, COMPUTE, peers, expect
+    )
     more, slow, sample_notes, missing = _sample_checks(load.node, run, samples, expect)
+    missing = unjudged + missing
     failures = _errors(load.node, run, samples, load.expected_gpus) + failures + slow
     fix = (
         "check the named GPU's cooling, power and clocks (nvidia-smi -q -d PERFORMANCE); "
@@ -345,7 +373,7 @@ def judge_gpu_bandwidth(
         return early
     run, samples = load.run, load.samples
     assert run is not None
-    measurements, failures, notes = _figure_checks(
+    measurements, failures, notes, unjudged = _figure_checks(
         load.node, run, samples, BANDWIDTH, peers, expect, load.query
     )
     failures = _errors(load.node, run, samples, load.expected_gpus) + failures
@@ -360,7 +388,7 @@ def judge_gpu_bandwidth(
         measurements + _unreached(run, load.expected_gpus),
         failures,
         notes,
-        [],
+        unjudged,
         fix,
     )
 

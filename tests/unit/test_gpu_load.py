@@ -140,10 +140,30 @@ def test_a_slow_gpu_fails_against_its_node_and_the_cluster():
     verdict = judges.judge_gpu_compute(slow, peers, Expectations())
     assert verdict.outcome == "fail"
     assert verdict.reason.startswith("n2 GPU 1 (00000000:11:00.0, serial 1001): bf16 GEMM 690")
-    assert "0.90 x node best 780" in verdict.reason and "cluster median 780" in verdict.reason
+    # four GPUs on the node are too few for a node-best bound (min_peer_gpus 8)
+    assert "node best" not in verdict.reason and "cluster median 780" in verdict.reason
+    four = Expectations(gpu_load={"min_peer_gpus": 4})
+    assert "0.90 x node best 780" in judges.judge_gpu_compute(slow, peers, four).reason
     assert judges.judge_gpu_compute(peers["n1"], peers, Expectations()).outcome == "pass"
     loose = Expectations(gpu_load={"peer_tolerance": 0.2})
     assert judges.judge_gpu_compute(slow, peers, loose).outcome == "pass"
+
+
+def test_peers_do_not_stand_in_for_a_floor():
+    """Every GPU equally slow passes its peers but not the SKU floor; a one-node cluster of
+    four GPUs without a floor is measured, not judged; 1e300 TFLOPS is implausible and blames
+    no healthy GPU beside it."""
+    slow = {f"n{i}": node_load(f"n{i}", [gpu(g, bf16=50.0) for g in range(4)]) for i in (1, 2)}
+    floor = Expectations(gpu_load={"min_bf16_tflops": 692})
+    assert judges.judge_gpu_compute(slow["n1"], slow, floor).outcome == "fail"
+    alone = {"n1": node_load("n1", [gpu(g, bf16=50.0) for g in range(4)])}
+    verdict = judges.judge_gpu_compute(alone["n1"], alone, Expectations())
+    assert verdict.outcome == "not_measured" and "not judged" in verdict.reason
+    absurd = node_load("n2", [gpu(0, bf16=1e300), gpu(1), gpu(2), gpu(3)])
+    peers = cluster(n2=absurd)
+    verdict = judges.judge_gpu_compute(absurd, peers, Expectations())
+    assert verdict.outcome == "not_measured" and "implausible" in verdict.reason
+    assert judges.judge_gpu_compute(peers["n1"], peers, Expectations()).outcome == "pass"
 
 
 def test_sku_floor_and_temperature_ceiling():
