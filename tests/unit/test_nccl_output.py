@@ -46,11 +46,11 @@ class FakeTransport:
 
 
 def campaign(transport: FakeTransport, nodes: int, e: str) -> NcclCampaign:
+    # -b 1M and -f as the fixture ran (the 2-node table steps by 4, the JSON file by 2)
+    args = {"b": "1M", "e": e, "f": 4 if nodes == 2 else 2, "g": 1, "c": 1}
     inventory = SimpleNamespace(
         expect=Expectations(),
-        benchmarks=BenchmarkSettings(
-            nccl={"gpus_per_node": 1 if nodes == 1 else 2, "args": {"e": e, "g": 1, "c": 1}}
-        ),
+        benchmarks=BenchmarkSettings(nccl={"gpus_per_node": 1 if nodes == 1 else 2, "args": args}),
     )
     hostnames = {"n1": "vm", "a": "gpu-node-a", "b": "gpu-node-b"}
     facts = SimpleNamespace(
