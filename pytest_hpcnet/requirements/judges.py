@@ -180,8 +180,9 @@ def judge_nccl_run(
     if launch is not None and not launch.ok:
         gone = launch.timed_out or launch.unreachable or launch.exit_status is None
         (unread if gone else failed).append(f"launcher: {launch.failure}")
-    if failed:
+    if failed and not result.silent_nodes:  # a node gone is why the rest failed: unmeasured
         return Verdict(False, reason="; ".join(failed + unread))
+    unread += failed
     if unread:
         return not_measured("; ".join(unread))
     return Verdict(True)
