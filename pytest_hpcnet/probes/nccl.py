@@ -379,6 +379,11 @@ def _incomplete(
         avg if isinstance(avg, float) else None,
     )
     why += rank_problems(ranks, tables, expected)
+    cells = [c for r in rows for c in (r.oop_wrong, r.ip_wrong) if c is not None]
+    if facts.get("validation") == 0 and cells:
+        why.append("a #wrong/error value printed with validation off (validation: 0)")
+    if any(not math.isfinite(c) or c < 0 for c in cells) and not wrong.unreadable:
+        why.append("an error cell that is not a non-negative number")
     if wrong.unreadable:
         more = len(wrong.unreadable) - 1
         why.append(
@@ -463,12 +468,14 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
                 saw_avg = True
                 value = _num(m.group(1))
                 if value is None or _bad(value):
-                    problems.append(f"unreadable average bus bandwidth: {m.group(1)}")
+                    bad_rows.append(f"unreadable average bus bandwidth: {m.group(1)}")
+                    problems.append(bad_rows[-1])
                 else:
                     facts["avg_busbw_gbs"] = value
             elif m := _OOB_RE.search(body):
                 facts["oob_values"] = int(m.group(1))
-                facts["oob_failed"] = m.group(2).upper() == "FAILED"
+                # nccl-tests prints FAILED for any count above 0: a count with OK is misread
+                facts["oob_failed"] = m.group(2).upper() == "FAILED" or int(m.group(1)) > 0
             elif (m := _NGPUS_RE.search(body)) and "nThread" in body:
                 tables.append([])  # one header per table; a second is another, independent run
                 facts["n_gpus_per_thread"] = int(m.group(1))

@@ -116,11 +116,18 @@ def host_problems(ranks: Sequence[NcclRank], expected: NcclExpected) -> list[str
     if strangers:
         shown = ", ".join(strangers[:4]) + (", ..." if len(strangers) > 4 else "")
         why.append(f"ranks on {shown}, not a launched node")
-    seen = {launched_node(r.host, expected.hosts) for r in ranks}
-    absent = [names[0] for i, names in enumerate(expected.hosts) if i not in seen and names]
+    per = Counter(launched_node(r.host, expected.hosts) for r in ranks)
+    absent = [names[0] for i, names in enumerate(expected.hosts) if i not in per and names]
     if absent:
         shown = ", ".join(absent[:4]) + (", ..." if len(absent) > 4 else "")
         why.append(f"no rank on {shown} in the rank table")
+    nodes = len(expected.hosts)
+    if expected.ranks and nodes and expected.ranks % nodes == 0 and not absent:
+        each = expected.ranks // nodes
+        uneven = [(expected.hosts[i][0], n) for i, n in per.items() if i is not None and n != each]
+        if uneven:
+            name, n = sorted(uneven)[0]
+            why.append(f"{name} holds {n} ranks, {each} launched per node")
     return why
 
 
