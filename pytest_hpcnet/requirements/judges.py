@@ -177,6 +177,8 @@ def judge_nccl_run(
     if launched is not None:
         said = result.error or ""
         unread += [p for p in rank_problems(result.ranks, result.tables, launched) if p not in said]
+    if launch is not None and launch.truncated:
+        unread.append(f"launcher output cut at the transport's limit on {launch.node}")
     if launch is not None and not launch.ok:
         gone = launch.timed_out or launch.unreachable or launch.exit_status is None
         (unread if gone else failed).append(f"launcher: {launch.failure}")

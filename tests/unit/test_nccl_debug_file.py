@@ -109,3 +109,17 @@ def test_a_run_that_passes_names_nobody():
     transport = FakeTransport(OLD_USAGE, TABLE, None)
     _, done = launch(transport)
     assert done.result.ok and done.result.silent_nodes == ()
+
+
+def test_an_output_cut_mid_number_stays_cut_through_the_campaign():
+    cut = TABLE[: TABLE.index("20.2613") + 4]  # `# Avg bus bandwidth    : 20.2`, no newline
+    _, done = launch(FakeTransport(OLD_USAGE, cut, None))
+    assert not done.result.ok and done.result.avg_busbw_gbs is None
+    assert judges.judge_nccl_run(done.result, done.run).outcome == "not_measured"
+
+
+def test_output_cut_at_the_transports_limit_is_not_measured():
+    _, done = launch(FakeTransport(OLD_USAGE, TABLE, None))
+    cut = CommandResult("node01", "mpirun", 0, TABLE, "", 1.0, 0.0, truncated=True)
+    verdict = judges.judge_nccl_run(done.result, cut)
+    assert verdict.outcome == "not_measured" and "cut at the transport's limit" in verdict.reason
