@@ -4,13 +4,21 @@ and 4 of the NCCL review)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
+import pytest
+
+from pytest_hpcnet.probes.nccl import parse_nccl
 from pytest_hpcnet.probes.nccl_debug import parse_nccl_debug
 from pytest_hpcnet.requirements import judges
+from pytest_hpcnet.requirements.verdict import NotMeasured
+from pytest_hpcnet.suites import test_nccl as suite
 from pytest_hpcnet.transport.fanout import CommandResult
 from tests.conftest import FIXTURES
 from tests.unit.test_nccl_output import OLD_USAGE, TABLE, FakeTransport, _nodes, campaign
+from tests.unit.test_nccl_verdict import GCP_RUN, fake_check, fake_cluster
+from tests.unit.test_nccl_verdict import launch as verdict_launch
 
 INFO_B = (
     "gpu-node-b:39810:39890 [0] NCCL INFO NET/IB : Using [0]erdma_0:1/RoCE [RO]; OOB eth0:x<0>\n"
@@ -123,3 +131,13 @@ def test_output_cut_at_the_transports_limit_is_not_measured():
     cut = CommandResult("node01", "mpirun", 0, TABLE, "", 1.0, 0.0, truncated=True)
     verdict = judges.judge_nccl_run(done.result, cut)
     assert verdict.outcome == "not_measured" and "cut at the transport's limit" in verdict.reason
+
+
+def test_the_suite_names_the_silent_node_as_suspect_and_does_not_measure():
+    cut = TABLE.split("    16777216")[0]
+    result = dataclasses.replace(parse_nccl(cut), silent_nodes=("node03",))
+    check = fake_check()
+    cluster = fake_cluster(result, verdict_launch(None, cut), GCP_RUN)
+    with pytest.raises(NotMeasured, match="node03 stopped answering"):
+        suite.test_average_bus_bandwidth(cluster, check)
+    assert check.suspects == ["node03"]
