@@ -213,7 +213,7 @@ def size_series(low: int, high: int, factor: int | None, step: int | None) -> li
             size += step
         else:
             break
-    return out
+    return out if size > high or len(out) == 1 else None  # past 4096 steps: not checked
 
 
 def row_problems(
