@@ -189,6 +189,8 @@ class NcclCampaign:
         without NCCL's INFO lines; the INFO lines are read back from every node's debug files.
         A run that did not finish names the nodes that stopped answering."""
         settings = self.inventory.benchmarks.nccl
+        # NCCL_DEBUG_FILE is the campaign's, whatever `benchmarks.nccl.env` says: the
+        # transport check reads these files, and INFO lines on stdout would cut the table
         debug_file = nccl_output.new_debug_file()
         env = self.env(nodes) | {"NCCL_DEBUG_FILE": debug_file}
         settings = settings.model_copy(update={"env": env})

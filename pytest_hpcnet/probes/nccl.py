@@ -14,6 +14,15 @@ an `error`, never a measurement; `reason` says why a result is not ok in one lin
 cells are checked one by one (`tally_wrong`), never summed past a bad one. What was
 launched comes from `NcclExpected` (the caller) and, for the sizes, from the tool's own
 `minBytes .. maxBytes` header.
+
+The rows are held to the run asked (`row_problems`): the -b/-e/-f sizes each once and in
+order, the op, a count that is the size in elements, times and bandwidths that are plain
+ASCII numbers (no exponent, no non-ASCII digit, no nan/inf, not negative), algbw = size/time
+and busbw = algbw x the collective's factor, an average that is the rows' average, and an
+output whose last line is finished (a number cut mid-way is no measurement). A second
+header or footer is two runs. `NcclResult.failed` tells a run the tool says failed (a
+failure line, out-of-bounds values, a #wrong count) from an output that cannot be read or
+is not the run launched: the judges fail the first and do not measure the second.
 """
 
 from __future__ import annotations
