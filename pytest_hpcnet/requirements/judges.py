@@ -176,20 +176,37 @@ def judge_nccl_run(
     """all_reduce_perf ran as launched and is complete and ok (what every NCCL criterion
     starts from): the parser's `ok` (whole table, no failure line, no wrong values, JSON
     `errors[]` empty), one table of ranks 0..N-1 each once on the launched hosts
-    (`launched`), and the launcher's exit status 0 (`launch`)."""
-    why: list[str] = []
+    (`launched`), and the launcher's exit status 0 (`launch`).
+
+    A failure is what the tool or the launcher says failed (a failure line, out-of-bounds
+    values, a #wrong count, a non-zero exit). An output that cannot be read, is cut, or is
+    not the run launched, a launch that timed out or a node that stopped answering (named)
+    is not measured: never a pass, never a failure."""
+    failed: list[str] = []
+    unread: list[str] = []
+    if result.silent_nodes:
+        nodes = ", ".join(result.silent_nodes)
+        unread.append(f"{nodes} stopped answering during all_reduce_perf")
     if result.error is not None:
-        why.append(f"all_reduce_perf failed: {result.reason}")
+        (failed if result.failed else unread).append(f"all_reduce_perf failed: {result.reason}")
     elif not result.rows:
-        why.append("all_reduce_perf printed no results table")
+        unread.append("all_reduce_perf printed no results table")
     elif not result.ok:
-        why.append(f"all_reduce_perf not ok: {result.reason}")
+        (failed if result.failed else unread).append(f"all_reduce_perf not ok: {result.reason}")
     if launched is not None:
         said = result.error or ""
-        why += [p for p in rank_problems(result.ranks, result.tables, launched) if p not in said]
+        unread += [p for p in rank_problems(result.ranks, result.tables, launched) if p not in said]
+    if launch is not None and launch.truncated:
+        unread.append(f"launcher output cut at the transport's limit on {launch.node}")
     if launch is not None and not launch.ok:
-        why.append(f"launcher: {launch.failure}")
-    return Verdict(False, reason="; ".join(why)) if why else Verdict(True)
+        gone = launch.timed_out or launch.unreachable or launch.exit_status is None
+        (unread if gone else failed).append(f"launcher: {launch.failure}")
+    if failed and not result.silent_nodes:  # a node gone is why the rest failed: unmeasured
+        return Verdict(False, reason="; ".join(failed + unread))
+    unread += failed
+    if unread:
+        return not_measured("; ".join(unread))
+    return Verdict(True)
 
 
 def judge_nccl_avg_busbw(

@@ -122,6 +122,7 @@ CORPUS: list[tuple[str, tuple[str, ...]]] = [
     ("samples/ib_write_lat/*", ("latency",)),
     ("nccl/*.txt", ("nccl",)),
     ("samples/nccl_allreduce/*.txt", ("nccl",)),
+    ("nccl_corpus/*.txt", ("nccl",)),
     ("samples/nccl_allreduce/*.json", ("nccl_json",)),
     ("nccl_debug/*.txt", ("nccl_debug",)),
     ("fio/fio*", ("fio",)),
