@@ -487,6 +487,7 @@ def test_one_of_three_partitions_is_incomplete_naming_the_missing_nodes(tmp_path
     assert (summary["cluster_nodes"], summary["partition_nodes"]) == (SIX, SIX[:2])
     rows = {r["check_id"]: r["verdict"] for r in facts_of(out)["requirements"]}
     assert rows["partitions"] == "not_measured"
+    assert verify(out).ok, verify(out).problems
 
 
 def test_a_missing_partition_in_the_middle_is_named_by_its_nodes(tmp_path):
