@@ -37,6 +37,7 @@ from pytest_hpcnet.report.evidence import (
     read_summary,
     run_date_of,
 )
+from pytest_hpcnet.requirements.bounds import CLUSTER_MEDIAN, NODES_MEDIAN
 
 Outcome = Literal["confirmed", "flaky", "unconfirmed"]
 GATE_DIR = ".gate"
@@ -50,6 +51,8 @@ PASSED = ("pass", "waived")
 PEER_RELATIVE = re.compile(r"cluster\b.*\bmedian|nodes' median|\bpeers?\b", re.IGNORECASE)
 """A bound's `threshold_source` that depends on the other nodes of the run (the GPU judges
 spell them `0.90 x cluster median 800`, `0.90 x the nodes' median 180`)."""
+PEER_BASES = (CLUSTER_MEDIAN, NODES_MEDIAN)
+"""A measurement's `basis` that says its bound came from the other nodes."""
 MISSES = {">=": lambda v, b: v < b, "<=": lambda v, b: v > b}
 
 
@@ -114,7 +117,7 @@ def _peer_bounds(first: Sequence[CheckRecord], node: str, checks: Sequence[str])
             if (
                 isinstance(m.threshold, int | float)
                 and m.comparison in MISSES
-                and PEER_RELATIVE.search(m.threshold_source)
+                and (m.basis in PEER_BASES or PEER_RELATIVE.search(m.threshold_source))
             ):
                 key = (record.check_id, record.subject, m.name, m.subject)
                 found[key] = (float(m.threshold), m.comparison, m.threshold_source)

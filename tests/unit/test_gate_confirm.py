@@ -288,9 +288,12 @@ def test_drain_reason_without_confirmation_is_unchanged():
 # --- a failure against the cluster's peers, re-run on the node alone ------------------------
 
 
-def gpu_record(node: str, value: float, bound: float, source: str, verdict: str) -> dict:
+def gpu_record(
+    node: str, value: float, bound: float | None, source: str, verdict: str, basis: str = ""
+) -> dict:
     """A gpu_compute record of `node` with GPU 0's bf16 TFLOPS judged against `bound`."""
     measured = {
+        "basis": basis,
         "name": "bf16_tflops",
         "value": value,
         "unit": "TFLOPS",
@@ -382,3 +385,27 @@ def test_the_confirmer_carries_the_first_runs_peer_reference_into_the_re_run(tmp
     records = [CheckRecord.model_validate(gpu_record("node02", 400, 720, source, "fail"))]
     [found] = confirmer(judged([r.model_dump() for r in records])).values()
     assert found.outcome == "confirmed"
+
+
+def test_a_bound_whose_basis_is_the_peers_is_carried_whatever_its_source_says():
+    first = [gpu_record("node02", 400, 720, "0.90 x median 800", "fail", basis="cluster median")]
+    failed = judged(first)
+    rerun = gpu_record("node02", 400, 360, "0.90 x median 400", "pass", basis="cluster median")
+    records = [CheckRecord.model_validate(rerun)]
+    first_records = [CheckRecord.model_validate(r) for r in first]
+    [found] = confirm.outcomes(failed, records, RunSummary(run_id="rr"), first_records).values()
+    assert found.outcome == "confirmed"
+
+
+def test_a_re_run_too_small_for_a_peer_bound_is_judged_by_the_first_runs_bound():
+    """Alone, the node has too few peers for a peer bound: its figure is measured but not
+    judged (not measured); the first run's bound still judges it."""
+    source = PEER_SOURCES[0]
+    first = [gpu_record("node02", 400, 720, source, "fail", basis="cluster median")]
+    failed = judged(first)
+    rerun = [CheckRecord.model_validate(gpu_record("node02", 400, None, "", "not_measured"))]
+    first_records = [CheckRecord.model_validate(r) for r in first]
+    [found] = confirm.outcomes(failed, rerun, RunSummary(run_id="rr"), first_records).values()
+    assert found.outcome == "confirmed"
+    [plain] = confirm.outcomes(failed, rerun, RunSummary(run_id="rr")).values()
+    assert plain.outcome == "unconfirmed"  # without the first run's bound: nothing to judge
