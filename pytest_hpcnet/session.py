@@ -34,7 +34,12 @@ from pytest_hpcnet.report.baseline import (
     load_baseline,
     record_regressions,
 )
-from pytest_hpcnet.report.evidence import EvidenceBundle, new_run_id, utc_now
+from pytest_hpcnet.report.evidence import (
+    EvidenceBundle,
+    cluster_node_facts,
+    new_run_id,
+    utc_now,
+)
 from pytest_hpcnet.report.html_report import add_environment, html_extras, verdict_html
 from pytest_hpcnet.report.junit import junit_verdict
 from pytest_hpcnet.report.recording import (
@@ -80,6 +85,7 @@ def start_run(config: pytest.Config, path: str) -> HpcnetState:
     check_exclusions(inventory)
     check_waivers(inventory)
     _check_sign_key(config.getoption("hpcnet_sign_key"))
+    cluster_nodes = [n.name for n in inventory.nodes]  # the whole cluster, before a share
     only = config.getoption("hpcnet_nodes", None)
     if only:
         inventory = only_nodes(inventory, only)
@@ -91,6 +97,7 @@ def start_run(config: pytest.Config, path: str) -> HpcnetState:
     run_id = workerinput.get("hpcnet_run_id") if workerinput else None
     reports = Path(config.getoption("hpcnet_reports_dir"))
     state = HpcnetState(config, inventory, reports / (run_id or new_run_id()))
+    state.cluster_nodes = cluster_nodes
     _load_baseline(config, state, reports)
     _plan_partition(config, state)
     if not config.option.collectonly and not workerinput:
@@ -215,6 +222,7 @@ class HpcnetState:
         self.outcomes: Counter[str] = Counter()
         self.unreachable: dict[str, str] = {}
         self.contacted = False
+        self.cluster_nodes: list[str] = []  # the inventory's nodes, before --hpcnet-nodes
         self.interrupted = False
         self.verdict: str | None = None
         self.summary: RunSummary | None = None
@@ -430,6 +438,9 @@ class HpcnetState:
                 "scope": run_scope(self.config, inv, self.planned).model_dump(),
                 "lab": is_lab(inv, self.placement()),
                 **profile_facts(inv),
+                **cluster_node_facts(
+                    self.cluster_nodes or [n.name for n in inv.nodes], [n.name for n in inv.nodes]
+                ),
                 **self.extra_summary,
             }
         )

@@ -8,6 +8,12 @@ baseline, `scheduler.confirm_runs` times at most. `outcomes` judges each re-run 
 judges a run: a node whose check fails again is **confirmed**; one whose checks all pass is
 **flaky**; one the re-run could not judge (unreachable, errored, not measured, not run) is
 **unconfirmed**. The gate acts only on confirmed nodes.
+
+A figure the first run judged against the other nodes (a bound its source calls a cluster
+median, the nodes' median or the peers: `PEER_RELATIVE`) cannot be judged again on a re-run
+narrowed to the failed nodes, where each is its own peer: a whole node at half speed would
+pass. Such a figure of the re-run is compared with the first run's recorded bound as well
+(`peer_misses`), and a figure below it confirms the failure.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -31,6 +37,7 @@ from pytest_hpcnet.report.evidence import (
     read_summary,
     run_date_of,
 )
+from pytest_hpcnet.requirements.bounds import CLUSTER_MEDIAN, NODES_MEDIAN
 
 Outcome = Literal["confirmed", "flaky", "unconfirmed"]
 GATE_DIR = ".gate"
@@ -41,6 +48,12 @@ SUITES = Path(__file__).resolve().parents[1] / "suites"
 BASELINE_AUTO = re.compile(r"baseline auto: (\S+) \(")
 """How `summary.json` names the baseline `--hpcnet-baseline auto` chose."""
 PASSED = ("pass", "waived")
+PEER_RELATIVE = re.compile(r"cluster\b.*\bmedian|nodes' median|\bpeers?\b", re.IGNORECASE)
+"""A bound's `threshold_source` that depends on the other nodes of the run (the GPU judges
+spell them `0.90 x cluster median 800`, `0.90 x the nodes' median 180`)."""
+PEER_BASES = (CLUSTER_MEDIAN, NODES_MEDIAN)
+"""A measurement's `basis` that says its bound came from the other nodes."""
+MISSES = {">=": lambda v, b: v < b, "<=": lambda v, b: v > b}
 
 
 @dataclass
@@ -68,6 +81,12 @@ def pytest_arg(nodeid: str) -> str:
     return f"{shipped}{sep}{rest}"
 
 
+def narrowed(failed: Mapping[str, NodeJudgement]) -> bool:
+    """Whether the re-run is against just the failed nodes (`--hpcnet-nodes`): every failed
+    record is a check of its node alone."""
+    return all(j.local for j in failed.values())
+
+
 def rerun_argv(
     inventory: Path, reports_dir: Path, failed: Mapping[str, NodeJudgement], baseline: Path | None
 ) -> list[str]:
@@ -75,7 +94,7 @@ def rerun_argv(
     nodeids = dict.fromkeys(nid for j in failed.values() for nid in j.nodeids)
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     argv += ["--hpcnet-inventory", str(inventory), "--hpcnet-reports-dir", str(reports_dir)]
-    if all(j.local for j in failed.values()):
+    if narrowed(failed):
         argv += ["--hpcnet-nodes", ",".join(sorted(failed))]
     if baseline is not None:
         argv += ["--hpcnet-baseline", str(baseline)]
@@ -87,23 +106,71 @@ def _concerns(record: CheckRecord, node: str) -> bool:
     return node in ends or node in record.suspect_nodes
 
 
+def _peer_bounds(first: Sequence[CheckRecord], node: str, checks: Sequence[str]) -> dict:
+    """The first run's peer-relative bounds of `node`'s failed checks, by (check, record
+    subject, measurement name, measurement subject): (bound, comparison, source)."""
+    found = {}
+    for record in first:
+        if record.check_id not in checks or record.kind != "node" or record.subject != node:
+            continue
+        for m in record.measured:
+            if (
+                isinstance(m.threshold, int | float)
+                and m.comparison in MISSES
+                and (m.basis in PEER_BASES or PEER_RELATIVE.search(m.threshold_source))
+            ):
+                key = (record.check_id, record.subject, m.name, m.subject)
+                found[key] = (float(m.threshold), m.comparison, m.threshold_source)
+    return found
+
+
+def peer_misses(
+    first: Sequence[CheckRecord], records: Sequence[CheckRecord], node: str, checks: Sequence[str]
+) -> list[str]:
+    """Each figure of `node`'s re-run records that misses the bound the first run judged it
+    against when that bound came from the other nodes (`PEER_RELATIVE`), one line each."""
+    bounds = _peer_bounds(first, node, checks)
+    out = []
+    for record in records:
+        for m in record.measured:
+            key = (record.check_id, record.subject, m.name, m.subject)
+            if key not in bounds or not isinstance(m.value, int | float):
+                continue
+            bound, comparison, source = bounds[key]
+            if MISSES[comparison](float(m.value), bound):
+                what = " ".join(x for x in (record.check_id, m.subject, m.name) if x)
+                unit = f" {m.unit}" if m.unit else ""
+                side = "below" if comparison == ">=" else "above"
+                out.append(f"{what} {m.value:g}{unit} {side} the first run's {source} ({bound:g})")
+    return out
+
+
 def outcomes(
-    failed: Mapping[str, NodeJudgement], records: list[CheckRecord], summary: RunSummary
+    failed: Mapping[str, NodeJudgement],
+    records: list[CheckRecord],
+    summary: RunSummary,
+    first: Sequence[CheckRecord] = (),
 ) -> dict[str, Confirmation]:
-    """Each failed node's outcome in one re-run (its records and summary)."""
+    """Each failed node's outcome in one re-run (its records and summary); on a re-run
+    narrowed to the failed nodes, a figure below the peer-relative bound `first` (the first
+    run's records) judged it against confirms the failure too."""
     run = f"re-run {summary.run_id}"
     on = run_date_of(summary, records)
     rejudged = judge(records, summary, failed)
+    carried = first if narrowed(failed) else ()
     found: dict[str, Confirmation] = {}
     for name, before in failed.items():
         again = [c for c in rejudged[name].checks if c in before.checks]
         mine = [r for r in records if r.check_id in before.checks and _concerns(r, name)]
+        below = peer_misses(carried, mine, name, before.checks)
         bad = [f"{r.check_id} {v}" for r in mine if (v := effective_verdict(r, on)) not in PASSED]
         missing = [c for c in before.checks if not any(r.check_id == c for r in mine)]
         if name in summary.unreachable_nodes:
             found[name] = Confirmation(name, "unconfirmed", f"{run}: {name} unreachable")
         elif again:
             found[name] = Confirmation(name, "confirmed", run)
+        elif below:
+            found[name] = Confirmation(name, "confirmed", f"{run}: {'; '.join(below)}")
         elif bad:
             found[name] = Confirmation(
                 name, "unconfirmed", f"{run}: {', '.join(dict.fromkeys(bad))}"
@@ -132,6 +199,8 @@ class PytestConfirm:
     runner: Runner = subprocess.run
     lines: list[str] = field(default_factory=list)
     """The pytest command lines run, in order."""
+    first: list[CheckRecord] | None = None
+    """The run's own records (read on first use): the peer references of its failures."""
 
     @property
     def reports_dir(self) -> Path:
@@ -183,7 +252,15 @@ class PytestConfirm:
             return unconfirmed(f"re-run {new[-1]}: {exc}")
         if summary is None or summary.interrupted:
             return unconfirmed(f"re-run {new[-1]} did not finish")
-        return outcomes(failed, records, summary)
+        return outcomes(failed, records, summary, self._first())
+
+    def _first(self) -> list[CheckRecord]:
+        if self.first is None:
+            try:
+                self.first = read_records(self.run_dir)
+            except (EvidenceError, ValueError, OSError):
+                self.first = []
+        return self.first
 
 
 def _baseline(run_dir: Path) -> Path | None:

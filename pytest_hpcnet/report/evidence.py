@@ -54,6 +54,23 @@ OUTPUTS_DIR = "outputs"
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024
 
 
+def node_list_sha256(names: Iterable[str]) -> str:
+    """The digest of a cluster's node list, in its order (one name a line)."""
+    return hashlib.sha256("".join(f"{n}\n" for n in names).encode("utf-8")).hexdigest()
+
+
+def cluster_node_facts(cluster: Iterable[str], covered: Iterable[str]) -> dict[str, Any]:
+    """The summary's `cluster_nodes` (with digest and count) and `partition_nodes`: the
+    whole cluster's node list and the share of it a run covered."""
+    names = list(cluster)
+    return {
+        "cluster_nodes": names,
+        "cluster_nodes_sha256": node_list_sha256(names),
+        "cluster_node_count": len(names),
+        "partition_nodes": list(covered),
+    }
+
+
 class EvidenceError(ValueError):
     """The evidence file cannot be read (a damaged line other than the last)."""
 

@@ -11,12 +11,18 @@ and be partitions: a node or pair checked by two inputs is refused, and so is a 
 whose validity differs between an input's run date and the merged one. Cluster-level
 records (subject `cluster`) are kept from every input, one per partition.
 
+Every input's summary names the whole cluster's node list (`cluster_nodes`, the inventory's
+before `--hpcnet-nodes`) and its share of it (`partition_nodes`); inputs naming different
+lists, or none, are refused. A node no input covered (a partition left out of the merge) gets
+a `partitions` record that it was not measured.
+
 Per-partition runs measure only the pairs inside their own partition. For every pair
-requirement the inputs ran (one with `pair` records), each pair that a ring over the whole
-merged cluster crosses partitions at, and that no input measured, gets a record that it was
-not measured, so the merged verdict is INCOMPLETE unless the inventories' scope leaves that
-requirement out. Same-vSwitch placement across partitions is not checked either; the
-certificate lists it as a requirement that did not run.
+requirement the inputs ran (`PAIR_CHECKS` with a record in any input), each pair of the ring
+over the whole cluster's node list that crosses partitions, or has an end no input covered,
+and that no input measured, gets a record that it was not measured, so the merged verdict is
+INCOMPLETE unless the inventories' scope leaves that requirement out. Same-vSwitch placement
+across partitions is not checked either; the certificate lists it as a requirement that did
+not run.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from pytest_hpcnet.report.certificate_rows import DEFAULT_REQUIREMENTS, Requirem
 from pytest_hpcnet.report.evidence import (
     CheckRecord,
     RunSummary,
+    cluster_node_facts,
     merge_bundles,
 )
 from pytest_hpcnet.report.merge_inputs import (
@@ -58,8 +65,23 @@ NOT_COVERED = [
     "pairs whose nodes are in different partitions",
     "same-vSwitch placement across partitions",
 ]
+MISSING_PARTITION = RequirementSpec(
+    check_id="partitions",
+    requirement="Every node of the cluster in a merged partition",
+)
 NOT_MEASURED = "not_measured"
 """The verdict of a pair no partition measured (INCOMPLETE; no waiver covers it)."""
+PAIR_CHECKS = (
+    "path_mtu",
+    "security_group",
+    "tuning",
+    "cloud_audit",
+    "ib_write_bw",
+    "ib_write_lat",
+    "erdma_eri_bw",
+)
+"""The requirements measured per node pair (the suites' `node_pair` / `perftest_pair` tests;
+a one-node partition records them as one not-applicable skip)."""
 
 
 @dataclass
@@ -92,6 +114,8 @@ def _requirements(parts: Sequence[Partition]) -> list[RequirementSpec]:
         specs.values(),
         key=lambda s: catalog.index(s.check_id) if s.check_id in catalog else len(catalog),
     )
+    if missing_nodes(parts):
+        ordered = [*ordered, MISSING_PARTITION]
     return [*ordered, CROSS_PARTITION] if len(parts) > 1 else ordered
 
 
@@ -171,46 +195,113 @@ def merged_scope(parts: Sequence[Partition]) -> dict[str, Any]:
     }
 
 
+def cluster_order(parts: Sequence[Partition]) -> list[str]:
+    """The whole cluster's nodes, in the inventory's order (every input names the same list:
+    `check_partitions`)."""
+    return parts[0].cluster_nodes if parts else []
+
+
 def _partition_of(parts: Sequence[Partition]) -> dict[str, int]:
-    """Each node's partition (index of the first input naming it), in the merged order."""
+    """Each covered node's partition (index of the first input covering it)."""
     found: dict[str, int] = {}
     for index, part in enumerate(parts):
-        names = [n["name"] for n in part.facts.get("nodes", [])]
-        names += [e for r in part.records if r.kind != "cluster" for e in r.subject.split("->")]
-        for name in names:
-            if name and name != "all-nodes":
-                found.setdefault(name, index)
+        for name in part.covered:
+            found.setdefault(name, index)
     return found
 
 
-def unmeasured_pairs(parts: Sequence[Partition]) -> list[CheckRecord]:
-    """A not-measured record per pair requirement the inputs ran and per pair of the merged
-    ring that spans two partitions and that no input measured; none for a requirement the
-    inputs' scope leaves out."""
-    if len(parts) < 2:
-        return []
-    partition = _partition_of(parts)
-    records = [r for p in parts for r in p.records]
-    out = {  # left out by an inventory's scope.exclude (not "not applicable" in one part)
+def missing_nodes(parts: Sequence[Partition]) -> list[str]:
+    """The nodes of the cluster that no input covered, in the cluster's order."""
+    covered = _partition_of(parts)
+    return [n for n in cluster_order(parts) if n not in covered]
+
+
+def spans(nodes: Sequence[str], chosen: Sequence[str]) -> list[str]:
+    """`chosen` as runs of consecutive `nodes`: `a..c` for a, b, c; a lone node as itself."""
+    position = {n: i for i, n in enumerate(nodes)}
+    runs: list[list[str]] = []
+    for name in sorted(chosen, key=position.__getitem__):
+        if runs and position[name] == position[runs[-1][-1]] + 1:
+            runs[-1].append(name)
+        else:
+            runs.append([name])
+    return [run[0] if len(run) == 1 else f"{run[0]}..{run[-1]}" for run in runs]
+
+
+def missing_line(parts: Sequence[Partition]) -> str:
+    """What the summary and `hpcnet merge` say about nodes no input covered ("" if none)."""
+    missing = missing_nodes(parts)
+    if not missing:
+        return ""
+    named = ", ".join(spans(cluster_order(parts), missing))
+    return f"nodes in no merged partition: {len(missing)} of {len(cluster_order(parts))} ({named})"
+
+
+def unmeasured_nodes(parts: Sequence[Partition]) -> list[CheckRecord]:
+    """A not-measured `partitions` record per node no input covered."""
+    missing = missing_nodes(parts)
+    start = merged_start(parts)
+    count = len(cluster_order(parts))
+    named = ", ".join(spans(cluster_order(parts), missing))
+    return [
+        CheckRecord(
+            check_id=MISSING_PARTITION.check_id,
+            requirement=MISSING_PARTITION.requirement,
+            subject=node,
+            kind="node",
+            verdict=NOT_MEASURED,
+            message=f"in no merged partition ({len(missing)} of {count} nodes missing: {named})",
+            started_at=start,
+            ended_at=start,
+        )
+        for node in missing
+    ]
+
+
+def _pair_checks(parts: Sequence[Partition]) -> dict[str, str]:
+    """The pair requirements the inputs ran (a record in any input), with their titles; none
+    that an inventory's `scope.exclude` leaves out (not "not applicable" in one part)."""
+    out = {
         e.check_id
         for p in parts
         if p.summary
         for e in p.summary.scope.excluded
         if e.kind == "inventory"
     }
-    measured = {(r.check_id, r.subject) for r in records if r.kind == "pair"}
-    titles = {r.check_id: r.requirement for r in records if r.kind == "pair"}
+    titles: dict[str, str] = {}
+    for record in (r for p in parts for r in p.records):
+        ours = record.check_id in PAIR_CHECKS and record.check_id not in out
+        if ours and (record.kind == "pair" or record.check_id not in titles):
+            titles[record.check_id] = record.requirement
+    return {c: titles[c] for c in PAIR_CHECKS if c in titles}
+
+
+def unmeasured_pairs(parts: Sequence[Partition]) -> list[CheckRecord]:
+    """A not-measured record per pair requirement the inputs ran and per pair of the ring
+    over the whole cluster that spans two partitions, or has an end no input covered, and
+    that no input measured; none for a requirement the inputs' scope leaves out."""
+    partition = _partition_of(parts)
+    measured = {(r.check_id, r.subject) for p in parts for r in p.records if r.kind == "pair"}
     start = merged_start(parts)
-    seams = [p for p in ring_pairs(list(partition)) if partition[p.a] != partition[p.b]]
+    seams = [
+        p
+        for p in ring_pairs(cluster_order(parts))
+        if p.a not in partition or p.b not in partition or partition[p.a] != partition[p.b]
+    ]
     found = []
-    for check_id, requirement in titles.items():
-        if check_id in out:
-            continue
+    for check_id, requirement in _pair_checks(parts).items():
         for pair in seams:
             subject = f"{pair.a}->{pair.b}"
             if (check_id, subject) in measured:
                 continue
-            first, second = sorted((partition[pair.a], partition[pair.b]))
+            if pair.a in partition and pair.b in partition:
+                first, second = sorted((partition[pair.a], partition[pair.b]))
+                message = (
+                    f"the pair spans partitions {parts[first].run_id} and "
+                    f"{parts[second].run_id}: no partition run measured it"
+                )
+            else:
+                message = "a node of the pair is in no merged partition: no run measured it"
             found.append(
                 CheckRecord(
                     check_id=check_id,
@@ -218,10 +309,7 @@ def unmeasured_pairs(parts: Sequence[Partition]) -> list[CheckRecord]:
                     subject=subject,
                     kind="pair",
                     verdict=NOT_MEASURED,
-                    message=(
-                        f"the pair spans partitions {parts[first].run_id} and "
-                        f"{parts[second].run_id}: no partition run measured it"
-                    ),
+                    message=message,
                     started_at=start,
                     ended_at=start,
                 )
@@ -260,7 +348,13 @@ def merged_summary(parts: Sequence[Partition]) -> dict[str, Any]:
         ],
         "not_covered": NOT_COVERED if len(parts) > 1 else [],
         **merged_scope(parts),
+        **cluster_node_facts(
+            cluster_order(parts), [n for n in cluster_order(parts) if n in _partition_of(parts)]
+        ),
     }
+    missing = missing_line(parts)
+    if missing:
+        summary["not_covered"] = [*summary["not_covered"], missing]
     unsigned = _unsigned(parts)
     if unsigned:
         summary["unsigned_inputs"] = unsigned
@@ -308,7 +402,7 @@ def merge(
     if problems:
         raise MergeRefused(problems)
     bundle = merge_bundles(out, [p.run_dir for p in parts])
-    for record in unmeasured_pairs(parts):
+    for record in [*unmeasured_nodes(parts), *unmeasured_pairs(parts)]:
         bundle.append(record)
     summary = bundle.close(merged_summary(parts))
     context = merged_context(parts)

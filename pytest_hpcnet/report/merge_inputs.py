@@ -1,6 +1,7 @@
 """The inputs of `hpcnet merge`: each partition bundle verified and read (`load_partition`),
 the keys it must be signed with (`check_keys`), and why a set of them cannot be merged into
-one certificate (`check_partitions`: the same run twice, different clusters, a node or pair
+one certificate (`check_partitions`: the same run twice, different clusters (by name or by
+the whole node list each input's summary names), an input naming no node list, a node or pair
 checked twice, a waiver whose validity the merged run date would change).
 """
 
@@ -19,6 +20,7 @@ from pytest_hpcnet.report.evidence import (
     EvidenceError,
     RunSummary,
     effective_verdict,
+    node_list_sha256,
     read_records,
     read_summary,
     run_date_of,
@@ -66,6 +68,16 @@ class Partition:
     @property
     def run_date(self) -> date:
         return run_date_of(self.summary, self.records)
+
+    @property
+    def cluster_nodes(self) -> list[str]:
+        """The whole cluster's node list the run's summary names (empty: none)."""
+        return list(self.summary.cluster_nodes) if self.summary else []
+
+    @property
+    def covered(self) -> list[str]:
+        """The nodes this input covered (its share of `cluster_nodes`)."""
+        return list(self.summary.partition_nodes) if self.summary else []
 
 
 def load_partition(
@@ -143,6 +155,24 @@ def _waiver_dates(parts: Sequence[Partition]) -> list[str]:
     return problems
 
 
+def _node_lists(parts: Sequence[Partition]) -> list[str]:
+    """An input naming no cluster node list, or inputs naming different ones."""
+    problems = [
+        f"{p.run_dir}: summary.json names no cluster node list (a run of an older version): "
+        "run the partition again"
+        for p in parts
+        if not p.cluster_nodes
+    ]
+    digests = {p.run_id: node_list_sha256(p.cluster_nodes) for p in parts}
+    if not problems and len(set(digests.values())) > 1:
+        named = ", ".join(
+            f"{p.run_id} lists {len(p.cluster_nodes)} nodes (sha256 {digests[p.run_id][:12]})"
+            for p in parts
+        )
+        problems.append(f"node lists differ (not partitions of one cluster): {named}")
+    return problems
+
+
 def check_partitions(parts: Sequence[Partition]) -> list[str]:
     """Why these bundles cannot be merged into one certificate (empty when they can)."""
     problems: list[str] = []
@@ -152,6 +182,8 @@ def check_partitions(parts: Sequence[Partition]) -> list[str]:
     if len(clusters) > 1:
         named = ", ".join(f"{p.run_dir} is {p.cluster or '(unnamed)'!r}" for p in parts)
         problems.append(f"cluster names differ: {named}")
+    if not problems:
+        problems.extend(_node_lists(parts))
     if not problems:
         problems.extend(_overlaps(parts))
         problems.extend(_waiver_dates(parts))

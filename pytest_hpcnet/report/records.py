@@ -131,3 +131,10 @@ class RunSummary(BaseModel):
     profile_sources: dict[str, str] = Field(default_factory=dict)  # profile `source:` notes
     lab: bool = False  # the evidence comes from the embedded lab (emulated tools)
     scope: RunScope = Field(default_factory=RunScope)
+    # the whole cluster's nodes (the inventory's, before `--hpcnet-nodes`), in its order, with
+    # their digest and count, and the share of them this run covered: `hpcnet merge` names
+    # the nodes no partition covered and refuses partitions of different node lists
+    cluster_nodes: list[str] = Field(default_factory=list)
+    cluster_nodes_sha256: str = ""
+    cluster_node_count: int = 0
+    partition_nodes: list[str] = Field(default_factory=list)

@@ -11,7 +11,12 @@ import pytest
 
 from pytest_hpcnet.cli import main
 from pytest_hpcnet.report.certificate import render_certificate
-from pytest_hpcnet.report.evidence import CheckRecord, EvidenceBundle, Waiver
+from pytest_hpcnet.report.evidence import (
+    CheckRecord,
+    EvidenceBundle,
+    Waiver,
+    cluster_node_facts,
+)
 from pytest_hpcnet.report.merge import MergeRefused, merge
 from pytest_hpcnet.report.records import RunScope, ScopeEntry
 from pytest_hpcnet.report.signing import generate_keypair, sign
@@ -19,6 +24,7 @@ from pytest_hpcnet.report.verify import verify
 from tests.unit.test_certificate import CONTEXT, RUN_START, bandwidth, latency, mtu
 
 PART_A, PART_B = ["gpu-a", "gpu-b"], ["gpu-c", "gpu-d"]
+CLUSTER = PART_A + PART_B
 
 
 def partition(
@@ -31,9 +37,11 @@ def partition(
     extra: tuple[CheckRecord, ...] = (),
     pairs: bool = True,
     signed: bool = True,
+    cluster_nodes: list[str] | None = None,
     **summary,
 ):
-    """A closed, rendered partition run: MTU per node, bandwidth per ordered pair (unless
+    """A closed, rendered partition run of the cluster `cluster_nodes` (default `CLUSTER`;
+    [] for a summary that names none): MTU per node, bandwidth per ordered pair (unless
     `pairs` is False), signed by the partitions' key (unless `signed` is False)."""
     bundle = EvidenceBundle(tmp_path / run_id)
     digest = bundle.store_output(f"{run_id}: 65536 5000 196.52 196.40 0.374\n")
@@ -43,7 +51,9 @@ def partition(
         bundle.append(bandwidth(source, target, 196.5, digest))
     for record in extra:
         bundle.append(record)
-    bundle.close({"cluster": cluster, "started_at": started, **summary})
+    whole = CLUSTER if cluster_nodes is None else cluster_nodes
+    shares = cluster_node_facts(whole, nodes) if whole else {}
+    bundle.close({"cluster": cluster, "started_at": started, **shares, **summary})
     context = {
         **CONTEXT,
         "cluster": cluster,
@@ -69,7 +79,9 @@ def seams(tmp_path, run_id: str = "seams", pairs=(("gpu-b", "gpu-c"), ("gpu-d", 
     bundle = EvidenceBundle(tmp_path / run_id)
     for source, target in pairs:
         bundle.append(bandwidth(source, target, 196.5))
-    bundle.close({"cluster": "prod-gpu-01", "started_at": RUN_START})
+    ends = list(dict.fromkeys(n for pair in pairs for n in pair))
+    shares = cluster_node_facts(CLUSTER, ends)
+    bundle.close({"cluster": "prod-gpu-01", "started_at": RUN_START, **shares})
     render_certificate(bundle.run_dir, {**CONTEXT, "cluster": "prod-gpu-01", "nodes": []})
     sign(bundle.run_dir, partition_key(tmp_path))
     return bundle.run_dir
@@ -165,10 +177,11 @@ def test_pairs_across_partitions_of_a_requirement_out_of_scope_are_not_listed(tm
 
 
 def test_three_partitions_list_each_seam_of_the_ring(tmp_path):
+    five = ["gpu-a", "gpu-b", "gpu-c", "gpu-d", "gpu-e"]
     parts = [
-        partition(tmp_path, "part-a", ["gpu-a", "gpu-b"]),
-        partition(tmp_path, "part-b", ["gpu-c"]),
-        partition(tmp_path, "part-c", ["gpu-d", "gpu-e"]),
+        partition(tmp_path, "part-a", ["gpu-a", "gpu-b"], cluster_nodes=five),
+        partition(tmp_path, "part-b", ["gpu-c"], cluster_nodes=five),
+        partition(tmp_path, "part-c", ["gpu-d", "gpu-e"], cluster_nodes=five),
     ]
     out = tmp_path / "merged"
     assert merge(out, parts).verdict == "INCOMPLETE"
@@ -442,3 +455,144 @@ def test_cli_merge_refusal_returns_2_with_one_line_per_problem(tmp_path, parts, 
     assert lines[-1] == f"hpcnet merge: {missing}: not a run folder (reports/<run-id>/)"
     assert all(line.startswith(f"hpcnet merge: {parts[0]}: ") for line in lines[:-1])
     assert not out.exists()
+
+
+# --- the merge knows the cluster: every partition names the whole node list -------------------
+
+SIX = ["gpu-a", "gpu-b", "gpu-c", "gpu-d", "gpu-e", "gpu-f"]
+ONE_NODE = "not applicable: the inventory has one node, so no node pair"
+
+
+def third(tmp_path, run_id: str, nodes: list[str]):
+    return partition(tmp_path, run_id, nodes, cluster_nodes=SIX)
+
+
+def test_one_of_three_partitions_is_incomplete_naming_the_missing_nodes(tmp_path):
+    a = third(tmp_path, "part-a", SIX[:2])
+    out = tmp_path / "merged"
+    result = merge(out, [a])
+    assert result.verdict == "INCOMPLETE"
+    entries = {e["check_id"]: e for e in summary_of(out)["scope"]["incomplete"]}
+    assert entries["partitions"]["subject"] == "gpu-c, gpu-d, gpu-e, gpu-f"
+    assert entries["partitions"]["reason"] == (
+        "not measured: in no merged partition (4 of 6 nodes missing: gpu-c..gpu-f)"
+    )
+    assert entries["ib_write_bw"]["subject"] == (
+        "gpu-b->gpu-c, gpu-c->gpu-d, gpu-d->gpu-e, gpu-e->gpu-f, gpu-f->gpu-a"
+    )
+    assert entries["ib_write_bw"]["reason"].startswith("not measured: a node of the pair is in")
+    assert any(line.startswith("partitions [gpu-c, gpu-d") for line in result.not_measured)
+    summary = summary_of(out)
+    assert "nodes in no merged partition: 4 of 6 (gpu-c..gpu-f)" in summary["not_covered"]
+    assert (summary["cluster_nodes"], summary["partition_nodes"]) == (SIX, SIX[:2])
+    rows = {r["check_id"]: r["verdict"] for r in facts_of(out)["requirements"]}
+    assert rows["partitions"] == "not_measured"
+    assert verify(out).ok, verify(out).problems
+
+
+def test_a_missing_partition_in_the_middle_is_named_by_its_nodes(tmp_path):
+    parts = [third(tmp_path, "part-a", SIX[:2]), third(tmp_path, "part-c", SIX[4:])]
+    out = tmp_path / "merged"
+    assert merge(out, parts).verdict == "INCOMPLETE"
+    entries = {e["check_id"]: e for e in summary_of(out)["scope"]["incomplete"]}
+    assert entries["partitions"]["subject"] == "gpu-c, gpu-d"
+    assert "(2 of 6 nodes missing: gpu-c..gpu-d)" in entries["partitions"]["reason"]
+
+
+def test_every_partition_merged_names_no_missing_node(tmp_path):
+    parts = [third(tmp_path, f"part-{i}", SIX[2 * i : 2 * i + 2]) for i in range(3)]
+    out = tmp_path / "merged"
+    assert merge(out, parts).verdict == "INCOMPLETE"  # the seams only
+    checks = {e["check_id"] for e in summary_of(out)["scope"]["incomplete"]}
+    assert checks == {"ib_write_bw"}
+    assert summary_of(out)["partition_nodes"] == SIX
+
+
+def one_node(tmp_path, node: str):
+    """A one-node partition as a run collects it: its pair check one not-applicable skip."""
+    skip = CheckRecord(
+        check_id="path_mtu",
+        requirement="Path MTU",
+        subject="cluster",
+        kind="cluster",
+        verdict="skipped",
+        message=ONE_NODE,
+        started_at=RUN_START,
+    )
+    return partition(tmp_path, f"part-{node}", [node], extra=(skip,), pairs=False)
+
+
+def test_one_node_partitions_leave_every_pair_not_measured(tmp_path):
+    parts = [one_node(tmp_path, node) for node in CLUSTER]
+    for part in parts:
+        assert facts_of(part)["verdict"] == "ACCEPTED"  # each alone has no pair to measure
+    out = tmp_path / "merged"
+    result = merge(out, parts)
+    assert result.verdict == "INCOMPLETE"
+    entries = summary_of(out)["scope"]["incomplete"]
+    assert {e["check_id"] for e in entries} == {"path_mtu"}
+    assert [e["subject"] for e in entries] == [
+        "gpu-a->gpu-b",
+        "gpu-b->gpu-c",
+        "gpu-c->gpu-d",
+        "gpu-d->gpu-a",
+    ]
+    assert entries[0]["reason"] == (
+        "not measured: the pair spans partitions part-gpu-a and part-gpu-b: "
+        "no partition run measured it"
+    )
+
+
+def test_partitions_of_different_node_lists_are_refused_in_one_line(tmp_path):
+    a = partition(tmp_path, "part-a", PART_A)
+    b = partition(tmp_path, "part-b", PART_B, cluster_nodes=[*PART_B, "gpu-e"])
+    out = tmp_path / "merged"
+    with pytest.raises(MergeRefused) as refused:
+        merge(out, [a, b])
+    [line] = refused.value.problems
+    assert line.startswith("node lists differ (not partitions of one cluster): part-a lists 4")
+    assert "part-b lists 3 nodes" in line
+    assert not out.exists()
+
+
+def test_an_input_naming_no_node_list_is_refused(tmp_path):
+    a = partition(tmp_path, "part-a", PART_A)
+    b = partition(tmp_path, "part-b", PART_B, cluster_nodes=[])
+    with pytest.raises(MergeRefused) as refused:
+        merge(tmp_path / "merged", [a, b])
+    assert refused.value.problems == [
+        f"{b}: summary.json names no cluster node list (a run of an older version): "
+        "run the partition again"
+    ]
+
+
+def test_the_merged_bundle_names_the_cluster_and_merges_again(tmp_path, parts):
+    first = tmp_path / "merged"
+    merge(first, [*parts, seams(tmp_path)])
+    summary = summary_of(first)
+    assert summary["cluster_nodes"] == CLUSTER and summary["partition_nodes"] == CLUSTER
+    assert summary["cluster_node_count"] == 4
+
+
+def test_the_pair_requirements_are_those_of_the_suites_pair_tests():
+    """`PAIR_CHECKS` (the requirements measured per node pair) is what the shipped suites
+    parametrize by `node_pair` or `perftest_pair`."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    from pytest_hpcnet import suites
+    from pytest_hpcnet.report.merge import PAIR_CHECKS
+
+    found = set()
+    for module in pkgutil.iter_modules(suites.__path__):
+        loaded = importlib.import_module(f"pytest_hpcnet.suites.{module.name}")
+        for _, func in inspect.getmembers(loaded, inspect.isfunction):
+            params = inspect.signature(func).parameters
+            if not ({"node_pair", "perftest_pair"} & set(params)):
+                continue
+            marks = list(getattr(func, "pytestmark", []))  # a module's: one decorator or a list
+            module_marks = getattr(loaded, "pytestmark", [])
+            marks += module_marks if isinstance(module_marks, list) else [module_marks]
+            found.update(m.args[0] for m in marks if getattr(m, "name", "") == "check")
+    assert found and set(PAIR_CHECKS) == found

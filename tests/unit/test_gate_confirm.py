@@ -283,3 +283,129 @@ def test_drain_reason_without_confirmation_is_unchanged():
     assert drain_reason(judgement) == "hpcnet: mtu: n: eth0 MTU 1500"
     judgement.confirmed = True
     assert drain_reason(judgement) == "hpcnet: mtu (confirmed by a re-run): n: eth0 MTU 1500"
+
+
+# --- a failure against the cluster's peers, re-run on the node alone ------------------------
+
+
+def gpu_record(
+    node: str, value: float, bound: float | None, source: str, verdict: str, basis: str = ""
+) -> dict:
+    """A gpu_compute record of `node` with GPU 0's bf16 TFLOPS judged against `bound`."""
+    measured = {
+        "basis": basis,
+        "name": "bf16_tflops",
+        "value": value,
+        "unit": "TFLOPS",
+        "threshold": bound,
+        "comparison": ">=",
+        "threshold_source": source,
+        "subject": "GPU 0",
+    }
+    return {
+        "check_id": "gpu_compute",
+        "requirement": "GPU compute under load",
+        "subject": node,
+        "nodeid": f"pytest_hpcnet/suites/test_gpu_load.py::test_gpu_compute[{node}]",
+        "verdict": verdict,
+        "message": f"{node} GPU 0: bf16 {value:g} TFLOPS below {source}"
+        if verdict == "fail"
+        else "",
+        "measured": [measured],
+    }
+
+
+PEER_SOURCES = ["0.90 x cluster median 800", "0.90 x the nodes' median 800"]
+
+
+@pytest.mark.parametrize("source", PEER_SOURCES)
+def test_a_whole_node_slow_against_its_peers_is_confirmed_by_the_first_runs_reference(source):
+    first = [gpu_record("node02", 400, 720, source, "fail")]
+    first += [gpu_record(n, 800, 720, source, "pass") for n in ("node01", "node03")]
+    failed = judged(first)
+    assert "--hpcnet-nodes" in confirm.rerun_argv(Path("i.yaml"), Path("r"), failed, None)
+    # alone, node02 is its own peer: its median is its own 400, so the re-run passes it
+    rerun = [
+        CheckRecord.model_validate(
+            gpu_record("node02", 400, 360, "0.90 x cluster median 400", "pass")
+        )
+    ]
+    summary = RunSummary(run_id="rr")
+    first_records = [CheckRecord.model_validate(r) for r in first]
+    [found] = confirm.outcomes(failed, rerun, summary, first_records).values()
+    assert found.outcome == "confirmed"
+    assert found.detail == (
+        f"re-run rr: gpu_compute GPU 0 bf16_tflops 400 TFLOPS below the first run's {source} (720)"
+    )
+
+
+def test_a_node_back_to_its_peers_speed_on_the_re_run_is_flaky():
+    source = PEER_SOURCES[0]
+    first = [gpu_record("node02", 400, 720, source, "fail")]
+    failed = judged(first)
+    rerun = [
+        CheckRecord.model_validate(
+            gpu_record("node02", 790, 711, "0.90 x cluster median 790", "pass")
+        )
+    ]
+    first_records = [CheckRecord.model_validate(r) for r in first]
+    [found] = confirm.outcomes(failed, rerun, RunSummary(run_id="rr"), first_records).values()
+    assert (found.outcome, found.detail) == ("flaky", "re-run rr")
+
+
+def test_a_bound_of_the_node_itself_is_not_carried_from_the_first_run():
+    """A bound that does not depend on the other nodes (the SKU floor, the node's own best
+    GPU) is the re-run's own judge's business: it is not re-applied from the first run."""
+    first = [gpu_record("node02", 400, 720, "0.90 x node best 800", "fail")]
+    failed = judged(first)
+    rerun = [
+        CheckRecord.model_validate(gpu_record("node02", 400, 360, "0.90 x node best 400", "pass"))
+    ]
+    first_records = [CheckRecord.model_validate(r) for r in first]
+    [found] = confirm.outcomes(failed, rerun, RunSummary(run_id="rr"), first_records).values()
+    assert found.outcome == "flaky"
+
+
+def test_the_confirmer_carries_the_first_runs_peer_reference_into_the_re_run(tmp_path):
+    source = PEER_SOURCES[0]
+    bundle = EvidenceBundle.create(tmp_path / "reports", "20261130-020000-ab12")
+    bundle.append(gpu_record("node02", 400, 720, source, "fail"))
+    for node in ("node01", "node03"):
+        bundle.append(gpu_record(node, 800, 720, source, "pass"))
+    bundle.close({"cluster": "lab"})
+
+    def runner(argv, **kwargs):
+        reports = Path(argv[argv.index("--hpcnet-reports-dir") + 1])
+        rerun = EvidenceBundle.create(reports, "20261130-021000-cd34")
+        rerun.append(gpu_record("node02", 400, 360, "0.90 x cluster median 400", "pass"))
+        rerun.close({"cluster": "lab"})
+        return type("Done", (), {"returncode": 0})()
+
+    confirmer = confirm.for_run(Path("inv.yaml"), SLURM, bundle.run_dir, runner=runner)
+    records = [CheckRecord.model_validate(gpu_record("node02", 400, 720, source, "fail"))]
+    [found] = confirmer(judged([r.model_dump() for r in records])).values()
+    assert found.outcome == "confirmed"
+
+
+def test_a_bound_whose_basis_is_the_peers_is_carried_whatever_its_source_says():
+    first = [gpu_record("node02", 400, 720, "0.90 x median 800", "fail", basis="cluster median")]
+    failed = judged(first)
+    rerun = gpu_record("node02", 400, 360, "0.90 x median 400", "pass", basis="cluster median")
+    records = [CheckRecord.model_validate(rerun)]
+    first_records = [CheckRecord.model_validate(r) for r in first]
+    [found] = confirm.outcomes(failed, records, RunSummary(run_id="rr"), first_records).values()
+    assert found.outcome == "confirmed"
+
+
+def test_a_re_run_too_small_for_a_peer_bound_is_judged_by_the_first_runs_bound():
+    """Alone, the node has too few peers for a peer bound: its figure is measured but not
+    judged (not measured); the first run's bound still judges it."""
+    source = PEER_SOURCES[0]
+    first = [gpu_record("node02", 400, 720, source, "fail", basis="cluster median")]
+    failed = judged(first)
+    rerun = [CheckRecord.model_validate(gpu_record("node02", 400, None, "", "not_measured"))]
+    first_records = [CheckRecord.model_validate(r) for r in first]
+    [found] = confirm.outcomes(failed, rerun, RunSummary(run_id="rr"), first_records).values()
+    assert found.outcome == "confirmed"
+    [plain] = confirm.outcomes(failed, rerun, RunSummary(run_id="rr")).values()
+    assert plain.outcome == "unconfirmed"  # without the first run's bound: nothing to judge

@@ -174,3 +174,26 @@ def test_hpcnet_nodes_narrows_the_inventory_and_refuses_an_unknown_name(site):
     bad = subprocess.run([*argv, "--hpcnet-nodes", "n9"], cwd=site, capture_output=True, text=True)
     assert bad.returncode == 4
     assert "--hpcnet-nodes n9: 'n9' is not a node of the inventory" in bad.stderr
+
+
+def test_a_share_of_the_nodes_names_the_whole_cluster_in_its_summary(site):
+    """`--hpcnet-nodes` runs a share; its summary names the inventory's whole node list (for
+    `hpcnet merge` to find the nodes no partition covered) and the share it covered."""
+    import json
+    import os
+
+    import pytest_hpcnet
+    from pytest_hpcnet.report.evidence import node_list_sha256
+
+    here = str(Path(pytest_hpcnet.__file__).resolve().parents[1])  # this checkout's package
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--inventory"]
+    argv += ["inv.yaml", "--reports-dir", "r", "suite_test.py", "-k", "mtu", "--hpcnet-nodes"]
+    out = subprocess.run([*argv, "n2"], cwd=site, capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    [run] = [p for p in (site / "r").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["cluster_nodes"] == ["n1", "n2", "n3"]
+    assert summary["cluster_node_count"] == 3
+    assert summary["cluster_nodes_sha256"] == node_list_sha256(["n1", "n2", "n3"])
+    assert summary["partition_nodes"] == ["n2"]
