@@ -254,18 +254,41 @@ class EvidenceBundle:
         return result
 
 
+_PARSED: dict[Path, tuple[bytes, tuple[CheckRecord, ...]]] = {}
+_PARSED_KEEP = 4
+_PARSED_LOCK = threading.Lock()
+
+
 def read_records(run_dir: str | os.PathLike[str]) -> list[CheckRecord]:
     """Every record of a run folder (or of an `evidence.jsonl` path).
 
     A damaged last line (the run was killed mid-write) is ignored; a damaged line
-    elsewhere raises `EvidenceError`.
+    elsewhere raises `EvidenceError`. A file whose bytes are those last read (by digest,
+    never by timestamp) is not parsed again: the bundle's close, the certificate and its
+    evidence page read one run's records once. Each call returns its own list.
     """
     path = Path(run_dir)
     if path.is_dir():
         path = path / EVIDENCE_FILE
-    if not path.exists():
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
         return []
-    lines = path.read_bytes().split(b"\n")
+    key, stamp = path.resolve(), hashlib.blake2b(data, digest_size=32).digest()
+    with _PARSED_LOCK:
+        found = _PARSED.get(key)
+    if found is not None and found[0] == stamp:
+        return list(found[1])
+    records = _parse_records(path, data)
+    with _PARSED_LOCK:
+        _PARSED[key] = (stamp, tuple(records))
+        while len(_PARSED) > _PARSED_KEEP:
+            _PARSED.pop(next(iter(_PARSED)))
+    return records
+
+
+def _parse_records(path: Path, data: bytes) -> list[CheckRecord]:
+    lines = data.split(b"\n")
     records: list[CheckRecord] = []
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     for index, line in enumerate(lines):

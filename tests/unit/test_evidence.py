@@ -459,3 +459,22 @@ def test_the_same_output_stored_again_is_not_redacted_and_written_again(tmp_path
     assert calls == [facts]
     assert bundle.store_output(facts, limit=64) != first  # another bound is another output
     assert bundle.output_path(first).read_text() == facts
+
+
+def test_a_runs_records_are_parsed_once_however_often_they_are_read(tmp_path, monkeypatch):
+    """Closing the bundle, the certificate and its evidence page read the same records: the
+    file is parsed once while it is unchanged, and again once it changes."""
+    from pytest_hpcnet.report import evidence as module
+
+    bundle = EvidenceBundle.create(tmp_path)
+    bundle.append(record())
+    parsed = []
+    real = module.CheckRecord.model_validate_json
+    monkeypatch.setattr(
+        module.CheckRecord, "model_validate_json", lambda line: parsed.append(1) or real(line)
+    )
+    first = read_records(bundle.run_dir)
+    assert read_records(bundle.run_dir) == first and len(parsed) == 1
+    assert read_records(bundle.run_dir) is not first  # each caller gets its own list
+    bundle.append(record())
+    assert len(read_records(bundle.run_dir)) == 2 and len(parsed) == 3
