@@ -50,7 +50,9 @@ _ERROR_RE = re.compile(
     r"timed out|refused|unrecognized option|usage:",
     re.I,
 )
-_NUMBER_RE = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?(?:nan|inf)$", re.I)
+_NUMBER_RE = re.compile(
+    r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?(?:nan|inf)$", re.I | re.ASCII
+)
 BW_COLUMNS = re.compile(r"#bytes|#iterations|BW peak|BW average|MsgRate|BW min")
 LAT_COLUMNS = re.compile(r"#bytes|#iterations|t_\w+?(?=\[)|99\.9% percentile|99% percentile")
 _GID_LINE_RE = re.compile(r"^\s*GID:")
@@ -154,6 +156,9 @@ class Table:
     errors: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     non_finite: list[str] = field(default_factory=list)  # rows with a nan/inf cell
+    tables: int = 0  # `#bytes` header lines: one per run
+    tests: list[str] = field(default_factory=list)  # test title lines (`RDMA_Write BW Test`)
+    errors_after: list[str] = field(default_factory=list)  # tool errors after the first row
 
     def non_finite_error(self) -> str | None:
         """The error of a table with a `nan`/`inf` cell: never a measurement."""
@@ -179,6 +184,10 @@ def scan_table(
         if "#bytes" in line:
             table.columns = column_re.findall(line)
             table.header_line = line
+            table.tables += 1
+            continue
+        if title := _TEST_RE.match(line):
+            table.tests.append(title.group(1).strip())
             continue
         tokens = line.split()
         if table.rows and _CLOSING_RE.match(line):
@@ -186,7 +195,8 @@ def scan_table(
         data = bool(table.columns and tokens and token_number(tokens[0]) is not None)
         if data:
             table.closed = False
-        if data and not tokens[0].isdigit():  # #bytes as nan, inf, -1, 1e300: no size
+        # #bytes as nan, inf, -1, 1e300 or in other digits (`６５５３６`): no size
+        if data and not (tokens[0].isascii() and tokens[0].isdigit()):
             table.problems.append(f"unreadable row: {line.strip()}")
             if not math.isfinite(token_number(tokens[0]) or 0.0):
                 table.non_finite.append(line.strip())
@@ -210,5 +220,8 @@ def scan_table(
         if data:
             table.problems.append(f"row with unexpected columns: {line.strip()}")
             continue
+        errors = len(table.errors)
         classify_other(line, table.warnings, table.errors)
+        if table.rows and len(table.errors) > errors:
+            table.errors_after.append(table.errors[-1])
     return table
