@@ -104,7 +104,11 @@ class EriPathCampaign:
             sections = split_sections(result.stdout) if result is not None else {}
             out[(a, b)] = [
                 EriPathMtu(
-                    p, parse_ping(_text(sections, f"{b}/{p.device}"), PATH_MTU_COUNT), result
+                    p,
+                    parse_ping(
+                        _text(sections, f"{b}/{p.device}"), PATH_MTU_COUNT, expected_packet=mtu
+                    ),
+                    result,
                 )
                 for p in paths
             ]
