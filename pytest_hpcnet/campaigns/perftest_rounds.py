@@ -11,6 +11,7 @@ one that makes it raise) is that pair's failed run, never the round's.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,7 +30,7 @@ from pytest_hpcnet.probes.perftest_parsers import (
     parse_bandwidth,
     parse_latency,
 )
-from pytest_hpcnet.probes.sections import SectionOutput, sections_script, split_sections
+from pytest_hpcnet.probes.sections import MARK, SectionOutput, sections_script, split_sections
 from pytest_hpcnet.probes.text import ends_mid_line
 from pytest_hpcnet.transport.fanout import CommandResult, Transport
 
@@ -185,7 +186,23 @@ def _section(result: CommandResult | None, key: str) -> CommandResult | None:
         return result
     out = split_sections(result.stdout).get(key, SectionOutput("", None))
     status = out.status if out.status is not None else (result.exit_status or 1)
-    return dataclasses.replace(result, stdout=out.text, stderr="", exit_status=status)
+    text = _raw_section(result.stdout, key) if out.status is not None else None
+    stdout = text if text is not None and text.rstrip("\n") == out.text else out.text
+    return dataclasses.replace(result, stdout=stdout, stderr="", exit_status=status)
+
+
+def _raw_section(stdout: str, key: str) -> str | None:
+    """A section's output as its command printed it, its last line terminator included
+    (`split_sections` drops it; a run cut mid-row prints none, so the parser must see)."""
+    begin = re.search(rf"^{re.escape(MARK)} begin {re.escape(key)}\n", stdout, re.M)
+    if begin is None:
+        return None
+    end = re.compile(rf"^{re.escape(MARK)} end {re.escape(key)} \d+$", re.M)
+    found = end.search(stdout, begin.end())
+    if found is None:
+        return None
+    body = stdout[begin.end() : found.start()]  # the output, then the `echo` line end
+    return body[:-1] if body.endswith("\n") else body
 
 
 def run_slots(

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.campaigns.perftest_rounds import PairRun, _parsed_run
+from pytest_hpcnet.campaigns.perftest_rounds import PairRun, _parsed_run, _section
 from pytest_hpcnet.campaigns.schedule import Pair
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.perftest import PerftestOptions, expected_run
 from pytest_hpcnet.probes.perftest_parsers import parse_bandwidth, parse_latency
+from pytest_hpcnet.probes.sections import MARK
 from pytest_hpcnet.requirements.judges import judge_ib_write_bw
+from pytest_hpcnet.transport.fanout import CommandResult
 
 AREA = "perftest"
 BW = "bw-client-erdma-gbits-s65536.txt"
@@ -130,3 +132,19 @@ def test_pair_run_of_another_run_is_not_measured_never_failed(bw_text):
     assert verdict.outcome == "not_measured"
     good = _parsed_run(Pair("a", "b"), 1, "ib_write_bw", bw_text, WRITE_BW, "", ())
     assert good.value == pytest.approx(180.77) and good.not_measured is None
+
+
+def _sectioned(output: str) -> CommandResult:
+    # what `sections_script` prints: begin line, the output, `echo`, end line
+    stdout = f"{MARK} begin p1\n{output}\n{MARK} end p1 0\n"
+    return CommandResult("n1", "cmd", 0, stdout, "", 1.0, 0.0)
+
+
+def test_a_section_cut_mid_row_keeps_its_missing_line_end(bw_text):
+    whole = _section(_sectioned(bw_text), "p1")
+    assert whole.stdout == bw_text
+    row_end = bw_text.index("0.344786") + len("0.344")
+    cut = _section(_sectioned(bw_text[:row_end]), "p1")
+    assert cut.stdout == bw_text[:row_end]
+    run = _parsed_run(Pair("a", "b"), 1, "ib_write_bw", cut.stdout, WRITE_BW, "", ())
+    assert run.value is None and run.error is None and "mid-line" in run.not_measured
