@@ -69,3 +69,22 @@ def localize_devices(
             found = devices.get(node, [])
             out.append(f"{node} {found[i] if i < len(found) else f'ERI {i}'}")
     return sorted(set(out))
+
+
+def left_out(
+    rounds: list[list[Pair]], addresses: dict[str, str], unreachable: dict[str, str]
+) -> dict[str, str]:
+    """Why each node of an all-at-once pair that did not run is in no such round: its
+    partner, named, stopped answering (or has no data-plane address)."""
+    out: dict[str, str] = {}
+    for pairs in rounds:
+        for p in pairs:
+            for node, other in ((p.a, p.b), (p.b, p.a)):
+                if other in addresses or node in out:
+                    continue
+                if other in unreachable:
+                    why = f"stopped answering: {unreachable[other]}"
+                else:
+                    why = "has no data-plane address"
+                out[node] = f"its partner {other} {why}"
+    return out
