@@ -23,6 +23,7 @@ from pytest_hpcnet.probes.perftest import ExpectedRun
 from pytest_hpcnet.probes.perftest_table import (
     BW_COLUMNS,
     LAT_COLUMNS,
+    PLAUSIBLE_MAX,
     PerftestHeader,
     Table,
     bare_number,
@@ -38,6 +39,9 @@ from pytest_hpcnet.probes.text import ends_mid_line, strip_ansi
 
 MB_PER_SEC_TO_GBPS = 2**20 * 8 / 1e9
 """One perftest MB/sec (2^20 bytes/s) in Gb/s (10^9 bits/s)."""
+
+MAX_GBPS = 100_000.0
+"""No link carries more (100 Tb/s): a bandwidth above it is a misread, not measured."""
 
 UNIT_MB = "MB/sec"
 UNIT_GB = "Gb/sec"
@@ -140,6 +144,15 @@ def run_mismatch(
         why.append(f"{max(table.tables, len(table.tests))} runs in one output (one asked)")
     if table.errors_after:
         why.append(f"tool error after the table: {table.errors_after[0][:120]}")
+    elif table.errors and (table.rows or table.implausible):
+        why.append(f"tool error beside the table: {table.errors[0][:120]}")
+    if table.stray:
+        why.append(f"a bare number beside the table: {table.stray[0][:40]}")
+    if table.implausible:
+        why.append(f"negative or implausible value in row: {table.implausible[0][:120]}")
+    sizes_seen = [r.msg_size for r in table.rows]
+    if len(set(sizes_seen)) < len(sizes_seen):
+        why.append("two different rows for one message size")
     line = table.header_line
     if kind == "bw" and ("t_" in line or "usec" in line):
         why.append("a latency table where bandwidth was asked")
@@ -153,6 +166,8 @@ def run_mismatch(
         if expected.kind != kind:
             why.append(f"a {kind} parser for a {expected.kind} run")
         sizes = sorted({r.msg_size for r in table.rows})
+        if expected.size is None and any(s < 2 or s & (s - 1) for s in sizes):
+            why.append(f"rows of {', '.join(map(str, sizes))} bytes: `-a` sizes are powers of 2")
         if expected.size is not None and any(s != expected.size for s in sizes):
             why.append(f"rows of {', '.join(map(str, sizes))} bytes, {expected.size} asked")
         if expected.largest is not None and any(s > expected.largest for s in sizes):
@@ -238,6 +253,8 @@ def parse_bandwidth(
             return BandwidthResult(error=f"unparseable output: bandwidth {bare!r}")
         if cut_line := _cut_mid_line(text):
             return BandwidthResult(header=header, not_measured=cut_line)
+        if bare * factor > MAX_GBPS:
+            return BandwidthResult(header=header, not_measured=f"implausible bandwidth {bare:g}")
         return BandwidthResult(avg_gbps=bare * factor, unit_printed=bare_unit, header=header)
 
     table = scan_table(lines, BW_COLUMNS, _bandwidth_row, _BW_DUPLICATE)
@@ -267,6 +284,12 @@ def parse_bandwidth(
     cut = cut_short([r.msg_size for r in rows], closed, expected_size)
     if cut:
         return result(msg_size=top.msg_size, error=cut)
+    if top.avg_gbps > MAX_GBPS or top.peak_gbps > MAX_GBPS:
+        return result(
+            msg_size=top.msg_size,
+            not_measured=f"implausible bandwidth avg={top.avg_gbps:g} peak={top.peak_gbps:g} "
+            f"Gb/s at {top.msg_size} bytes (misread)",
+        )
     if unusable(top.avg_gbps) or unusable(top.peak_gbps):
         return result(
             msg_size=top.msg_size,
@@ -311,6 +334,8 @@ def parse_latency(
             return LatencyResult(error=f"unparseable output: latency {bare!r}")
         if cut_line := _cut_mid_line(text):
             return LatencyResult(header=header, not_measured=cut_line)
+        if bare > PLAUSIBLE_MAX:
+            return LatencyResult(header=header, not_measured=f"implausible latency {bare:g}")
         return LatencyResult(t_avg_us=bare, header=header)
 
     table = scan_table(lines, LAT_COLUMNS, _latency_row, _LAT_DUPLICATE)

@@ -53,6 +53,9 @@ _ERROR_RE = re.compile(
 _NUMBER_RE = re.compile(
     r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?(?:nan|inf)$", re.I | re.ASCII
 )
+PLAUSIBLE_MAX = 1e12
+"""No perftest cell (bytes, iterations, Gb/s, MB/s, Mpps, usec) is larger: a bigger one is
+a misread, never a measurement."""
 BW_COLUMNS = re.compile(r"#bytes|#iterations|BW peak|BW average|MsgRate|BW min")
 LAT_COLUMNS = re.compile(r"#bytes|#iterations|t_\w+?(?=\[)|99\.9% percentile|99% percentile")
 _GID_LINE_RE = re.compile(r"^\s*GID:")
@@ -159,6 +162,8 @@ class Table:
     tables: int = 0  # `#bytes` header lines: one per run
     tests: list[str] = field(default_factory=list)  # test title lines (`RDMA_Write BW Test`)
     errors_after: list[str] = field(default_factory=list)  # tool errors after the first row
+    stray: list[str] = field(default_factory=list)  # number-only lines outside the table
+    implausible: list[str] = field(default_factory=list)  # rows with a negative/huge cell
 
     def non_finite_error(self) -> str | None:
         """The error of a table with a `nan`/`inf` cell: never a measurement."""
@@ -211,6 +216,10 @@ def scan_table(
                 table.problems.append(f"non-finite value in row: {line.strip()}")
                 table.non_finite.append(line.strip())
                 continue
+            if any(v is not None and not 0 <= v <= PLAUSIBLE_MAX for v in numbers.values()):
+                table.problems.append(f"unreadable row (negative or implausible): {line.strip()}")
+                table.implausible.append(line.strip())
+                continue
             row = make_row(table, values, numbers)
             if row in table.rows:
                 table.problems.append(duplicate.format(size=row.msg_size))
@@ -219,6 +228,9 @@ def scan_table(
             continue
         if data:
             table.problems.append(f"row with unexpected columns: {line.strip()}")
+            continue
+        if tokens and all(token_number(t) is not None for t in tokens):
+            table.stray.append(line.strip())  # a bare number beside a table: another run's
             continue
         errors = len(table.errors)
         classify_other(line, table.warnings, table.errors)
