@@ -193,6 +193,7 @@ def _not_the_run_asked(
     reply_sizes: list[int],
     reply_sources: list[str],
     unread: list[str],
+    after: list[str],
     summary: re.Match[str] | None,
     expected_packet: int | None,
     expected_target: str | None,
@@ -208,6 +209,12 @@ def _not_the_run_asked(
         payload = int(header.group("payload"))
         packet_text = header.groupdict().get("packet")
         packet = int(packet_text) if packet_text else payload + IPV4_ICMP_OVERHEAD
+    if header is not None and int(header.group("payload")) + IPV4_ICMP_OVERHEAD != packet:
+        why.append(f"header {header.group('payload')}({packet}) bytes: not payload + 28")
+    if header is None and (expected_packet is not None or expected_target is not None):
+        why.append("no readable PING header line (which run is it?)")
+    if after:
+        why.append(f"text after the statistics: {after[0][:80]}")
     if expected_packet is not None and packet is not None and packet != expected_packet:
         why.append(f"ping of {packet}-byte packets, {expected_packet} asked")
     size = packet if packet is not None else expected_packet
@@ -216,10 +223,9 @@ def _not_the_run_asked(
     if wrong:
         shown = ", ".join(map(str, wrong))
         why.append(f"replies of {shown} bytes, {want} expected ({size}-byte packets)")
-    if header is not None and expected_target is not None:
-        named = {header.group("target"), (header.group("ip") or "").strip()}
-        if expected_target not in named:
-            why.append(f"a ping of {header.group('target')}, {expected_target} asked")
+    # ping prints the name it was given
+    if header is not None and expected_target not in (None, header.group("target")):
+        why.append(f"a ping of {header.group('target')}, {expected_target} asked")
     if header is not None:
         ip = (header.group("ip") or header.group("target")).strip()
         strangers = sorted({s for s in reply_sources if s not in (ip, header.group("target"))})
@@ -289,10 +295,13 @@ def parse_ping(
     reply_sizes: list[int] = []
     reply_sources: list[str] = []
     unread: list[str] = []  # a reply, summary or rtt line it cannot read
+    after: list[str] = []  # lines after the statistics: another run's, or an error's
     for raw in (text or "").splitlines():
         line = raw.strip()
         if not line:
             continue
+        if rtt is not None or (summary is not None and not _RTT_LIKE_RE.match(line)):
+            after.append(line)
         if _STATS_HEADER_RE.match(line):
             stats_header = True
             continue
@@ -406,8 +415,42 @@ def parse_ping(
             reply_sizes,
             reply_sources,
             unread,
+            after,
             summary,
             expected_packet,
             expected_target,
-        ),
+        )
+        or _figures_disagree(summary, loss, rtt_values if rtt is not None else None, replies),
     )
+
+
+MAX_RTT_MS = 1e6
+"""No reply comes later than this (ping's `-W` is seconds): a bigger round trip is a misread."""
+
+
+def _figures_disagree(
+    summary: re.Match[str] | None,
+    loss: float | None,
+    rtt: tuple[float | None, ...] | None,
+    replies: list[float],
+) -> str | None:
+    """Why the statistics cannot be the run's own (a loss that is not what the counts say,
+    an rtt line out of order, non-positive or at odds with the reply lines), or None."""
+    if summary is not None:
+        sent, received = int(summary.group("tx")), int(summary.group("rx"))
+        if loss is None or not 0 <= loss <= 100:
+            return f"unreadable packet loss in: {summary.group(0)[:80]}"
+        if sent and abs(loss - 100 * (sent - received) / sent) > 1:
+            return f"{loss:g}% loss is not {received} of {sent} received"
+    if rtt is None:
+        return None
+    low, avg, high = rtt[0], rtt[1], rtt[2]
+    if low is None or avg is None or high is None:
+        return "unreadable rtt line"
+    if not 0 < low <= avg <= high <= MAX_RTT_MS:
+        return f"rtt min/avg/max {low:g}/{avg:g}/{high:g} ms: not a run's round trips"
+    if replies:
+        slack = 0.002 + 0.01 * high
+        if abs(min(replies) - low) > slack or abs(max(replies) - high) > slack:
+            return "the rtt line disagrees with the reply lines"
+    return None
