@@ -147,6 +147,8 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+MAX_BW_BYTES = 1e14
+"""No one client moves more (100 TB/s): a bandwidth above it is a misread."""
 _READ_KEYS = ("io_bytes", "io_kbytes", "bw_bytes", "bw", "iops", "runtime", "clat_ns", "clat")
 
 
@@ -197,7 +199,7 @@ def _direction(side: Any, problems: list[str], where: str) -> FioDirection:
     if bw_bytes is None:
         kib = _number(side.get("bw"))
         bw_bytes = kib * 1024 if kib is not None else None
-    if bw_bytes is None or math.isnan(bw_bytes) or bw_bytes < 0:
+    if bw_bytes is None or math.isnan(bw_bytes) or not 0 <= bw_bytes <= MAX_BW_BYTES:
         problems.append(f"{where}: unreadable bandwidth {side.get('bw')!r}")
         bw_bytes = math.nan
     clat_mean = clat_p99 = None
