@@ -139,7 +139,10 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int past float's range: no figure
+            return None
     elif isinstance(value, str):
         return ascii_number(value)  # `float("１２３")` would read full-width digits
     else:
@@ -180,7 +183,8 @@ def _non_finite_cells(raw: dict[str, Any], name: str) -> list[str]:
 
 
 def _percentile(block: dict[str, Any], wanted: float) -> float | None:
-    for key, value in (block.get("percentile") or {}).items():
+    found = block.get("percentile")
+    for key, value in (found if isinstance(found, dict) else {}).items():
         try:
             if abs(float(key) - wanted) < 1e-6:
                 return _number(value)
@@ -428,30 +432,37 @@ def parse_mount(text: str, path: str | None = None) -> MountInfo:
     With findmnt -T the single entry is the answer; with /proc/mounts (or several
     findmnt entries) the longest mount target containing `path` wins.
     """
-    text = strip_ansi(text)
+    text = strip_ansi(text if isinstance(text, str) else "")
     entries: list[MountInfo] = []
     start = text.find("{")
     if start >= 0:
         try:
             data, _ = json.JSONDecoder().raw_decode(text[start:])
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             data = None
-        stack = list(data.get("filesystems", [])) if isinstance(data, dict) else []
+        found = data.get("filesystems") if isinstance(data, dict) else None
+        stack = list(found) if isinstance(found, list) else []
         while stack:
             item = stack.pop(0)
             if not isinstance(item, dict):
                 continue
+
+            def text_of(key: str, item: dict = item) -> str | None:
+                value = item.get(key)
+                return value if isinstance(value, str) else None
+
             entries.append(
                 MountInfo(
-                    target=item.get("target"),
-                    source=item.get("source"),
-                    fstype=item.get("fstype"),
+                    target=text_of("target"),
+                    source=text_of("source"),
+                    fstype=text_of("fstype"),
                     options=tuple(str(item.get("options") or "").split(","))
                     if item.get("options")
                     else (),
                 )
             )
-            stack.extend(item.get("children") or [])
+            children = item.get("children")
+            stack.extend(children if isinstance(children, list) else [])
     if not entries:
         for line in text.splitlines():
             parts = line.split()

@@ -220,7 +220,14 @@ def scan_table(
                 table.problems.append(f"unreadable row (negative or implausible): {line.strip()}")
                 table.implausible.append(line.strip())
                 continue
-            row = make_row(table, values, numbers)
+            size = values.get("#bytes", "")
+            try:
+                if not (size.isascii() and size.isdigit()):
+                    raise ValueError(f"message size {size!r}")
+                row = make_row(table, values, numbers)
+            except (ValueError, KeyError, TypeError, OverflowError):  # a misshapen header
+                table.problems.append(f"unreadable row: {line.strip()}")
+                continue
             if row in table.rows:
                 table.problems.append(duplicate.format(size=row.msg_size))
                 continue

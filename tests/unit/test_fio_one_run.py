@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pytest_hpcnet.inventory.expectations import CpfsExpect
-from pytest_hpcnet.probes.fio import parse_fio_json
+from pytest_hpcnet.probes.fio import FioResult, parse_fio_json
 from pytest_hpcnet.requirements.cpfs import judge_node_throughput
 
 NAME = "fio3-seq-read-group-reporting.json"
@@ -78,3 +78,22 @@ def test_a_string_figure_in_other_digits_is_never_a_figure(whole, value):
 def test_json_nested_too_deep_never_raises():
     r = parse_fio_json('{"jobs": ' + "[" * 100000)
     assert not r.ok
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"jobs": [{"jobname": "j", "error": 0, "read": {"bw": 10, '
+        '"clat_ns": {"percentile": 5}}}]}',
+        '{"jobs": [{"jobname": "j", "error": 0, "read": {"bw": 1' + "0" * 400 + "}}]}",
+        '{"filesystems": 5}',
+        '{"filesystems": [{"children": 5, "target": 5}]}',
+        None,
+        5,
+    ],
+)
+def test_odd_json_never_raises(text):
+    from pytest_hpcnet.probes.fio import parse_mount
+
+    assert isinstance(parse_fio_json(text), FioResult)  # the property: it returns
+    assert parse_mount(text, "/mnt").target is None

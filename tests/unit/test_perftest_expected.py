@@ -148,3 +148,16 @@ def test_a_section_cut_mid_row_keeps_its_missing_line_end(bw_text):
     assert cut.stdout == bw_text[:row_end]
     run = _parsed_run(Pair("a", "b"), 1, "ib_write_bw", cut.stdout, WRITE_BW, "", ())
     assert run.value is None and run.error is None and "mid-line" in run.not_measured
+
+
+def test_a_header_with_bytes_not_first_never_raises():
+    text = (
+        " #iterations #bytes BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]\n"
+        " 5000 7.95 1.0 1.0 0.1\n"
+        "---------------------------------------------------------------------------------------\n"
+    )
+    assert not parse_bandwidth(text).ok
+    lat = text.replace(
+        "BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]", "t_avg[usec] t_x[usec] t_y[usec]"
+    )
+    assert not parse_latency(lat).ok
