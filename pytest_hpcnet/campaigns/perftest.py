@@ -74,8 +74,10 @@ class PerftestCampaign:
 
 
 def judged(runs: dict[Pair, PairRun], passes: Callable[[PairRun], bool]) -> dict[Pair, bool]:
-    """Each pair's run through the requirement's judge: what `localization.localize` is fed."""
-    return {pair: passes(run) for pair, run in runs.items()}
+    """Each pair's run through the requirement's judge: what `localization.localize` is fed.
+    A run that is not measured (`PairRun.not_measured`) is no evidence either way: left out,
+    so no node is blamed for an output that could not be read."""
+    return {pair: passes(run) for pair, run in runs.items() if not run.not_measured}
 
 
 def planned_rounds(nodes: list[str], settings: PerftestSettings) -> tuple[list[list[Pair]], str]:

@@ -44,9 +44,11 @@ def missing_device(pair: Pair, index: int, i: int, devices: dict[str, list[str]]
 
 
 def worst(runs: dict[str, PairRun], passes: Callable[[PairRun], bool]) -> PairRun:
-    """The pair's run that speaks for it: its first failing device, else its first."""
+    """The pair's run that speaks for it: its first failing device (a measured failure
+    before a run that is not measured), else its first."""
     ordered = list(runs.values())
-    return next((r for r in ordered if not passes(r)), ordered[0])
+    failing = [r for r in ordered if not passes(r)]
+    return next((r for r in failing if not r.not_measured), failing[0] if failing else ordered[0])
 
 
 def localize_devices(
@@ -62,8 +64,8 @@ def localize_devices(
     for i in range(width):
         verdicts: dict[Pair, bool] = {}
         for pair, runs in device_runs:
-            if len(runs) > i:
-                ok = passes(list(runs.values())[i])
+            if len(runs) > i and not (run := list(runs.values())[i]).not_measured:
+                ok = passes(run)
                 verdicts[pair] = verdicts.get(pair, True) and ok if pair in verdicts else ok
         for node in localize(verdicts, nodes=names).suspects:
             found = devices.get(node, [])

@@ -65,3 +65,26 @@ def test_the_campaign_names_the_node_that_stopped_answering(tmp_path):
     campaign = PerftestCampaigns(facts).campaign("ib_write_bw")
     assert campaign.left_out["n1"] == "its partner n2 stopped answering: ssh: connection timed out"
     assert "n2 stopped answering" in campaign.not_in_round("n1")
+
+
+def test_a_node_whose_runs_are_not_measured_is_never_the_suspect():
+    """n4's two pairs are not measured (their outputs are another run than asked): the
+    schedule has no evidence on n4, so it blames nothing; n4 stays to be confirmed."""
+    from pytest_hpcnet.campaigns.perftest_rounds import PairRun
+
+    names = ["n1", "n2", "n3", "n4"]
+    ring = [Pair("n1", "n2"), Pair("n2", "n3"), Pair("n3", "n4"), Pair("n4", "n1")]
+    campaign = PerftestCampaign("ib_write_bw")
+    for pair in ring:
+        cut = "n4" in pair.key
+        run = PairRun(pair, 1, not_measured="not measured: two runs" if cut else None)
+        campaign.device_runs[pair] = {"erdma_0": run}
+
+    def passes(run) -> bool:
+        return not run.not_measured
+
+    PerftestCampaigns._settle(campaign, names, passes)
+    assert campaign.localization.suspects == ()
+    assert "n4" in campaign.localization.unknown
+    assert campaign.suspect_devices == []
+    assert set(campaign.passed) == {Pair("n1", "n2"), Pair("n2", "n3")}
