@@ -97,3 +97,20 @@ def test_odd_json_never_raises(text):
 
     assert isinstance(parse_fio_json(text), FioResult)  # the property: it returns
     assert parse_mount(text, "/mnt").target is None
+
+
+def test_run_fio_leaves_an_output_that_is_not_one_run_not_measured(whole):
+    from pytest_hpcnet.campaigns.storage import run_fio
+    from pytest_hpcnet.inventory.bench_settings import FioSettings
+    from pytest_hpcnet.transport.fanout import CommandResult
+
+    io_u = "fio: io_u error on file /mnt/cpfs/x.0.0: Input/output error: read offset=0\n"
+
+    class Fake:
+        def run_on_all(self, command, nodes=None, timeout_s=None, together=False):
+            return {n: CommandResult(n, "fio", 1, whole + io_u, "", 1.0, 0.0) for n in nodes}
+
+    run = run_fio(Fake(), ["n1"], "/mnt/cpfs", FioSettings(runtime_s=1))["n1"]
+    assert run.error is None and "io_u error" in run.read.not_measured
+    verdict = judge_node_throughput("n1", "read", run.read, run.error, CpfsExpect())
+    assert verdict.outcome == "not_measured"
