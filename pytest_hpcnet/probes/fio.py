@@ -7,7 +7,9 @@ Completion latencies in results are microseconds.
 
 Fail closed: a run interrupted by a signal (`fio: terminating on signal N` before the
 JSON) or shorter than the time-based runtime asked (by the caller, or by the JSON's own
-`runtime` + `time_based` job options) is an `error`, not a throughput.
+`runtime` + `time_based` job options) is an `error`, not a throughput. An output that is
+not one whole run (a job `error` that is no integer, two JSON documents, text after the
+JSON such as an io_u error line, one job listed twice) is `not_measured`. Never raises.
 """
 
 from __future__ import annotations

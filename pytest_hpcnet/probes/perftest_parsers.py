@@ -10,7 +10,11 @@ is given, then in Gb/sec (10^9 bits/s). Every bandwidth in a result is Gb/s
 Fail closed: a table that stops before the largest size asked (`expected_size`, see
 `perftest.largest_size`), has no closing rule after its last row (perftest prints one
 when a run ends) or holds a `nan`/`inf` cell in any row is an `error`, never a
-measurement. Never raises.
+measurement. An output that is not the one run its command asked (`expected`, from
+`perftest.expected_run`: another test, message size or iteration count, a second table, a
+tool error or a bare number beside the table, a negative or implausible cell, a last line
+cut mid-number without its line end) is `not_measured`: never a pass, never a failure.
+Digits are ASCII only (`float()` would read `１２３`). Never raises.
 """
 
 from __future__ import annotations

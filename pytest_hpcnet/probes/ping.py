@@ -6,7 +6,11 @@ bytes) with fragmentation prohibited (`-M do`); a reply proves the path carries
 
 Fail closed: output that ends before its statistics (no `--- ping statistics ---`, no
 summary line, no `rtt` line after replies) or shows fewer probes sent than asked is
-`incomplete`, and a lost probe is counted ("2 of 3 replies"), never a pass.
+`incomplete`, and a lost probe is counted ("2 of 3 replies"), never a pass. So is a run
+that is not the one asked (`expected_packet`, `expected_target`: another size or host,
+replies of another size, fewer reply lines than the summary counts, two runs, text after
+the statistics, a loss or rtt line at odds with the counts and replies, an unreadable
+line). Digits are ASCII only.
 """
 
 from __future__ import annotations
