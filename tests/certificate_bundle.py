@@ -12,12 +12,18 @@ from pytest_hpcnet.inventory.models import Waiver
 from pytest_hpcnet.report.certificate import render_certificate
 from pytest_hpcnet.report.evidence import CheckRecord, CommandRecord, EvidenceBundle, Measurement
 from pytest_hpcnet.report.records import RunScope, RunSummary, ScopeEntry
+from pytest_hpcnet.requirements.verdict import judged
 
 START = datetime(2026, 12, 1, 2, 0, tzinfo=timezone.utc)
 KERNEL = "6.8.0-48-generic"
 
 
 def _m(name: str, value: Any, unit: str = "", threshold: Any = None, cmp: Any = None, **kw: Any):
+    """A measurement as a judge records it: its outcome decided (an unequal `==` fails)."""
+    outcome = judged(value, threshold, cmp)
+    if outcome is None and cmp is not None and threshold is not None:
+        outcome = "fail"
+    kw.setdefault("outcome", outcome)
     return Measurement(name=name, value=value, unit=unit, threshold=threshold, comparison=cmp, **kw)
 
 

@@ -21,7 +21,13 @@ from pytest_hpcnet.probes.erdma import (
     parse_erdma_identity,
     parse_gid_tables,
 )
-from pytest_hpcnet.probes.eri_address import EriAddress, eri_address, eri_netdevs
+from pytest_hpcnet.probes.eri_address import (
+    EriAddress,
+    PlannedEri,
+    eri_address,
+    eri_netdevs,
+    plan_eris,
+)
 from pytest_hpcnet.probes.links import parse_interfaces
 from pytest_hpcnet.probes.metadata import MetadataFacts, parse_metadata
 from pytest_hpcnet.probes.rdma import (
@@ -29,6 +35,7 @@ from pytest_hpcnet.probes.rdma import (
 )
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
 from pytest_hpcnet.probes.sections import SectionOutput, split_sections
+from pytest_hpcnet.requirements.erdma import expected_eris
 from pytest_hpcnet.requirements.verdict import NotMeasured
 from pytest_hpcnet.transport.results import CommandResult
 
@@ -297,6 +304,30 @@ class FactsCampaign:
         except MissingMeasurement:
             return []
 
+    def planned_eris(self, name: str) -> tuple[PlannedEri, ...]:
+        """The ERIs the node's MTU and path-MTU checks must cover: those `eri_devices`
+        lists (where that listing is cut, those `rdma link` names), then up to the count the
+        expectations give (`expect.erdma.eris`, else the RDMA minimum), each with its own
+        netdev or why that is unknown: a check names those not measured, never drops them."""
+        node = self.inventory.node(name)
+        facts = self.gather()[name]
+        try:
+            listed, listing_unread = self.eri_devices(name), ""
+        except MissingMeasurement as exc:
+            listed, listing_unread = None, str(exc).removeprefix(f"{name}: ")
+            listing_unread = listing_unread.replace("its ERIs", "the node's ERIs")
+        wanted, source, _ = expected_eris(self.inventory.expect, node.rdma.min_devices)
+        glob = node.rdma.device_glob or self.inventory.expect.rdma.device_glob
+        sysfs, link = not_whole(facts, "erdma_identity"), not_whole(facts, "rdma_link")
+        if sysfs and link:
+            netdev_unread = f"{sysfs}; {link}"
+        elif sysfs or link:
+            netdev_unread = f"{sysfs or link}; {'rdma link' if sysfs else 'sysfs'} names none"
+        else:
+            netdev_unread = "neither sysfs nor rdma link names one"
+        netdevs = self.eri_netdevs(name)
+        return plan_eris(listed, listing_unread, wanted, source, netdevs, netdev_unread, glob)
+
     def gid_tables(self, name: str) -> GidTables | None:
         """Port 1 GID tables of the node's devices (`ibv_devinfo -v`), or None."""
         out = self.gather()[name].whole("ibv_devinfo_v")
@@ -324,11 +355,14 @@ class FactsCampaign:
 
     def eri_address(self, name: str, device: str) -> EriAddress:
         """`device`'s own netdev and its IPv4 address (an ERI is an ENI: erdma_1 sits on
-        eth1); the data-plane interface's only when the device's netdev is unknown."""
-        out = self.gather()[name].whole("addr")
+        eth1); the data-plane interface's only when the device's netdev is unknown. An
+        `ip addr` section missing or cut leaves the address unknown, saying why (`unread`)."""
+        facts = self.gather()[name]
+        out = facts.whole("addr")
         interfaces = parse_interfaces(out) if out is not None else None
         interface = self.inventory.node(name).interface
-        return eri_address(device, self.eri_netdevs(name), interfaces, interface)
+        netdevs = self.eri_netdevs(name)
+        return eri_address(device, netdevs, interfaces, interface, not_whole(facts, "addr"))
 
     def reachable_nodes(self) -> list[Node]:
         """Nodes whose facts came back."""
@@ -343,6 +377,16 @@ class FactsCampaign:
             if section is not None and not facts.result.unreachable:
                 out[name] = parse_metadata(section)
         return out
+
+
+def not_whole(facts: NodeFacts, section: str) -> str:
+    """Why `section` of the node's facts is not there whole (missing, cut short, timed
+    out), without the node's name; "" when it is."""
+    try:
+        facts.text(section)
+    except MissingMeasurement as exc:
+        return str(exc).removeprefix(f"{facts.node}: ")
+    return ""
 
 
 class _PartitionedFacts(Mapping[str, NodeFacts]):

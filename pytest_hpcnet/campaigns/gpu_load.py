@@ -9,6 +9,7 @@ Each node's engines come from its facts (`gpu_engines`); a node without PyTorch 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import replace
@@ -28,7 +29,7 @@ from pytest_hpcnet.probes.gpu_load import (
 from pytest_hpcnet.probes.gpu_nccl_node import node_nccl_command, parse_node_nccl
 from pytest_hpcnet.probes.gpu_topo import Topology, parse_topo
 from pytest_hpcnet.probes.nccl import NcclResult
-from pytest_hpcnet.probes.sections import split_sections
+from pytest_hpcnet.probes.sections import MARK, split_sections
 from pytest_hpcnet.requirements.gpu_load import INSTALL_TORCH, NodeLoad
 from pytest_hpcnet.transport.fanout import CommandResult
 
@@ -58,6 +59,17 @@ def gpu_facts(facts: NodeFacts) -> tuple[Engines | None, GpuQuery | None, str]:
     return parse_engines(engines), parse_query_gpu(query), ""
 
 
+def planned_gpus(query: GpuQuery, expected: int | None) -> tuple[int, str]:
+    """(GPUs the node should have: `expect.gpu.count` where set, else those nvidia-smi lists;
+    why fewer are visible, or "" when all are). A phase sized by the listing alone would pass
+    a node that lost a GPU."""
+    visible = len(query.gpus)
+    want = max(expected or 0, visible)
+    if visible < want:
+        return want, f"nvidia-smi lists {visible} of the {want} GPUs expected (expect.gpu.count)"
+    return want, ""
+
+
 class GpuLoadCampaign:
     """Every node's load phase (measured on first use) and the command each ran."""
 
@@ -69,6 +81,8 @@ class GpuLoadCampaign:
         self.wall_s: float | None = None
         self.queries: dict[str, GpuQuery] = {}
         self.affinity: dict[str, dict[int, str]] = {}
+        self.expected: dict[str, int] = {}
+        """Node -> the GPUs it should have (`planned_gpus`); the load runs on those listed."""
         self._lock = threading.Lock()
 
     def _plan(self) -> tuple[dict[str, NodeLoad], dict[str, int]]:
@@ -91,6 +105,7 @@ class GpuLoadCampaign:
                 skipped[node.name] = NodeLoad(node.name, missing="nvidia-smi lists no GPU to load")
                 continue
             plan[node.name] = len(query.gpus)
+            self.expected[node.name] = planned_gpus(query, self.inventory.expect.gpu.count)[0]
             self.queries[node.name] = query
             topo = facts.whole("gpu_topo")
             if topo is not None:
@@ -130,7 +145,14 @@ class GpuLoadCampaign:
                 outcome.text = f"{len(self.results) - lost} answered, {lost} lost"
             self.wall_s = time.monotonic() - t0
         for name in plan:
-            loads[name] = replace(node_load(name, self.results[name]), query=self.queries[name])
+            loads[name] = replace(
+                node_load(name, self.results[name]),
+                query=self.queries[name],
+                expected_gpus=self.expected[name],
+            )
+        count = self.inventory.expect.gpu.count
+        for name, found in skipped.items():  # the majority checksum counts them as planned
+            loads[name] = replace(found, expected_gpus=count)
         return {n.name: loads[n.name] for n in self.inventory.nodes if n.name in loads}
 
 
@@ -139,6 +161,14 @@ def node_load(name: str, result: CommandResult) -> NodeLoad:
     if result.unreachable:
         return NodeLoad(name, missing=f"unreachable during the load: {result.unreachable}")
     sections = split_sections(result.stdout)
+    twice = [
+        n for n in ("gpu_load", "gpu_samples") if result.stdout.count(f"{MARK} begin {n}\n") > 1
+    ]
+    if twice:
+        return NodeLoad(name, missing=f"the load command printed {', '.join(twice)} twice")
+    for section in sections:  # sections.py's `\d` reads a full-width status as a number
+        if not re.search(rf"^{MARK} end {section} [0-9]+$", result.stdout, re.M):
+            sections[section] = replace(sections[section], status=None)
     if "gpu_load" not in sections:
         why = "timed out" if result.timed_out else f"exit status {result.exit_status}"
         return NodeLoad(name, missing=f"the load command printed nothing to read ({why})")
@@ -222,10 +252,14 @@ class NodeNcclPhase:
                 out[name] = (None, why)
             elif not engines.has("all_reduce_perf"):
                 out[name] = (None, "no all_reduce_perf on the node's PATH")
-            elif not (count := len(query.gpus)):
+            elif not len(query.gpus):
                 out[name] = (None, "nvidia-smi lists no GPU")
             else:
-                gpus[name] = count
+                count, short = planned_gpus(query, self.facts.inventory.expect.gpu.count)
+                if short:
+                    out[name] = (None, f"{short}: all_reduce_perf -g {count} cannot run")
+                else:
+                    gpus[name] = count
         if gpus:
             what = f"single-node all_reduce_perf on {len(gpus)} nodes"
             with phase(self.facts.progress, what):

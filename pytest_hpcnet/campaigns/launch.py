@@ -248,11 +248,32 @@ def bench_args(settings: NcclSettings) -> NcclBenchArgs:
     )
 
 
-def expected_run(settings: NcclSettings, nodes: int) -> NcclExpected:
-    """What `launch_command` starts on `nodes` nodes, for the parser to hold the output to."""
+REDUCING = ("all_reduce_perf", "reduce_perf", "reduce_scatter_perf")
+"""The collectives that print a `redop` column (nccl-tests' default op: `sum`)."""
+
+
+def expected_run(
+    settings: NcclSettings, nodes: int, hosts: Sequence[Sequence[str]] | None = None
+) -> NcclExpected:
+    """What `launch_command` starts on `nodes` nodes, for the parser to hold the output to:
+    the sizes (-b/-e/-f), ranks, GPUs per process (-g), validation, the op and, given
+    `hosts` (each node's names: inventory name, address, hostname), the rank table's hosts."""
     a = settings.args
     ranks = nodes * settings.gpus_per_node * (a.g or 1)
-    return NcclExpected(max_bytes=nccl_size(a.e), ranks=ranks, nodes=nodes, validation=a.c == 1)
+    binary = settings.binary.rsplit("/", 1)[-1]
+    collective = binary.removesuffix("_mpi")
+    return NcclExpected(
+        max_bytes=nccl_size(a.e),
+        ranks=ranks,
+        nodes=nodes,
+        validation=a.c == 1,
+        min_bytes=nccl_size(a.b),
+        step_factor=a.f,
+        gpus_per_process=a.g,
+        op="sum" if collective in REDUCING else None,
+        collective=collective,
+        hosts=tuple(tuple(h) for h in hosts) if hosts is not None else None,
+    )
 
 
 def launch_command(

@@ -1,9 +1,13 @@
 """NCCL all_reduce_perf across the reachable nodes (once), and the bisection that follows a
 failure the pair benchmarks do not explain. Both judge with the requirement's judge.
 
-NCCL runs with `NCCL_DEBUG=INFO` (subsystems INIT,NET): its INFO lines are split from the
-results table (`split_nccl_log`) and kept as their own evidence, to tell whether NCCL
-really used eRDMA (`NET/IB`) or fell back to sockets. The ERIs, the socket interface and
+NCCL runs with `NCCL_DEBUG=INFO` (subsystems INIT,NET) and `NCCL_DEBUG_FILE` (one file per
+process on its own node, read back and removed after the run): the INFO lines never enter
+the stream that carries rank 0's table (mpirun forwards each rank's output in chunks, and a
+block-buffered table row would be cut by other ranks' lines). They are kept as their own
+evidence, to tell whether NCCL really used eRDMA (`NET/IB`) or fell back to sockets; any
+INFO line still printed (a binary that ignores the file) is split from the table
+(`split_nccl_log`). The ERIs, the socket interface and
 the GID selection are passed in the environment; the inventory's
 `benchmarks.nccl.env` wins over each. Device counters are read before and after the run.
 The result comes from nccl-tests' JSON file (`-J`) when the binary offers it, else from the
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from dataclasses import dataclass
 
 from pytest_hpcnet.campaigns import nccl_output
 from pytest_hpcnet.campaigns.bisection import Bisection, bisect, runs_needed
@@ -27,6 +32,17 @@ from pytest_hpcnet.probes.nccl import NcclExpected, NcclResult, parse_nccl
 from pytest_hpcnet.probes.nccl_debug import NcclNetLog, parse_nccl_debug, split_nccl_log
 from pytest_hpcnet.requirements.judges import judge_nccl
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable
+
+
+@dataclass(frozen=True)
+class NcclLaunch:
+    """One all_reduce_perf launch: the result, the launch command, the other commands as
+    evidence, and NCCL's INFO lines (from the per-process debug files, and any printed)."""
+
+    result: NcclResult
+    run: CommandResult
+    extras: tuple[CommandResult, ...]
+    info: str = ""
 
 
 class NcclCampaign:
@@ -54,16 +70,15 @@ class NcclCampaign:
                 if not nodes:
                     raise NodeUnreachable("cluster", "no node reachable to launch NCCL from")
                 what = f"NCCL all_reduce_perf on {len(nodes)} nodes ({settings.launcher})"
-                self._launched = expected_run(settings, len(nodes))
+                self._launched = expected_run(settings, len(nodes), self.names_of(nodes))
                 with phase(self.facts.progress, what) as outcome:
                     self.counters.before()
                     try:
-                        parsed, run, self._extras = self.launch(nodes)
-                        self._run = (parsed, run)
+                        done = self.run_launch(nodes)
+                        self._run, self._extras = (done.result, done.run), done.extras
                     finally:
                         self.counters.after()
-                    result = self._run[1]
-                    info, _ = split_nccl_log(result.stdout + "\n" + result.stderr)
+                    result, info = done.run, done.info
                     artefact = dataclasses.replace(
                         result,
                         command=f"NCCL INFO log of: {result.command}",
@@ -96,6 +111,21 @@ class NcclCampaign:
             )
         probe = self._json_offered[node]
         return probe.ok and nccl_output.offers_json(probe.stdout + probe.stderr), probe
+
+    def names_of(self, nodes: list[Node]) -> list[tuple[str, ...]] | None:
+        """Each node's names as the rank table may print them (inventory name, address,
+        hostname); None when a hostname is not known (then the table's hosts are not
+        checked by name)."""
+        out = []
+        for n in nodes:
+            try:
+                section = self.facts.gather()[n.name].whole("hostname")
+            except (KeyError, AttributeError, TypeError):
+                return None
+            if not section or not section.strip():
+                return None
+            out.append(tuple(dict.fromkeys((n.name, str(n.host), section.strip()))))
+        return out
 
     def hostname(self, node: str) -> str:
         """The node's own hostname (facts), as NCCL and nccl-tests print it."""
@@ -149,30 +179,58 @@ class NcclCampaign:
         self, nodes: list[Node]
     ) -> tuple[NcclResult, CommandResult, tuple[CommandResult, ...]]:
         """all_reduce_perf across `nodes`, launched from the first: (result, the launch, the
-        other commands as evidence). The result is the JSON file's (`-J`, read back from rank
-        0's node) when the binary offers it, else the table without NCCL's INFO lines."""
+        other commands as evidence); `run_launch` with NCCL's INFO lines too."""
+        done = self.run_launch(nodes)
+        return done.result, done.run, done.extras
+
+    def run_launch(self, nodes: list[Node]) -> NcclLaunch:
+        """all_reduce_perf across `nodes`, launched from the first. The result is the JSON
+        file's (`-J`, read back from rank 0's node) when the binary offers it, else the table
+        without NCCL's INFO lines; the INFO lines are read back from every node's debug files.
+        A run that did not finish names the nodes that stopped answering."""
         settings = self.inventory.benchmarks.nccl
-        settings = settings.model_copy(update={"env": self.env(nodes)})
+        # NCCL_DEBUG_FILE is the campaign's, whatever `benchmarks.nccl.env` says: the
+        # transport check reads these files, and INFO lines on stdout would cut the table
+        debug_file = nccl_output.new_debug_file()
+        env = self.env(nodes) | {"NCCL_DEBUG_FILE": debug_file}
+        settings = settings.model_copy(update={"env": env})
         offered, probe = self.offers_json(nodes[0].name)
         path = nccl_output.new_path() if offered else None
         extra = ["-J", path] if path else []
         names = [n.name for n in nodes]
         command = launch_command(settings, [n.host for n in nodes], names, extra)
         result = self.facts.transport.run(nodes[0].name, command, settings.timeout_s)
-        expected = expected_run(settings, len(nodes))
-        _, text = split_nccl_log(result.stdout + "\n" + result.stderr)
+        aliases = self.names_of(nodes)
+        expected = expected_run(settings, len(nodes), aliases)
+        reads = self._debug_files(names, debug_file)
+        printed, text = split_nccl_log(result.stderr + "\n" + result.stdout)
+        info = "".join(r.stdout + ("" if r.stdout.endswith("\n") else "\n") for r in reads.values()
+                       if r.stdout)  # fmt: skip
         table = parse_nccl(text, expected)
-        if path is None:
-            return table, result, (probe,)
-        wrote, why_not = nccl_output.written_path(text, path)
-        read = None
-        if wrote is not None:
-            where = nccl_output.rank0_node(table, names, self.hostname)
-            read_cmd = nccl_output.read_command(wrote)
-            read = self.facts.transport.run(where, read_cmd, nccl_output.READ_TIMEOUT_S)
-        parsed = nccl_output.from_json(read, path, why_not, expected, table)
-        kept = (probe,) if read is None else (probe, nccl_output.evidence(read))
-        return parsed, result, kept
+        kept: tuple[CommandResult, ...] = (probe,)
+        parsed = table
+        if path is not None:
+            wrote, why_not = nccl_output.written_path(text, path)
+            read = None
+            if wrote is not None:
+                where = nccl_output.rank0_node(table, names, self.hostname)
+                read_cmd = nccl_output.read_command(wrote)
+                read = self.facts.transport.run(where, read_cmd, nccl_output.READ_TIMEOUT_S)
+            parsed = nccl_output.from_json(read, path, why_not, expected, table)
+            kept = (probe,) if read is None else (probe, nccl_output.evidence(read))
+        if not (result.ok and parsed.ok):
+            every = aliases or [(n.name, str(n.host)) for n in nodes]
+            silent = nccl_output.silent_nodes(every, result, reads, table)
+            if silent:
+                parsed = dataclasses.replace(parsed, silent_nodes=silent)
+        return NcclLaunch(parsed, result, kept, info + printed)
+
+    def _debug_files(self, names: list[str], pattern: str) -> dict[str, CommandResult]:
+        """Each node's NCCL debug files (printed and removed there), by node."""
+        command = nccl_output.debug_read_command(pattern)
+        return self.facts.transport.run_on_all(
+            command, names, timeout_s=nccl_output.DEBUG_READ_TIMEOUT_S
+        )
 
     def passes(
         self,
@@ -206,7 +264,8 @@ class NcclCampaign:
                 if recorder is not None:
                     for done in (result, *extras):
                         recorder.command(done)
-                launched = expected_run(settings, len(names))
+                chosen = [nodes[n] for n in names]
+                launched = expected_run(settings, len(names), self.names_of(chosen))
                 passed = self.passes(parsed, result, launched)
                 outcome.text = "passes" if passed else "fails"
             return passed

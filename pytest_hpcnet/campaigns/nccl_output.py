@@ -125,3 +125,71 @@ def evidence(read: CommandResult) -> CommandResult:
         command=f"{read.command}  # JSON result; env trimmed to {', '.join(_KEPT_ENV)}",
         stdout=kept_text(read.stdout),
     )
+
+
+# -- NCCL's INFO lines in files of their own, and the nodes that stopped answering ---------
+
+DEBUG_READ_TIMEOUT_S = 30
+
+
+def new_debug_file() -> str:
+    """`NCCL_DEBUG_FILE` for one run: each process writes its INFO lines to its own file on
+    its own node (`%h` host, `%p` pid), never into the stream that carries rank 0's table
+    (mpirun forwards each rank's output in chunks, so other ranks' lines would land inside a
+    block-buffered table row)."""
+    return f"/tmp/hpcnet-nccl-{secrets.token_hex(6)}.debug.%h.%p"
+
+
+def debug_read_command(pattern: str) -> str:
+    """Print, then remove, the node's files of `pattern` (`%h`/`%p` as a glob); exit 0."""
+    glob = shlex.quote(pattern.split("%", 1)[0]) + "*"
+    return f'for f in {glob}; do [ -f "$f" ] && cat -- "$f" && rm -f -- "$f"; done; true'
+
+
+_GONE_RES = (
+    re.compile(r"\bon node\s+([A-Za-z0-9_.:\-]+)"),  # Open MPI: "Remote daemon: ... on node X"
+    re.compile(r"ssh: connect to host\s+([A-Za-z0-9_.:\-]+)"),
+    re.compile(r"ssh: Could not resolve hostname\s+([A-Za-z0-9_.:\-]+)"),
+    re.compile(r"srun: error: ([A-Za-z0-9_.\-]+): task"),
+)
+_LOST_RE = re.compile(
+    r"lost communication|daemon|connect to host|resolve hostname|srun: error", re.I
+)
+
+
+def _which(said: str, nodes: Sequence[Sequence[str]]) -> int | None:
+    short = said.strip().rstrip(":,.").lower().split(".")[0]
+    for i, names in enumerate(nodes):
+        if short in {n.strip().lower().split(".")[0] for n in names if n}:
+            return i
+    return None
+
+
+def silent_nodes(
+    nodes: Sequence[Sequence[str]],
+    launch: CommandResult,
+    reads: dict[str, CommandResult],
+    table: NcclResult,
+) -> tuple[str, ...]:
+    """The launched nodes (first name of each of `nodes`) that stopped answering during a run
+    that did not finish: the launch node when its own command was lost, a node whose read-back
+    after the run got no answer, a node the launcher's messages name (Open MPI's lost daemon,
+    ssh), a node with no rank in a printed rank table."""
+    gone: dict[int, None] = {}
+    names = [n[0] for n in nodes]
+    if launch.unreachable and launch.node in names:
+        gone[names.index(launch.node)] = None
+    for node, read in reads.items():
+        if (read.unreachable or read.timed_out) and node in names:
+            gone[names.index(node)] = None
+    for line in (launch.stdout + "\n" + launch.stderr).splitlines():
+        if not _LOST_RE.search(line) or "HNP daemon" in line:  # the HNP is the launch node
+            continue
+        for pattern in _GONE_RES:
+            for said in pattern.findall(line):
+                if (i := _which(said, nodes)) is not None:
+                    gone[i] = None
+    if table.ranks and not gone:
+        seen = {_which(r.host, nodes) for r in table.ranks}
+        gone |= dict.fromkeys(i for i in range(len(nodes)) if i not in seen)
+    return tuple(names[i] for i in sorted(gone))

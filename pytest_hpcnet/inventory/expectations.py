@@ -130,6 +130,10 @@ class BandwidthExpect(Strict):
 
     min_gbps: PositiveFloat | None = None
     reference: Reference | None = None
+    max_gbps: PositiveFloat = 800.0
+    """The physical ceiling of one pair's figure: above it, the output was misread (not
+    measured). 800 Gbit/s: no RDMA port runs faster (ConnectX-8, the fastest shipping, is
+    800G); a profile sets its instance's rated eRDMA figure."""
 
     @property
     def bound_gbps(self) -> float | None:
@@ -148,6 +152,9 @@ class LatencyExpect(Strict):
 class NcclExpect(Strict):
     min_avg_busbw_gbs: PositiveFloat | None = None
     min_busbw_largest_gbs: PositiveFloat | None = None
+    max_busbw_gbs: PositiveFloat = 1800.0
+    """The physical ceiling of a bus bandwidth: no GPU moves more than NVLink 5's 1.8 TB/s
+    (B200); a profile sets its own. Above it, the output was misread (not measured)."""
 
 
 class CpfsExpect(Strict):
@@ -169,6 +176,9 @@ class CpfsExpect(Strict):
     """The CPFS client the nodes must use: `cpfs-nfs` also requires the 127.0.x.y proxy."""
     min_read_mbs_per_node: PositiveFloat | None = None
     min_write_mbs_per_node: PositiveFloat | None = None
+    max_mbs_per_node: PositiveFloat = 100_000.0
+    """The physical ceiling of one node's fio figure: what its network carries (100,000 MB/s
+    is 800 Gbit/s); a profile sets its instance's VPC bandwidth. Above it: not measured."""
     min_fairness: Annotated[float, Field(gt=0, le=1)] = 0.5
     capacity_tib: PositiveFloat | None = None
     aggregate_lower: Annotated[float, Field(gt=-1, le=0)] = -0.5
@@ -201,6 +211,21 @@ class GpuLoadExpect(Strict):
 
     peer_tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.10
     """A GPU more than this fraction below its node's best GPU or the cluster median fails."""
+    min_peer_gpus: Annotated[int, Field(ge=2)] = 8
+    """A per-GPU figure is judged against its peers only with this many GPUs' figures."""
+    min_peer_nodes: Annotated[int, Field(ge=2)] = 4
+    """A per-node figure (the single-node all-reduce) is judged against its peers only with
+    this many nodes' figures; with fewer and no floor it is measured, not judged."""
+    max_bf16_tflops: PositiveFloat = 2500.0
+    max_tf32_tflops: PositiveFloat = 1250.0
+    """Ceilings: no GPU shipping computes faster (B200: 2,250 dense BF16, 1,125 TF32). A
+    profile sets its SKU's dense datasheet figure x 1.1; above it: not measured."""
+    max_hbm_gbs: PositiveFloat = 8800.0
+    """Ceiling of the device-to-device copy: the fastest HBM (B200, 8 TB/s) x 1.1."""
+    max_node_busbw_gbs: PositiveFloat = 1800.0
+    """Ceiling of the single-node all-reduce: NVLink 5's 1.8 TB/s per GPU (B200)."""
+    max_p2p_gbs: PositiveFloat = 1000.0
+    """Ceiling of one GPU pair, one way: NVLink 5's 900 GB/s each way (B200) x 1.1."""
     min_bf16_tflops: PositiveFloat | None = None
     min_tf32_tflops: PositiveFloat | None = None
     min_hbm_gbs: PositiveFloat | None = None

@@ -17,6 +17,32 @@ from dataclasses import dataclass, field
 LEVEL_TIMEOUT_S = {1: 300, 2: 900, 3: 3600, 4: 10800}
 """How long each run level may take (level 3 runs about 10-20 minutes per node)."""
 STATUSES = {"pass": "pass", "fail": "fail", "warn": "warn", "skip": "skip", "notrun": "skip"}
+LEVEL_TESTS = {
+    1: ("software",),
+    2: ("pcie", "memory"),
+    3: ("diagnostic", "targeted_stress", "targeted_power", "memory_bandwidth"),
+    4: ("memtest", "pulse_test"),
+}
+"""The tests each run level adds to the one below, by DCGM 4's canonical names (DCGM user
+guide, "Run Levels" table, docs.nvidia.com/datacenter/dcgm/latest/user-guide/
+dcgm-diagnostics.html: r1 software; r2 + PCIe, GPU memory; r3 + diagnostic, targeted
+stress, targeted power, memory bandwidth; r4 + memtest, pulse test). DCGM 3.x names the
+same tests in words ("Memory", "Targeted Stress") and splits software into its Deployment
+checks ("Denylist", "NVML Library", ...): `canonical_test` maps both onto these names."""
+ALIASES = {"gpu_memory": "memory", "pcie_gpu_bandwidth": "pcie", "input_edpp": "pulse_test"}
+
+
+def planned_tests(level: int) -> tuple[str, ...]:
+    """The canonical tests `dcgmi diag -r LEVEL` runs on every GPU (see `LEVEL_TESTS`)."""
+    return tuple(t for lv in sorted(LEVEL_TESTS) if lv <= int(level) for t in LEVEL_TESTS[lv])
+
+
+def canonical_test(name: str, category: str = "") -> str:
+    """DCGM 4's name of a test as 3.x or 4.x printed it: a Deployment check is `software`."""
+    if str(category).strip().lower() == "deployment":
+        return "software"
+    word = re.sub(r"[^a-z0-9]+", "_", str(name).lower()).strip("_")
+    return ALIASES.get(word, word)
 
 
 def dcgm_command(level: int) -> str:
@@ -33,6 +59,13 @@ class DcgmResult:
     status: str
     """pass, fail, warn or skip (DCGM's "Skip" and "Not Run" alike); else DCGM's word."""
     warnings: tuple[str, ...] = ()
+    category: str = ""
+    """The test's category (`Deployment`, `Hardware`, ...), as DCGM printed it."""
+
+    @property
+    def canonical(self) -> str:
+        """The test's DCGM 4 name (`software` for 3.x's Deployment checks)."""
+        return canonical_test(self.test, self.category)
 
 
 @dataclass(frozen=True)
@@ -60,19 +93,21 @@ def _status(value: object) -> str:
 def _gpus(result: dict) -> list[int]:
     if result.get("entity_group", "GPU") != "GPU":
         return []
-    if isinstance(result.get("entity_id"), int):
-        return [result["entity_id"]]
+    entity = result.get("entity_id")
+    if isinstance(entity, int) and not isinstance(entity, bool):
+        return [entity] if entity >= 0 else []
     ids = result.get("gpu_ids")
-    if isinstance(ids, int):
-        return [ids]
-    if isinstance(ids, str):
-        return [int(x) for x in ids.split(",") if x.strip().isdigit()]
+    if isinstance(ids, int) and not isinstance(ids, bool):
+        return [ids] if ids >= 0 else []
+    if isinstance(ids, str):  # ASCII digits only: int() reads a full-width "１" as 1
+        return [int(x) for x in ids.split(",") if re.fullmatch(r"[0-9]+", x.strip())]
     return []
 
 
 def _warnings(result: dict) -> tuple[str, ...]:
     out = []
-    for w in result.get("warnings") or []:
+    found = result.get("warnings")
+    for w in found if isinstance(found, list) else []:
         text = w.get("warning") if isinstance(w, dict) else w
         if text:
             out.append(" ".join(str(text).split()))
@@ -86,9 +121,12 @@ def parse_dcgm_json(text: str) -> DcgmRun:
         tail = next((x.strip() for x in reversed(text.splitlines()) if x.strip()), "no output")
         return DcgmRun(error=f"dcgmi printed no JSON: {tail[:200]}")
     try:
-        doc, _ = json.JSONDecoder().raw_decode(text[start:])
+        doc, end = json.JSONDecoder().raw_decode(text[start:])
     except ValueError as exc:
         return DcgmRun(error=f"dcgmi's JSON is cut or invalid: {exc}")
+    after = text[start + end :].strip()
+    if after:  # an error after the document, or a second run: not one whole result
+        return DcgmRun(error=f"text after dcgmi's JSON document: {after.splitlines()[0][:160]}")
     root = (
         doc.get("DCGM Diagnostic") or doc.get("DCGM GPU Diagnostic")
         if isinstance(doc, dict)
@@ -99,20 +137,24 @@ def parse_dcgm_json(text: str) -> DcgmRun:
     results: list[DcgmResult] = []
     summaries: dict[str, str] = {}
     for category in root["test_categories"]:
-        for test in (category or {}).get("tests") or []:
+        if not isinstance(category, dict):
+            continue
+        group = str(category.get("category") or "")
+        tests = category.get("tests")
+        for test in tests if isinstance(tests, list) else []:
             if not isinstance(test, dict) or not test.get("name"):
                 continue  # DCGM 3.x puts null between tests
             name = str(test["name"])
             summary = test.get("test_summary")
             if isinstance(summary, dict) and summary.get("status"):
                 summaries[name] = _status(summary["status"])
-            for result in test.get("results") or []:
+            found = test.get("results")
+            for result in found if isinstance(found, list) else []:
                 if not isinstance(result, dict):
                     continue
                 for gpu in _gpus(result):
-                    results.append(
-                        DcgmResult(name, gpu, _status(result.get("status")), _warnings(result))
-                    )
+                    status = _status(result.get("status"))
+                    results.append(DcgmResult(name, gpu, status, _warnings(result), group))
     if not results and not summaries:
         return DcgmRun(error="dcgmi's JSON lists no test result")
     metadata = doc.get("metadata") or {}

@@ -193,17 +193,17 @@ class LoadRun:
 
 
 def _float(value: str | None) -> float | None:
-    """A finite number, else None (`nan`, `inf` and words are not figures)."""
-    try:
-        number = float(value) if value is not None else None
-    except ValueError:
+    """A finite decimal in ASCII digits, else None (`nan`, `inf`, `1e300`, words and a
+    full-width "７８６", which float() would read, are not figures)."""
+    if value is None or not re.fullmatch(r"-?[0-9]+(?:\.[0-9]+)?", value):
         return None
-    return number if number is not None and math.isfinite(number) else None
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 def _gpu_line(line: str) -> GpuLoad | None:
     pairs = dict(w.split("=", 1) for w in line.split() if "=" in w)
-    if not pairs.get("gpu", "").isdigit():
+    if not re.fullmatch(r"[0-9]+", pairs.get("gpu", "")):  # not a full-width "４"
         return None
     index = int(pairs["gpu"])
     if "error" in pairs:
@@ -228,6 +228,16 @@ def _gpu_line(line: str) -> GpuLoad | None:
     )
 
 
+def _blank_tail(lines: list[str]) -> int:
+    """How many blank lines end `lines`."""
+    count = 0
+    for line in reversed(lines):
+        if line.strip():
+            break
+        count += 1
+    return count
+
+
 def parse_load(text: str, status: int | None = 0) -> LoadRun:
     """Read the program's output (`status` None: the section was cut short)."""
     lines = text.splitlines()
@@ -236,12 +246,24 @@ def parse_load(text: str, status: int | None = 0) -> LoadRun:
         tail = next((x for x in reversed(lines) if x.strip()), "no output")
         return LoadRun(error=f"the load program did not start: {tail.strip()[:200]}")
     words = dict(w.split("=", 1) for w in head.split() if "=" in w)
-    expected = int(words["gpus"]) if words.get("gpus", "").isdigit() else None
-    gpus = {g.index: g for g in (_gpu_line(x) for x in lines) if g is not None}
-    complete = any(x.startswith("end gpus=") for x in lines)
+    expected = int(words["gpus"]) if re.fullmatch(r"[0-9]+", words.get("gpus", "")) else None
+    found = [g for g in (_gpu_line(x) for x in lines) if g is not None]
+    gpus = {g.index: g for g in found}
+    ends = [i for i, x in enumerate(lines) if x.startswith("end gpus=")]
+    complete = len(ends) == 1 and len(lines[: ends[0]]) == len(lines) - 1 - _blank_tail(lines)
+    twice = sorted({g.index for g in found if sum(1 for x in found if x.index == g.index) > 1})
     error = None
-    if status is None or not complete:
+    if status is None or not ends:
         error = "the load program's output was cut short (no end line)"
+    elif not complete:
+        after = next((x.strip() for x in lines[ends[-1] + 1 :] if x.strip()), "a second end line")
+        error = f"text after the load program's end line: {after[:160]}"
+    elif sum(1 for x in lines if x.startswith(PROGRAM_FORMAT)) > 1 or twice:
+        complete = False
+        error = f"the load program's output holds GPU {', '.join(map(str, twice))} twice"
+    elif expected is not None and words.get("gpus") != lines[ends[0]].split()[1][5:]:
+        complete = False
+        error = "the load program's end line names another GPU count than its start"
     elif expected is not None and len(gpus) < expected:
         error = f"the load program reported {len(gpus)} of {expected} GPUs"
     return LoadRun(
@@ -272,6 +294,10 @@ class GpuSamples:
     temperature_c_max: float | None
     events: int
     """All clock-event reason bits seen in any sample (OR)."""
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """Field (`temperature.gpu`, `clocks_event_reasons.active`, ...) -> `2 of 3 samples`, those
+    whose value could not be read (`[N/A]`, `[Not Supported]`, not a number): that figure of that
+    GPU is not measured, never "none" or a maximum over what happened to be readable."""
 
     def event_names(self, bits: set[int] | None = None) -> tuple[str, ...]:
         return tuple(
@@ -294,34 +320,48 @@ class LoadSamples:
 
 
 def _number(value: str) -> float | None:
+    """A positive figure in ASCII digits (a full-width "９９" is not one, though float() reads
+    it; under load 0 MHz, 0 W or 0 C is a sensor that did not answer, not a reading)."""
     value = value_or_none(value) or ""
-    m = re.fullmatch(r"(-?\d+(?:\.\d+)?)(?:\s*[A-Za-z]+)?", value)
-    return float(m.group(1)) if m else None
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(?:\s*[A-Za-z]+)?", value)
+    number = float(m.group(1)) if m else None
+    return number if number is not None and 0 < number < 1e6 else None
 
 
 def _mask(value: str) -> int | None:
     value = value.strip()
-    return int(value, 0) if re.fullmatch(r"0x[0-9A-Fa-f]+|\d+", value) else None
+    return int(value, 0) if re.fullmatch(r"0x[0-9A-Fa-f]+|[0-9]+", value) else None
 
 
 def parse_samples(text: str) -> LoadSamples:
     """Read `--query-gpu=SAMPLE_FIELDS --format=csv,noheader,nounits -lms` lines."""
     rows: dict[int, list[list[str]]] = {}
     problems: list[str] = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
+    order: list[int] = []
+    seen = 0
+    lines = [x for x in text.splitlines() if x.strip()]
+    for n, line in enumerate(lines):
         cells = [c.strip() for c in line.split(",")]
-        if len(cells) != len(SAMPLE_FIELDS) or not cells[0].isdigit():
-            if len(problems) < 5:
+        if len(cells) != len(SAMPLE_FIELDS) or not re.fullmatch(r"[0-9]+", cells[0]):
+            short = len(cells) < len(SAMPLE_FIELDS) and n == len(lines) - 1 and rows
+            if not short and len(problems) < 5:  # a last row cut as the sampler was stopped
                 problems.append(f"unreadable sample line: {line.strip()[:120]}")
             continue
-        rows.setdefault(int(cells[0]), []).append(cells)
+        index = int(cells[0])
+        if index not in order and seen == len(order):
+            order.append(index)  # the first round: every GPU once, in nvidia-smi's order
+        elif order[seen % len(order)] != index and len(problems) < 5:
+            problems.append(f"sample rows out of order (a row repeated or lost): {line[:80]}")
+        seen += 1
+        rows.setdefault(index, []).append(cells)
     if not rows:
         tail = problems[0] if problems else "no samples"
         return LoadSamples(problems=tuple(problems), error=f"nvidia-smi gave no samples ({tail})")
     gpus = []
     for index, samples in sorted(rows.items()):
+        buses = {s[1] for s in samples}
+        if len(buses) > 1 and len(problems) < 5:
+            problems.append(f"GPU {index}'s samples name {len(buses)} bus ids")
         masks = [_mask(s[6]) for s in samples]
         events = 0
         for mask in masks:
@@ -332,6 +372,13 @@ def parse_samples(text: str) -> LoadSamples:
         clocks = [v for v in (_number(s[3]) for s in chosen) if v is not None]
         power = [v for v in (_number(s[4]) for s in chosen) if v is not None]
         temps = [v for v in (_number(s[5]) for s in chosen) if v is not None]
+        unreadable = {
+            SAMPLE_FIELDS[column]: f"{len(chosen) - len(values)} of {len(chosen)} samples"
+            for column, values in ((3, clocks), (4, power), (5, temps))
+            if len(values) < len(chosen)
+        }
+        if None in masks:
+            unreadable[SAMPLE_FIELDS[6]] = f"{masks.count(None)} of {len(masks)} samples"
         gpus.append(
             GpuSamples(
                 index=index,
@@ -344,6 +391,10 @@ def parse_samples(text: str) -> LoadSamples:
                 power_w_max=max(power) if power else None,
                 temperature_c_max=max(temps) if temps else None,
                 events=events,
+                unreadable=unreadable,
             )
         )
+    bus_ids = [g.bus_id for g in gpus if g.bus_id]
+    if len(set(bus_ids)) < len(bus_ids):
+        problems.append("two GPU indices name one bus id")
     return LoadSamples(tuple(gpus), tuple(problems))

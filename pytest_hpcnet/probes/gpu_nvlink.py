@@ -16,9 +16,33 @@ from dataclasses import dataclass, field
 STATUS_COMMAND = "nvidia-smi nvlink -s 2>&1"
 ERRORS_COMMAND = "nvidia-smi nvlink -e 2>&1"
 
-_GPU = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: .*\))?\s*$")
-_LINK = re.compile(r"^\s*Link (\d+): (?:(\d+(?:\.\d+)?) GB/s|<inactive>)\s*$", re.I)
-_ERRORS = re.compile(r"^\s*Link (\d+): (Replay|Recovery|CRC) Errors: (\d+)\s*$", re.I)
+# re.ASCII: `\d` would match a full-width "１", which int() and float() read as 1
+_GPU = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: .*\))?\s*$", re.A)
+_LINK = re.compile(r"^\s*Link (\d+): (?:(\d+(?:\.\d+)?) GB/s|<inactive>)\s*$", re.I | re.A)
+_ERRORS = re.compile(
+    r"^\s*Link (\d+): (Replay|Recovery|CRC|CRC Flit|CRC Data) Errors: (\d+)\s*$", re.I | re.A
+)
+COUNTERS = ("replay", "recovery", "crc")
+"""The counter kinds every link must report (`crc`: plain CRC, or both of older drivers'
+CRC Flit and CRC Data counters, `crc_flit` / `crc_data`)."""
+LINK_GBS = (
+    (re.compile(r"B200|B300|GB200|GB300", re.I), 53.125, "NVLink 5"),
+    (re.compile(r"H100|H200|H800|H20\b|GH200", re.I), 26.562, "NVLink 4"),
+    (re.compile(r"A100|A800", re.I), 25.0, "NVLink 3"),
+    (re.compile(r"V100", re.I), 25.781, "NVLink 2"),
+)
+"""Per-link GB/s as `nvidia-smi nvlink -s` prints a healthy link of each SKU, from the
+recorded outputs in samples/nvlink (B300 53.125, H100/H800 26.562, A100 25, V100 25.781)."""
+
+
+def sku_link_gbs(model: str | None) -> tuple[float, str] | None:
+    """(GB/s per link, `NVLink 4`) for a GPU model name, or None when the SKU is not known."""
+    for pattern, gbs, generation in LINK_GBS:
+        if model and pattern.search(model):
+            return gbs, generation
+    return None
+
+
 _ALL_DOWN = re.compile(r"all links are inactive", re.I)
 _ELIDED = re.compile(r"^\s*(\.{3,}|\[\.\.\.\]|\.\.\.<snip>\.\.\.)\s*$")
 
@@ -61,12 +85,16 @@ class NvlinkErrors:
 
 
 def _blocks(text: str) -> tuple[list[tuple[int, str, list[str]]], list[str]]:
-    """(GPU index, name, its lines) in order, and the lines outside any GPU block."""
+    """(GPU index, name, its lines) in order, and the lines outside any GPU block (a GPU
+    listed twice, as two outputs run together, is one of those)."""
     blocks: list[tuple[int, str, list[str]]] = []
     loose: list[str] = []
     for line in text.splitlines():
         head = _GPU.match(line)
-        if head:
+        if head and any(b[0] == int(head.group(1)) for b in blocks):
+            loose.append(f"GPU {head.group(1)} listed twice")
+            blocks.append((-1, "", []))  # its lines are read nowhere
+        elif head:
             blocks.append((int(head.group(1)), head.group(2), []))
         elif line.strip():
             (blocks[-1][2] if blocks else loose).append(line)
@@ -90,11 +118,15 @@ def parse_nvlink_status(text: str) -> NvlinkStatus:
         _unread(line, problems)
     gpus = []
     for index, name, lines in blocks:
+        if index < 0:
+            continue
         links: dict[int, float | None] = {}
         all_down = False
         for line in lines:
             m = _LINK.match(line)
-            if m:
+            if m and int(m.group(1)) in links:
+                _unread(f"link {m.group(1)} of GPU {index} listed twice", problems)
+            elif m:
                 links[int(m.group(1))] = float(m.group(2)) if m.group(2) else None
             elif _ALL_DOWN.search(line):
                 all_down = True
@@ -115,11 +147,16 @@ def parse_nvlink_errors(text: str) -> NvlinkErrors:
         _unread(line, problems)
     gpus: dict[int, dict[int, dict[str, int]]] = {}
     for index, _, lines in blocks:
+        if index < 0:
+            continue
         counters = gpus.setdefault(index, {})
         for line in lines:
             m = _ERRORS.match(line)
-            if m:
-                counters.setdefault(int(m.group(1)), {})[m.group(2).lower()] = int(m.group(3))
+            kind = m.group(2).lower().replace(" ", "_") if m else ""
+            if m and kind in counters.get(int(m.group(1)), {}):
+                _unread(f"{kind} of link {m.group(1)} of GPU {index} listed twice", problems)
+            elif m:
+                counters.setdefault(int(m.group(1)), {})[kind] = int(m.group(3))
             elif not _ALL_DOWN.search(line):
                 _unread(line, problems)
     return NvlinkErrors(gpus, tuple(problems))

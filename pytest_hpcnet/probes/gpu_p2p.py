@@ -32,12 +32,19 @@ _FIELD = re.compile(
 )
 _RUNNING = re.compile(r"^Running (\w+)\.\s*$")
 _WAIVING = re.compile(r"^Waiving (\w+)\.\s*$")
+_WAIVED = re.compile(r"^Waived:\s*(\w*)\s*$")
+"""v0.8's bare `Waived: ` line: a test of the suite that cannot run here (unnamed)."""
 _TITLE = re.compile(
-    r"^memcpy \w+ (\w+)\(row\) (<->|->|<-) (\w+)\(column\) (.*?)bandwidth \(GB/s\)\s*$"
+    r"^(?:memcpy \w+|memory latency \w+|[A-Z][\w ]*? Latency \w+) (\w+)\(row\) (<->|->|<-) "
+    r"(\w+)\(column\) (.*?)(bandwidth \(GB/s\)|\(ns\))\s*$"
 )
-_COLUMNS = re.compile(r"^\s*\d+(\s+\d+)*\s*$")
-_ROW = re.compile(r"^\s*(\d+)((?:\s+\S+)+)\s*$")
-_SUM = re.compile(r"^SUM (\w+) \d")
+_LOCAL = re.compile(r"^memcpy local (\w+)\(column\) (.*?)bandwidth \(GB/s\)\s*$")
+"""`device_local_copy`: one row, a column per GPU, no row device."""
+# re.ASCII throughout: `\d` would match a full-width "１", which int() and float() read
+_COLUMNS = re.compile(r"^\s*\d+(\s+\d+)*\s*$", re.A)
+_ROW = re.compile(r"^\s*(\d+)((?:\s+\S+)+)\s*$", re.A)
+_SUM = re.compile(r"^SUM (\w+) \d", re.A)
+_FIGURE = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _FATAL = re.compile(r"ASSERT in expression|\[cuda\w*Error\w*\]|\bAborted\b|terminate called")
 
 
@@ -59,6 +66,8 @@ class BandwidthMatrix:
     """(row, column) pairs the engine found without peer access (the torch fallback says so)."""
     failed: tuple[tuple[int, int, str], ...] = ()
     """(row, column, error) of pairs whose copy failed (the torch fallback's `error=` lines)."""
+    unit: str = "GB/s"
+    """`GB/s`, or `ns` for a latency test."""
 
     def value(self, row: int, column: int) -> float | None:
         return next((v for r, c, v in self.cells if r == row and c == column), None)
@@ -85,11 +94,10 @@ def _cell(word: str) -> float | str | None:
     """A cell's GB/s, None for `N/A`, or the word itself when it is not a finite figure."""
     if word == "N/A":
         return None
-    try:
-        value = float(word)
-    except ValueError:
+    if not _FIGURE.fullmatch(word):  # `1e300`, `-1`, `nan`, a full-width digit: not a figure
         return word
-    return value if math.isfinite(value) and value >= 0 else word
+    value = float(word)
+    return value if math.isfinite(value) else word
 
 
 def _summed(version: str | None) -> bool:
@@ -111,6 +119,8 @@ def parse_nvbandwidth(text: str) -> NvbandwidthRun:
     fatal: str | None = None
     testcase: str | None = None
     current: dict | None = None
+    opened: list[dict] = []
+    local: re.Match | None = None
 
     def close() -> None:
         nonlocal current
@@ -121,7 +131,8 @@ def parse_nvbandwidth(text: str) -> NvbandwidthRun:
         if m["columns"] is None:
             problems.append(f"{m['testcase']}: matrix without its column line (cut short?)")
             return
-        if m["bad"] or len(m["rows"]) < (1 if m["source"] == "CPU" else m["columns"]):
+        square = m["source"] == "GPU" and m["target"] == "GPU"
+        if m["bad"] or len(m["rows"]) < (m["columns"] if square else 1):
             got = len(m["rows"])
             problems.append(
                 f"{m['testcase']} {m['part']}: {got} rows of {m['columns']} (cut short?)".replace(
@@ -139,6 +150,7 @@ def parse_nvbandwidth(text: str) -> NvbandwidthRun:
                 cells,
                 m["columns"],
                 len(m["rows"]),
+                unit=m["unit"],
             )
         )
 
@@ -165,18 +177,38 @@ def parse_nvbandwidth(text: str) -> NvbandwidthRun:
             close()
             waived.append(m.group(1))
             continue
-        if m := _TITLE.match(line):
+        if m := _WAIVED.match(line):
+            close()
+            # named, or right after its Running line with nothing yet: that test is waived;
+            # otherwise a test of the suite the run did not announce
+            unanswered = testcase is not None and ran and ran[-1] == testcase
+            unanswered = unanswered and not any(x["testcase"] == testcase for x in opened)
+            if m.group(1):
+                waived.append(m.group(1))
+            elif unanswered and testcase not in waived:
+                waived.append(testcase)
+            continue
+        if (m := _TITLE.match(line)) or (local := _LOCAL.match(line)):
             close()
             name = testcase or "unnamed test"
+            if m:
+                source, arrow, target = m.group(1), m.group(2), m.group(3)
+                part, unit = m.group(4).strip(), "ns" if m.group(5) == "(ns)" else "GB/s"
+            else:
+                source, arrow, target = "local", "", local.group(1)
+                part, unit = local.group(2).strip(), "GB/s"
             current = {
                 "testcase": name,
-                "source": m.group(1),
-                "arrow": m.group(2),
-                "part": m.group(4).strip(),
+                "source": source,
+                "target": target,
+                "arrow": arrow,
+                "part": part,
+                "unit": unit,
                 "columns": None,
                 "rows": [],
                 "bad": False,
             }
+            opened.append(current)
             continue
         if current is None:
             continue

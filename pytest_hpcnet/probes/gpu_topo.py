@@ -125,12 +125,13 @@ def parse_topo(text: str) -> Topology:
         if name.startswith("GPU") and tail:
             if not rest:
                 problems.append(f"{name}: no CPU/NUMA affinity (cut short?)")
-            filled = [c for c in rest if c]
+            # by position: an empty CPU Affinity cell (a VM that hides it) is still a cell
             for key, value in zip(("CPU Affinity", "NUMA Affinity"), rest, strict=False):
                 if key in tail:
                     affinity[key] = value or None
-            if "GPU NUMA ID" in tail and len(filled) >= 3:
-                affinity["GPU NUMA ID"] = filled[-1]
+            after = [c for c in rest[2:] if c]  # GPU NUMA ID follows an empty cell
+            if "GPU NUMA ID" in tail and after:
+                affinity["GPU NUMA ID"] = after[-1]
         rows.append(
             TopoRow(
                 device=name,

@@ -14,6 +14,15 @@ an `error`, never a measurement; `reason` says why a result is not ok in one lin
 cells are checked one by one (`tally_wrong`), never summed past a bad one. What was
 launched comes from `NcclExpected` (the caller) and, for the sizes, from the tool's own
 `minBytes .. maxBytes` header.
+
+The rows are held to the run asked (`row_problems`): the -b/-e/-f sizes each once and in
+order, the op, a count that is the size in elements, times and bandwidths that are plain
+ASCII numbers (no exponent, no non-ASCII digit, no nan/inf, not negative), algbw = size/time
+and busbw = algbw x the collective's factor, an average that is the rows' average, and an
+output whose last line is finished (a number cut mid-way is no measurement). A second
+header or footer is two runs. `NcclResult.failed` tells a run the tool says failed (a
+failure line, out-of-bounds values, a #wrong count) from an output that cannot be read or
+is not the run launched: the judges fail the first and do not measure the second.
 """
 
 from __future__ import annotations
@@ -28,7 +37,9 @@ from pytest_hpcnet.probes.nccl_checks import (  # noqa: F401 - part of the parse
     WrongTally,
     _row_cells,
     rank_problems,
+    row_problems,
     separate_tables,
+    size_series,
     tally_wrong,
 )
 from pytest_hpcnet.probes.text import strip_ansi
@@ -79,9 +90,17 @@ class NcclExpected:
     ranks: int | None = None  # processes x GPUs per process
     nodes: int | None = None  # distinct hosts the ranks should be on
     validation: bool | None = None  # True: -c 1 asked, #wrong counts must be printed
+    min_bytes: int | None = None  # -b, in bytes
+    step_factor: int | None = None  # -f
+    gpus_per_process: int | None = None  # -g (the header's nGpus)
+    op: str | None = None  # the reduction asked (-o; all_reduce_perf's default `sum`)
+    collective: str | None = None  # the binary launched (`all_reduce_perf`)
+    hosts: tuple[tuple[str, ...], ...] | None = None
+    """Each launched node's names (inventory name, address, hostname): the rank table's
+    hosts must be these, each with its ranks."""
 
 
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmMgG]?)\s*$")
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmMgG]?)\s*$", re.A)
 
 
 def nccl_size(text: str | int) -> int | None:
@@ -123,6 +142,15 @@ class NcclResult:
     warnings: tuple[str, ...] = ()  # NCCL WARN lines
     problems: tuple[str, ...] = ()
     error: str | None = None
+    silent_nodes: tuple[str, ...] = ()
+    """Launched nodes that stopped answering during the run (named by the campaign)."""
+
+    @property
+    def failed(self) -> bool:
+        """The tool itself says the run failed: a failure line, out-of-bounds values FAILED,
+        or a positive #wrong count. Any other `error` is an output that cannot be read or is
+        not the run asked for: not measured, never a failure."""
+        return bool(self.failures or self.oob_failed or self.wrong_found)
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -157,49 +185,61 @@ class NcclResult:
         return self.reason is None
 
 
-_PREFIX_RE = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s*\d+:(?=\s))")
+_PREFIX_RE = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s*\d+:(?=\s))", re.A)
 _RANK_RE = re.compile(
     r"#\s*Rank\s+(\d+)(?:\s+Group\s+(\d+))?(?:\s+Pid\s+(\d+))?\s+on\s+(\S+)\s+"
-    r"device\s+(\d+)\s+\[([^\]]*)\]\s*(.*?)\s*$"
+    r"device\s+(\d+)\s+\[([^\]]*)\]\s*(.*?)\s*$",
+    re.A,
 )
-_VERSION_RE = re.compile(r"nccl-tests version\s+(\S+)(?:\s+nccl-headers=(\d+))?")
-_RCCL_VERSION_RE = re.compile(r"rccl-tests:\s*Version\s+(\S+)")
-_COLLECTIVE_RE = re.compile(r"Collective test starting:\s*(\S+)")
-_AVG_RE = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)")
-_OOB_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)", re.I)
-_NGPUS_RE = re.compile(r"nGpus\s+(\d+)")
-_BYTES_RE = re.compile(r"minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
-_STEP_RE = re.compile(r"step:\s*(\d+)\((factor|bytes)\)")
-_VALIDATION_RE = re.compile(r"validation:\s*(\d+)")
+_VERSION_RE = re.compile(r"nccl-tests version\s+(\S+)(?:\s+nccl-headers=(\d+))?", re.A)
+_RCCL_VERSION_RE = re.compile(r"rccl-tests:\s*Version\s+(\S+)", re.A)
+_COLLECTIVE_RE = re.compile(r"Collective test starting:\s*(\S+)", re.A)
+_AVG_RE = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)", re.A)
+_OOB_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)", re.I | re.A)
+_NGPUS_RE = re.compile(r"nGpus\s+(\d+)", re.A)
+_BYTES_RE = re.compile(r"minBytes\s+(\d+)\s+maxBytes\s+(\d+)", re.A)
+_STEP_RE = re.compile(r"step:\s*(\d+)\((factor|bytes)\)", re.A)
+_VALIDATION_RE = re.compile(r"validation:\s*(\d+)", re.A)
 _FAILURE_RE = re.compile(r"failure|failed|\berror\b|abort|segmentation fault|killed", re.I)
 _WARN_RE = re.compile(r"NCCL WARN|\bplm:\w+: Warning:")  # NCCL's, Open MPI launcher's
 _INFO_RE = re.compile(r"NCCL INFO")
 
 
+_NUM_RE = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)|[-+]?(?:nan|inf)", re.I | re.A)
+_COUNT_RE = re.compile(r"[0-9]+", re.A)
+_DIGIT_RE = re.compile(r"\d|^[-+]?(?:nan|inf)", re.I)  # any digit, ASCII or not
+
+
 def _num(token: str) -> float | None:
+    """A cell as nccl-tests prints it (`%7.2f`, `%6.2f`, `%g`): ASCII digits and a point,
+    or nan/inf; None for anything else (an exponent, a non-ASCII digit, a word)."""
     token = token.rstrip("*")
-    try:
-        value = float(token)
-    except ValueError:
+    if not _NUM_RE.fullmatch(token):
         return None
-    return value
+    return float(token)
+
+
+_ERROR_RE = re.compile(r"[0-9]+(?:\.[0-9]*)?[eE][-+]?[0-9]+", re.A)
 
 
 def _wrong(token: str) -> float | None:
-    return None if token.upper() == "N/A" else _num(token)
+    """A #wrong count, or the old layout's `error` (a max error, `2e-07`); None for N/A."""
+    if token.upper() == "N/A":
+        return None
+    return float(token) if _ERROR_RE.fullmatch(token) else _num(token)
 
 
 def _int_like(token: str) -> bool:
-    return re.fullmatch(r"-?\d+", token) is not None
+    return re.fullmatch(r"-?[0-9]+", token, re.A) is not None
 
 
 def _parse_row(tokens: list[str], has_root: bool) -> NcclRow | None:
     """A data row, or None. Reads the measured columns from the right."""
-    if not tokens or not tokens[0].isdigit():
+    if not tokens or not _COUNT_RE.fullmatch(tokens[0]):
         return None
     for tail in (8, 4):
         head, rest = tokens[:-tail], tokens[-tail:]
-        if not 3 <= len(head) <= 5 or not _int_like(head[1]):
+        if not 3 <= len(head) <= 5 or not _COUNT_RE.fullmatch(head[1]):
             continue
         redop: str | None = None
         root: int | None = None
@@ -302,7 +342,7 @@ def _incomplete(
     top = max(r.size_bytes for r in rows)
     header_max = facts.get("max_bytes_asked")
     asked = expected.max_bytes if expected.max_bytes is not None else header_max
-    if isinstance(header_max, int) and expected.max_bytes is not None and header_max < asked:
+    if isinstance(header_max, int) and expected.max_bytes is not None and header_max != asked:
         why.append(
             f"nccl-tests ran up to maxBytes {_mib(header_max)}, {_mib(expected.max_bytes)} asked"
         )
@@ -319,7 +359,40 @@ def _incomplete(
     if missing:
         footer = " and ".join(f"'# {m}'" for m in missing)
         why.append(f"no {footer} footer after the {top}-byte row (run cut short?)")
+    for key, name, flag in (("min_bytes_asked", "min_bytes", "minBytes"),
+                            ("step_factor", "step_factor", "step"),
+                            ("n_gpus_per_thread", "gpus_per_process", "nGpus")):  # fmt: skip
+        said, wanted = facts.get(key), getattr(expected, name)
+        if isinstance(said, int) and wanted is not None and said != wanted:
+            why.append(f"nccl-tests ran with {flag} {said}, {wanted} asked")
+    low, high = facts.get("min_bytes_asked"), facts.get("max_bytes_asked")
+    if not isinstance(low, int) or not isinstance(high, int):
+        low, high = expected.min_bytes, expected.max_bytes
+    factor, step = facts.get("step_factor"), facts.get("step_bytes")
+    if not isinstance(factor, int) and not isinstance(step, int):
+        factor = expected.step_factor
+    series = (
+        size_series(low, high, factor, step if isinstance(step, int) else None)  # type: ignore[arg-type]
+        if isinstance(low, int) and isinstance(high, int) and (factor or step)
+        else None
+    )
+    nranks = len(ranks) or expected.ranks or 0
+    collective = facts.get("collective") or expected.collective
+    avg = facts.get("avg_busbw_gbs")
+    why += row_problems(
+        rows,
+        collective if isinstance(collective, str) else None,
+        nranks,
+        series,
+        expected.op,
+        avg if isinstance(avg, float) else None,
+    )
     why += rank_problems(ranks, tables, expected)
+    cells = [c for r in rows for c in (r.oop_wrong, r.ip_wrong) if c is not None]
+    if facts.get("validation") == 0 and cells:
+        why.append("a #wrong/error value printed with validation off (validation: 0)")
+    if any(not math.isfinite(c) or c < 0 for c in cells) and not wrong.unreadable:
+        why.append("an error cell that is not a non-negative number")
     if wrong.unreadable:
         more = len(wrong.unreadable) - 1
         why.append(
@@ -358,11 +431,22 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
     saw_columns = False
     saw_avg = False
     bad_rows: list[str] = []  # unreadable or nan/inf rows: kept out, the run unparseable
+    runs = {"version": 0, "avg": 0}  # a second header or footer: two runs in one output
 
-    for raw in strip_ansi(text).replace("\r", "").splitlines():
+    clean = strip_ansi(text or "").replace("\r", "")
+    lines = clean.splitlines()
+    cut = bool(lines) and not clean.endswith("\n")  # the last line stops mid-way
+    for i, raw in enumerate(lines):
         line = _PREFIX_RE.sub("", raw, count=1).rstrip()
         stripped = line.strip()
         if not stripped:
+            continue
+        if cut and i == len(lines) - 1 and (saw_columns or "#" in stripped[:1]):
+            if _FAILURE_RE.search(stripped) and not stripped.startswith("#"):
+                failures.append(stripped)
+            elif saw_columns or _AVG_RE.search(stripped) or _OOB_RE.search(stripped):
+                bad_rows.append(f"last line cut mid-way: {stripped[:80]}")
+                problems.append(bad_rows[-1])
             continue
         if stripped.startswith("#"):
             body = stripped.lstrip("#").strip()
@@ -382,21 +466,25 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
                     tables[-1].append(rank)
                     ranks.append(rank)
             elif m := _VERSION_RE.search(body):
+                runs["version"] += 1
                 facts["tests_version"] = m.group(1)
                 if m.group(2):
                     facts["nccl_version"] = int(m.group(2))
             elif m := _COLLECTIVE_RE.search(body):
                 facts["collective"] = m.group(1)
             elif m := _AVG_RE.search(body):
+                runs["avg"] += 1
                 saw_avg = True
                 value = _num(m.group(1))
                 if value is None or _bad(value):
-                    problems.append(f"unreadable average bus bandwidth: {m.group(1)}")
+                    bad_rows.append(f"unreadable average bus bandwidth: {m.group(1)}")
+                    problems.append(bad_rows[-1])
                 else:
                     facts["avg_busbw_gbs"] = value
             elif m := _OOB_RE.search(body):
                 facts["oob_values"] = int(m.group(1))
-                facts["oob_failed"] = m.group(2).upper() == "FAILED"
+                # nccl-tests prints FAILED for any count above 0: a count with OK is misread
+                facts["oob_failed"] = m.group(2).upper() == "FAILED" or int(m.group(1)) > 0
             elif (m := _NGPUS_RE.search(body)) and "nThread" in body:
                 tables.append([])  # one header per table; a second is another, independent run
                 facts["n_gpus_per_thread"] = int(m.group(1))
@@ -426,9 +514,15 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
             continue
         elif _FAILURE_RE.search(stripped):
             failures.append(stripped)
-        elif saw_columns and _num(stripped.split()[0]) is not None:  # a size as nan, -1, ...
+        elif saw_columns and _DIGIT_RE.search(stripped.split()[0]):  # a size as nan, -1, ８
             bad_rows.append(f"unreadable row: {stripped}")
             problems.append(bad_rows[-1])
+    if max(runs.values()) > 1:
+        bad_rows.append(
+            f"{runs['version']} nccl-tests headers and {runs['avg']} average lines: "
+            "more than one run in one output"
+        )
+        problems.append(bad_rows[-1])
 
     common = {
         "ranks": tuple(ranks),

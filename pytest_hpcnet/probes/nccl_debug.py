@@ -82,9 +82,13 @@ def split_nccl_log(text: str) -> tuple[str, str]:
     """(NCCL INFO lines, everything else): the log kept apart from the result table."""
     info: list[str] = []
     rest: list[str] = []
-    for raw in (text or "").splitlines():
+    lines = (text or "").splitlines()
+    for raw in lines:
         (info if " NCCL INFO " in strip_ansi(raw) else rest).append(raw)
-    return "\n".join(info) + ("\n" if info else ""), "\n".join(rest) + ("\n" if rest else "")
+    # an output cut mid-line stays cut: the table's parser must see its last line unfinished
+    cut = bool(rest) and lines[-1] is rest[-1] and not (text or "").endswith(("\n", "\r"))
+    ended = "" if cut or not rest else "\n"
+    return "\n".join(info) + ("\n" if info else ""), "\n".join(rest) + ended
 
 
 class _Draft:

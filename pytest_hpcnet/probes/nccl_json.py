@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from typing import Any
 
 from pytest_hpcnet.probes.nccl import (
@@ -84,19 +85,24 @@ def _row(item: Any) -> NcclRow | None:
     if not isinstance(item, dict) or _non_finite(item):
         return None
     oop, ip = item.get("out_of_place"), item.get("in_place")
-    if not isinstance(oop, dict) or not isinstance(item.get("size"), int):
+    size = item.get("size")
+    if not isinstance(oop, dict) or not isinstance(size, int) or isinstance(size, bool):
         return None
     measured = [_number(oop.get(k)) for k in ("time", "alg_bw", "bus_bw")]
-    if any(v is None for v in measured):
+    if any(v is None for v in measured) or size < 0:
         return None
-    ip = ip if isinstance(ip, dict) else {}
+    if ip is not None and not isinstance(ip, dict):
+        return None  # an in-place half that is not an object: not read
+    ip = ip or {}
+    if ip and any(_number(ip.get(k)) is None for k in ("time", "alg_bw", "bus_bw")):
+        return None  # an in-place cell that is not a number: the row is not read
     root = str(item.get("root", "")).strip()
     return NcclRow(
         size_bytes=item["size"],
         count=_int(item.get("count")),
         dtype=str(item.get("type", "")),
         redop=str(item["redop"]) if item.get("redop") is not None else None,
-        root=int(root) if root.lstrip("-").isdigit() else None,
+        root=int(root) if re.fullmatch(r"-?[0-9]+", root, re.A) else None,
         oop_time_us=measured[0],  # type: ignore[arg-type]
         oop_algbw_gbs=measured[1],  # type: ignore[arg-type]
         oop_busbw_gbs=measured[2],  # type: ignore[arg-type]
@@ -108,10 +114,19 @@ def _row(item: Any) -> NcclRow | None:
     )
 
 
+def _okay(value: Any) -> bool | None:
+    """`okay` as nccl-tests writes it (`"true"`/`"false"`, or a JSON boolean); None else."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
+
+
 def _ranks(config: dict) -> list[NcclRank]:
     out = []
     for d in config.get("devices") or []:
-        if isinstance(d, dict) and isinstance(d.get("rank"), int):
+        if isinstance(d, dict) and type(d.get("rank")) is int:
             out.append(
                 NcclRank(
                     rank=d["rank"],
@@ -157,9 +172,14 @@ def parse_nccl_json(text: str, expected: NcclExpected | None = None) -> NcclResu
     if isinstance(data.get("nccl_version"), int):
         facts["nccl_version"] = data["nccl_version"]
     oob = data.get("out_of_bounds")
-    if isinstance(oob, dict) and isinstance(oob.get("count"), int):
-        facts["oob_values"] = oob["count"]
-        facts["oob_failed"] = str(oob.get("okay")).lower() != "true"
+    okay = _okay(oob.get("okay")) if isinstance(oob, dict) else None
+    count = oob.get("count") if isinstance(oob, dict) else None
+    unread: list[str] = []
+    if isinstance(count, int) and not isinstance(count, bool) and count >= 0 and okay is not None:
+        facts["oob_values"] = count
+        facts["oob_failed"] = not okay or count > 0
+    elif isinstance(oob, dict):
+        unread.append(f"out_of_bounds not a count and true/false: {json.dumps(oob)[:60]}")
     avg = data.get("average_bus_bandwidth")
     saw_avg = isinstance(avg, dict) and _number(avg.get("bandwidth")) is not None
     if saw_avg:
@@ -168,7 +188,7 @@ def parse_nccl_json(text: str, expected: NcclExpected | None = None) -> NcclResu
     ranks = _ranks(config)
     tables = (len(ranks),) if ranks else ()
     common = {"ranks": tuple(ranks), "tables": tables, "failures": failures, **facts}
-    rows, problems = [], []
+    rows, problems = [], unread
     cells: list[WrongCell] = []
     for item in data["results"]:
         row = _row(item)
@@ -184,7 +204,7 @@ def parse_nccl_json(text: str, expected: NcclExpected | None = None) -> NcclResu
     wrong_column = "#wrong" if facts.get("validation") == 1 else None
     why = _incomplete(rows, facts, saw_avg, expected, ranks, wrong_column, wrong, tables)
     if problems:
-        why.append(f"{len(problems)} unreadable result(s)")
+        why.append(f"{len(problems)} unreadable result(s): {problems[0]}")
     if why and failures:
         why.append(failures[0])
     top = max(rows, key=lambda r: r.size_bytes)

@@ -69,18 +69,8 @@ def counted(count: int, noun: str) -> str:
 
 
 def out_of_bound(measurement: Measurement) -> bool:
-    """Whether a measurement misses its threshold (False where that cannot be told)."""
-    value, threshold = measurement.value, measurement.threshold
-    number, bound = number_of(value), number_of(threshold)
-    if measurement.comparison == ">=" and number is not None and bound is not None:
-        return number < bound
-    if measurement.comparison == "<=" and number is not None and bound is not None:
-        return number > bound
-    if measurement.comparison == "==" and threshold is not None:
-        return value != threshold and (number is None or number != bound)
-    if measurement.comparison == "in" and isinstance(threshold, list):
-        return value not in threshold
-    return False
+    """Whether the judge failed this measurement (its recorded outcome; never judged here)."""
+    return measurement.outcome == "fail"
 
 
 def format_value(value: Any, unit: str = "") -> str:

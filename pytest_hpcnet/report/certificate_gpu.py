@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_hpcnet.report.records import CheckRecord
+from pytest_hpcnet.report.certificate_format import format_threshold, format_value
+from pytest_hpcnet.report.records import CheckRecord, Measurement
 from pytest_hpcnet.requirements.registry import title
+from pytest_hpcnet.requirements.verdict import JUDGE
 
 GPU_CHECKS = (
     "gpu_inventory",
@@ -109,13 +111,24 @@ LOAD_FIGURES = (
 )
 
 
+_CHECKSUM = {"pass": "agrees", "fail": "differs ({})", "not_measured": "not measured"}
+
+
+def _problem(m: Measurement) -> str:
+    """What the judge said of one GPU's failed or unmeasured measurement."""
+    if m.name == JUDGE:
+        return str(m.value)
+    said = "not measured" if m.outcome == "not_measured" else format_threshold(m)
+    return f"{m.name} {format_value(m.value, m.unit)} ({said})"
+
+
 def _gpu_key(subject: str) -> int:
     tail = subject.rpartition(" ")[2]
     return int(tail) if tail.isdigit() else -1
 
 
 def _load_row(node: str, subject: str) -> dict[str, Any]:
-    row: dict[str, Any] = {"node": node, "gpu": subject, "problems": []}
+    row: dict[str, Any] = {"node": node, "gpu": subject, "problems": [], "bad": []}
     row.update(dict.fromkeys(LOAD_FIGURES))
     row.update({"throttle": None, "checksum": None, "nvlink": None, "dcgm": None})
     row.update({"p2p": None, "p2p_min": None, "fabric": None})
@@ -133,6 +146,7 @@ def gpu_load_section(records: Sequence[CheckRecord]) -> dict[str, Any] | None:
     for record in sorted(mine, key=lambda r: (r.subject, LOAD_CHECKS.index(r.check_id))):
         if record.verdict in ("not_measured", "skipped", "error"):
             unmeasured.append((record.subject, title(record.check_id), record.message))
+        if record.verdict in ("skipped", "error"):
             continue
         for m in record.measured:
             if not m.subject.startswith("GPU "):
@@ -158,12 +172,20 @@ def gpu_load_section(records: Sequence[CheckRecord]) -> dict[str, Any] | None:
             elif m.name == "dcgm":
                 row["dcgm"] = m.value
             elif m.name == "checksum":
-                row["checksum"] = "agrees" if m.value == m.threshold else f"differs ({m.value})"
-        if record.verdict in BAD:
-            for clause in record.message.partition(" (fix: ")[0].split("; "):
-                for (node, gpu), row in rows.items():
-                    label = f"{node} {gpu}"
-                    if node == record.subject and (f"{label} (" in clause or f"{label}:" in clause):
-                        row["problems"].append(clause.removeprefix(f"{node}: "))
+                row["checksum"] = _CHECKSUM.get(m.outcome, "not judged").format(m.value)
+            if m.outcome in ("fail", "not_measured"):
+                row["bad"].append(m)
+        clauses = record.message.partition(" (fix: ")[0].split("; ")
+        for (node, gpu), row in rows.items():
+            if node != record.subject or not row["bad"]:
+                continue
+            label = f"{node} {gpu}"
+            said = [c for c in clauses if f"{label} (" in c or f"{label}:" in c]
+            # the judge decided which GPUs failed (the outcomes); its words say why
+            row["problems"].extend(c.removeprefix(f"{node}: ") for c in said)
+            row["problems"].extend(_problem(m) for m in row["bad"] if not said)
+            row["bad"] = []
+    for row in rows.values():
+        row.pop("bad")
     ordered = sorted(rows.values(), key=lambda r: (r["node"], _gpu_key(r["gpu"])))
     return {"rows": ordered, "unmeasured": unmeasured}

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from pytest_hpcnet.inventory.models import Waiver
-from pytest_hpcnet.report.certificate_format import out_of_bound
-from pytest_hpcnet.report.evidence import EvidenceBundle, Measurement, evidence_line
+from pytest_hpcnet.report.evidence import EvidenceBundle, evidence_line
 from pytest_hpcnet.report.verdict import NOT_APPLICABLE, check_verdict
 from pytest_hpcnet.requirements.verdict import (
     FAIL,
     NOT_MEASURED,
+    Measurement,
     NotMeasured,
     Verdict,
 )
@@ -77,17 +77,30 @@ class Check:
         source: str = "",
         subject: str = "",
     ) -> None:
-        """Record a measured value and the threshold (and its source) it is judged against."""
+        """Record a measured value and the threshold (and its source) it is judged against;
+        its outcome is the judges' (`requirements.verdict.judged`)."""
+        self.record_measurement(
+            Measurement(name, value, unit, threshold, comparison, source, subject)
+        )
+
+    def record_measurement(self, m: Measurement) -> None:
+        """Record one judged measurement as the judge decided it."""
         entry = {
-            "name": name,
-            "value": value,
-            "unit": unit,
-            "threshold": threshold,
-            "comparison": comparison,
-            "threshold_source": source,
+            "name": m.name,
+            "value": m.value,
+            "unit": m.unit,
+            "threshold": m.bound,
+            "comparison": m.comparison,
+            "threshold_source": m.source,
         }
-        if subject:
-            entry["subject"] = subject
+        if m.subject:
+            entry["subject"] = m.subject
+        if m.outcome is not None:
+            entry["outcome"] = m.outcome
+        if m.ceiling is not None:
+            entry["ceiling"] = m.ceiling
+        if m.basis:
+            entry["basis"] = m.basis
         self.measured.append(entry)
 
     def judge(self, verdict: Verdict, context: str = "") -> Verdict:
@@ -95,7 +108,7 @@ class Check:
         with its outcome (a pass returns it; a failure fails the test; not measured and not
         applicable end it as such). `context` prefixes the reason (`node07: ...`)."""
         for m in verdict.measurements:
-            self.measure(m.name, m.value, m.unit, m.bound, m.comparison, m.source, m.subject)
+            self.record_measurement(m)
         self.sections.extend(s for s in verdict.sections if s not in self.sections)
         reason = f"{context}: {verdict.reason}" if context and verdict.reason else verdict.reason
         if verdict.fix and verdict.outcome in (FAIL, NOT_MEASURED):
@@ -198,20 +211,26 @@ def find_waiver(
     subject: str,
     measured: Sequence[dict[str, Any]] = (),
 ) -> Waiver | None:
-    """The waiver naming `check_id`, `check_id[subject]`, or a device of the subject
-    (`check_id[node07 erdma_1]`: `node07` is the subject or an end of its pair, and every
-    measurement in `measured` that misses its bound names that device), if any (expired
-    ones included)."""
+    """The waiver that covers this record's failures, if any (expired ones included).
+
+    A waiver names a requirement (`check_id`), a subject (`check_id[node07]`,
+    `check_id[a->b]`) or a device of a node (`check_id[node07 erdma_1]`,
+    `check_id[node07 GPU 3]`: `node07` is the subject or an end of its pair). It covers only
+    the failed measurements it names: every failed measurement of the record must be named
+    by it, and a record with any measurement not measured is never covered."""
+    if any(m.get("outcome") == NOT_MEASURED for m in measured):
+        return None
+    failed = [m for m in measured if m.get("outcome") == FAIL]
     for waiver in waivers:
         if waiver.check in (check_id, f"{check_id}[{subject}]"):
             return waiver
-        if _covers_device(waiver.check, check_id, subject, measured):
+        if _covers_device(waiver.check, check_id, subject, failed):
             return waiver
     return None
 
 
 def _covers_device(
-    waived: str, check_id: str, subject: str, measured: Sequence[dict[str, Any]]
+    waived: str, check_id: str, subject: str, failed: Sequence[dict[str, Any]]
 ) -> bool:
     prefix = f"{check_id}["
     if not (waived.startswith(prefix) and waived.endswith("]")):
@@ -219,8 +238,7 @@ def _covers_device(
     node, _, device = waived[len(prefix) : -1].partition(" ")
     if not device or node not in subject.split("->"):
         return False
-    missed = [m for m in measured if out_of_bound(Measurement.model_validate(m))]
-    return bool(missed) and all(m.get("subject") in (device, f"{node} {device}") for m in missed)
+    return bool(failed) and all(m.get("subject") in (device, f"{node} {device}") for m in failed)
 
 
 def classify(report: pytest.TestReport, excinfo: pytest.ExceptionInfo | None) -> tuple[str, str]:

@@ -34,6 +34,10 @@ class Measurement(BaseModel):
     comparison: Comparison | None = None
     threshold_source: str = ""
     subject: str = ""  # the device or GPU within the record's subject, if narrower
+    outcome: Literal["pass", "fail", "not_measured"] | None = None
+    """The judge's decision on this figure (None: reported, not judged); never re-judged."""
+    ceiling: float | None = None  # the physical ceiling; a figure above it is not measured
+    basis: str = ""  # how the bound was set: profile floor, SKU figure x fraction, peers …
     baseline: float | None = None
     delta: float | None = Field(
         default=None, description="(value - baseline) / baseline, as a fraction"

@@ -32,12 +32,20 @@ def judge_node_throughput(
         why = error or (result.error if result else "")
         return Verdict(False, reason=f"{node}: fio {rw} failed: {why}")
     value = node_bandwidth(result, rw)
-    measured = Measurement(f"{rw}_bw", value, "MB/s", bound, ">=", key)
+    ceiling = cpfs.max_mbs_per_node
+    measured = Measurement(f"{rw}_bw", value, "MB/s", bound, ">=", key, ceiling=ceiling)
     if value is None:
         return not_measured(
             f"{node}: fio {rw}: no usable bandwidth in its output"
         ).with_measurements(measured)
-    verdict = at_least(value, bound, f"{node}: {rw} {value:.0f} MB/s < {bound} MB/s", key)
+    verdict = at_least(
+        value, bound, f"{node}: {rw} {value:.0f} MB/s < {bound} MB/s", key, ceiling=ceiling
+    )
+    if verdict.measured_nothing and value > ceiling:
+        verdict = verdict.with_reason(
+            f"{node}: fio {rw} {value:g} MB/s is implausible (above the ceiling {ceiling:g} "
+            "MB/s, expect.cpfs.max_mbs_per_node)"
+        )
     return verdict.with_measurements(measured)
 
 
@@ -83,7 +91,16 @@ def judge_fairness(rw: str, values: Mapping[str, float], cpfs: CpfsExpect) -> Ve
 def judge_aggregate_and_fairness(
     rw: str, values: Mapping[str, float], cpfs: CpfsExpect, left_out: list[str]
 ) -> Verdict:
-    """Aggregate and fairness together; a node left out (no mount, no result) is named."""
+    """Aggregate and fairness together; a node left out (no mount, no result) is named, and
+    so is a node whose figure is implausible (above `max_mbs_per_node`): it is no peer."""
+    implausible = [n for n, v in values.items() if v > cpfs.max_mbs_per_node]
+    if implausible:
+        values = {n: v for n, v in values.items() if n not in implausible}
+        left_out = [*left_out, *(f"{n} (implausible figure)" for n in implausible)]
+        if values:
+            named = ", ".join(implausible)
+            kept = judge_aggregate_and_fairness(rw, values, cpfs, left_out)
+            return combine([kept, not_measured(f"fio {rw}: {named}: figure above its ceiling")])
     if not values:
         why = f" ({', '.join(left_out)} left out)" if left_out else ""
         return not_measured(f"fio {rw}: no node produced a usable result{why}")

@@ -152,19 +152,30 @@ def judge_erdma_gid(
 ) -> Verdict:
     """The GID index perftest and NCCL get on each ERI is the IPv4 GID of that ERI's own
     interface address (`ibv_devinfo -v`; erdma_1 carries eth1's); an ERI whose netdev has
-    no IPv4 address fails, one whose netdev is unknown is judged on the data-plane
-    interface's address and says so."""
-    findings = []
+    no IPv4 address in a whole `ip addr` listing fails, one whose listing was not read
+    whole (missing, cut) is not measured, one whose netdev is unknown is judged on the
+    data-plane interface's address and says so. A failure beside an ERI not measured fails
+    and names both."""
+    findings, unread = [], []
     for dev in eris:
         own = addresses.get(dev)
         if own is not None and own.address is None:
-            findings.append(finding(False, f"{node} {own.note}", node, dev))
+            if own.unread:
+                unread.append(f"{node} {own.note}")
+            else:
+                findings.append(finding(False, f"{node} {own.note}", node, dev))
             continue
         found = judge_gid_index(node, dev, tables, used.get(dev), own.address if own else None)
         if own is not None and own.fallback:
             found = finding(found.ok, f"{found.reason} ({own.note})", node, dev)
         findings.append(found)
-    return from_findings(findings)
+    if not unread:
+        return from_findings(findings)
+    missing = "; ".join(unread)
+    judged = from_findings(findings) if findings else None
+    if judged is not None and judged.outcome == "fail":
+        return judged.with_reason(f"{judged.reason}; not measured: {missing}")
+    return not_measured(missing)
 
 
 def judge_erdma_numa(node: str, ids: EriIdentities, expect: Expectations) -> Verdict:

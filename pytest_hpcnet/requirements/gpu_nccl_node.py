@@ -1,13 +1,22 @@
 """The judge of the single-node all-reduce: each node's bus bandwidth at the largest size
-against the median of the nodes' and the profile's floor; a run that failed, fails."""
+against the profile's floor and the median of the other nodes' (with `min_peer_nodes` of
+them), below its ceiling; a run that failed, fails; a figure with neither bound is not
+judged (not measured)."""
 
 from __future__ import annotations
 
-import statistics
-
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.nccl import NcclResult
+from pytest_hpcnet.requirements.bounds import (
+    NODES_MEDIAN,
+    Bound,
+    Ceiling,
+    judge_figure,
+    peer_bound,
+)
 from pytest_hpcnet.requirements.verdict import (
+    FAIL,
+    NOT_MEASURED,
     Measurement,
     Verdict,
     failing,
@@ -39,27 +48,33 @@ def judge_gpu_nccl_node(
             return not_measured(f"all_reduce_perf: {result.reason}", **kw)
         return failing(f"single-node all-reduce: {result.reason}", FIX, **kw)
     value = result.busbw_at_max_size_gbs
-    others = [r.busbw_at_max_size_gbs for r in peers.values() if r is not None and r.ok]
-    median = statistics.median([v for v in others if v is not None]) if others else None
-    tol = expect.gpu_load.peer_tolerance
-    floor = expect.gpu_load.min_node_busbw_gbs
-    bounds = []
-    if median is not None:
-        bounds.append((median * (1 - tol), f"{1 - tol:.2f} x the nodes' median {median:g}"))
-    if floor is not None:
-        bounds.append((floor, "expect.gpu_load.min_node_busbw_gbs"))
-    bound, source = max(bounds) if bounds else (None, "")
-    size = result.max_size_bytes or 0
-    measured = Measurement(
-        "busbw_largest", value, "GB/s", round(bound, 2) if bound else None, ">=", source
+    load = expect.gpu_load
+    ceiling = Ceiling(load.max_node_busbw_gbs, "expect.gpu_load.max_node_busbw_gbs")
+    others = [r.busbw_at_max_size_gbs for n, r in peers.items() if r is not None and r.ok]
+    peer, why = peer_bound(
+        others, ceiling, load.peer_tolerance, load.min_peer_nodes, basis=NODES_MEDIAN
     )
-    kw["measurements"] = (measured, Measurement("size_largest", size, "B"))
-    low = [s for b, s in bounds if value is None or value < b]
-    if low:
+    floor = load.min_node_busbw_gbs
+    floor_bound = Bound(floor, "expect.gpu_load.min_node_busbw_gbs") if floor else None
+    figure = judge_figure(
+        "busbw_largest",
+        value,
+        "GB/s",
+        (floor_bound, peer),
+        ceiling,
+        floor_key="expect.gpu_load.min_node_busbw_gbs",
+        unjudged=why,
+    )
+    size = result.max_size_bytes or 0
+    kw["measurements"] = (figure.measurement, Measurement("size_largest", size, "B"))
+    if figure.outcome == FAIL:
         return failing(
-            f"single-node all-reduce busbw {value:g} GB/s at {size} B below {' and '.join(low)}",
+            f"single-node all-reduce busbw {value:g} GB/s at {size} B below "
+            + " and ".join(b.source for b in (floor_bound, peer) if b and value < b.value),
             FIX,
             **kw,
         )
+    if figure.outcome == NOT_MEASURED:
+        return not_measured(f"single-node all-reduce: {figure.reason}", **kw)
     note = "" if floor is not None else " (no floor set: expect.gpu_load.min_node_busbw_gbs)"
     return passing(f"single-node all-reduce busbw {value:g} GB/s at {size} B{note}", **kw)

@@ -12,7 +12,7 @@ A node without nvbandwidth, or whose run or topology cannot be read, is not meas
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import GpuQuery
@@ -26,7 +26,10 @@ from pytest_hpcnet.probes.gpu_p2p import (
 )
 from pytest_hpcnet.probes.gpu_p2p_torch import TORCH_COPY
 from pytest_hpcnet.probes.gpu_topo import Topology
+from pytest_hpcnet.requirements.bounds import Bound, Ceiling, judge_figure, peer_bound
 from pytest_hpcnet.requirements.verdict import (
+    FAIL,
+    NOT_MEASURED,
     Measurement,
     Verdict,
     failing,
@@ -135,16 +138,29 @@ def judge_gpu_p2p(p2p: NodeP2p, peers: dict[str, NodeP2p], expect: Expectations)
             for kind, _, value in _pairs(peer).values():
                 if kind in cluster and value is not None:
                     cluster[kind].append(value)
-    node_medians = {
-        kind: _median([v for k, _, v in pairs.values() if k == kind and v is not None])
+    load = expect.gpu_load
+    ceiling = Ceiling(load.max_p2p_gbs, "expect.gpu_load.max_p2p_gbs")
+    node_bounds = {
+        kind: peer_bound(
+            [v for k, _, v in pairs.values() if k == kind],
+            ceiling,
+            tol,
+            load.min_peer_gpus,
+            f"node {kind} median",
+        )
         for kind in (NVLINK, PCIE)
     }
-    cluster_medians = {kind: _median(values) for kind, values in cluster.items()}
+    cluster_bounds = {
+        kind: peer_bound(values, ceiling, tol, load.min_peer_gpus, f"cluster {kind} median")
+        for kind, values in cluster.items()
+    }
     measurements: list[Measurement] = []
     failures: list[str] = []
     notes: list[str] = []
     unclassed = []
-    expected = [g.index for g in p2p.query.gpus] if p2p.query and p2p.query.gpus else []
+    unjudged: list[str] = []
+    listed = {g.index for g in p2p.query.gpus} if p2p.query and p2p.query.gpus else set()
+    expected = sorted(listed | set(range(expect.gpu.count or 0)))
     floors = matrix.testcase == READ_CE  # the SKU figures are nvbandwidth's read-CE ones
     if not floors:
         notes.append(
@@ -170,31 +186,26 @@ def judge_gpu_p2p(p2p: NodeP2p, peers: dict[str, NodeP2p], expect: Expectations)
         if kind is None:
             unclassed.append(f"{subject} ({cell or 'no cell'})")
             continue
-        bounds = []
-        if node_medians[kind] is not None:
-            bounds.append(
-                (
-                    node_medians[kind] * (1 - tol),
-                    f"{1 - tol:.2f} x node {kind} median {node_medians[kind]:g}",
-                )
-            )
-        if cluster_medians[kind] is not None:
-            bounds.append(
-                (
-                    cluster_medians[kind] * (1 - tol),
-                    f"{1 - tol:.2f} x cluster {kind} median {cluster_medians[kind]:g}",
-                )
-            )
-        floor = getattr(expect.gpu_load, FLOOR_KEYS[kind]) if floors else None
+        floor = getattr(load, FLOOR_KEYS[kind]) if floors else None
+        bounds = [node_bounds[kind][0], cluster_bounds[kind][0]]
         if floor is not None:
-            bounds.append((floor, f"expect.gpu_load.{FLOOR_KEYS[kind]} (SKU)"))
-        bound, source = max(bounds) if bounds else (None, "")
+            bounds.append(Bound(floor, f"expect.gpu_load.{FLOOR_KEYS[kind]} (SKU)"))
         name = "p2p_nvlink_gbs" if kind == NVLINK else "p2p_pcie_gbs"
-        measurements.append(
-            Measurement(
-                name, value, "GB/s", round(bound, 2) if bound else None, ">=", source, subject
-            )
+        judged = judge_figure(
+            name,
+            value,
+            "GB/s",
+            bounds,
+            ceiling,
+            subject,
+            f"expect.gpu_load.{FLOOR_KEYS[kind]}",
+            cluster_bounds[kind][1],
         )
+        broken = (a, b) in matrix.no_peer or any((x, y) == (a, b) for x, y, _ in matrix.failed)
+        if broken or value is None:
+            measurements.append(replace(judged.measurement, outcome=FAIL))
+        else:
+            measurements.append(judged.measurement)
         if (a, b) in matrix.no_peer:
             failures.append(f"{where} over {kind} ({cell}): no peer access")
             continue
@@ -206,8 +217,11 @@ def judge_gpu_p2p(p2p: NodeP2p, peers: dict[str, NodeP2p], expect: Expectations)
         if value is None:
             failures.append(f"{where} over {kind} ({cell}): no figure (N/A)")
             continue
-        low = [s for b, s in bounds if value < b]
-        if low:
+        if judged.outcome == NOT_MEASURED:
+            unjudged.append(f"{where} over {kind} ({cell}): {judged.reason.partition(': ')[2]}")
+            continue
+        low = [b.source for b in bounds if b is not None and value < b.value]
+        if judged.outcome == FAIL:
             failures.append(
                 f"{where} over {kind} ({cell}): {value:g} GB/s below {' and '.join(low)}"
             )
@@ -215,6 +229,10 @@ def judge_gpu_p2p(p2p: NodeP2p, peers: dict[str, NodeP2p], expect: Expectations)
         return failing("; ".join(failures), FIX, measurements=tuple(measurements), **kw)
     if unclassed:
         why = f"topo -m gives no link for {', '.join(unclassed[:4])}"
+        return not_measured(why, measurements=tuple(measurements), **kw)
+    if unjudged:
+        more = f" and {len(unjudged) - 4} more" if len(unjudged) > 4 else ""
+        why = "; ".join(unjudged[:4]) + more
         return not_measured(why, measurements=tuple(measurements), **kw)
     counts = {k: sum(1 for x, _, _ in pairs.values() if x == k) for k in (NVLINK, PCIE)}
     shown = ", ".join(f"{n} over {k}" for k, n in counts.items() if n)

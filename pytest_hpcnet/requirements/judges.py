@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.nccl import NcclExpected, NcclResult, rank_problems
 from pytest_hpcnet.probes.perftest_parsers import LatencyResult
-from pytest_hpcnet.requirements.verdict import NOT_MEASURED, Verdict, not_measured
+from pytest_hpcnet.requirements.verdict import NOT_MEASURED, Measurement, Verdict, not_measured
 from pytest_hpcnet.transport.results import CommandResult
 
 __all__ = ["Verdict", "at_least", "at_most"]
@@ -31,9 +31,21 @@ def _impossible(measured: float) -> str:
     return ""
 
 
-def at_least(measured: float | None, bound: float | None, reason: str, key: str = "") -> Verdict:
-    """`measured >= bound`; `reason` says the failure. Nothing measured, or no bound to
-    judge against (`key` names the expectation to set), is not measured: never a pass."""
+def at_least(
+    measured: float | None,
+    bound: float | None,
+    reason: str,
+    key: str = "",
+    ceiling: float | None = None,
+) -> Verdict:
+    """`bound <= measured <= ceiling`; `reason` says the failure. Nothing measured, no bound
+    to judge against (`key` names the expectation to set), or a figure above its physical
+    `ceiling` (implausible: the output was misread) is not measured: never a pass."""
+    if measured is not None and ceiling is not None and measured == measured > ceiling:
+        return not_measured(
+            f"measured {measured:g}: implausible, above the physical ceiling {ceiling:g}",
+            bound=bound,
+        )
     return _bounded(measured, bound, reason, key, higher_is_better=True)
 
 
@@ -81,7 +93,8 @@ def judge_ib_write_bw(run: PerftestRun, expect: Expectations) -> Verdict:
     text = "no bandwidth measured" if value is None else ""
     if value is not None and bound is not None:
         text = f"BW average {value:.2f} Gbit/s < {bound:.2f} Gbit/s"
-    return at_least(value, bound, text, "expect.ib_write_bw.min_gbps")
+    ceiling = expect.ib_write_bw.max_gbps
+    return at_least(value, bound, text, "expect.ib_write_bw.min_gbps", ceiling)
 
 
 def judge_ib_write_lat(run: PerftestRun, expect: Expectations) -> Verdict:
@@ -129,9 +142,15 @@ def judge_localization(
         for p in localization.link_problems
     ]
     lines += [f"suspect device {d}" for d in suspect_devices]
+    source = f"{tool} pair schedule {schedule}"
+    measurements = (
+        Measurement("suspect_nodes", len(localization.suspects), "nodes", 0, "==", source),
+        Measurement("failing_links", len(localization.link_problems), "links", 0, "==", source),
+        Measurement("suspect_devices", len(suspect_devices), "devices", 0, "==", source),
+    )
     if localization.suspects or localization.link_problems or suspect_devices:
-        return Verdict(False, reason=f"{tool}: " + "; ".join(lines))
-    return Verdict(True, reason="; ".join(lines))
+        return Verdict(False, reason=f"{tool}: " + "; ".join(lines), measurements=measurements)
+    return Verdict(True, reason="; ".join(lines), measurements=measurements)
 
 
 def judge_eri_count(node: str, found: int, wanted: int, source: str) -> Verdict:
@@ -157,20 +176,37 @@ def judge_nccl_run(
     """all_reduce_perf ran as launched and is complete and ok (what every NCCL criterion
     starts from): the parser's `ok` (whole table, no failure line, no wrong values, JSON
     `errors[]` empty), one table of ranks 0..N-1 each once on the launched hosts
-    (`launched`), and the launcher's exit status 0 (`launch`)."""
-    why: list[str] = []
+    (`launched`), and the launcher's exit status 0 (`launch`).
+
+    A failure is what the tool or the launcher says failed (a failure line, out-of-bounds
+    values, a #wrong count, a non-zero exit). An output that cannot be read, is cut, or is
+    not the run launched, a launch that timed out or a node that stopped answering (named)
+    is not measured: never a pass, never a failure."""
+    failed: list[str] = []
+    unread: list[str] = []
+    if result.silent_nodes:
+        nodes = ", ".join(result.silent_nodes)
+        unread.append(f"{nodes} stopped answering during all_reduce_perf")
     if result.error is not None:
-        why.append(f"all_reduce_perf failed: {result.reason}")
+        (failed if result.failed else unread).append(f"all_reduce_perf failed: {result.reason}")
     elif not result.rows:
-        why.append("all_reduce_perf printed no results table")
+        unread.append("all_reduce_perf printed no results table")
     elif not result.ok:
-        why.append(f"all_reduce_perf not ok: {result.reason}")
+        (failed if result.failed else unread).append(f"all_reduce_perf not ok: {result.reason}")
     if launched is not None:
         said = result.error or ""
-        why += [p for p in rank_problems(result.ranks, result.tables, launched) if p not in said]
+        unread += [p for p in rank_problems(result.ranks, result.tables, launched) if p not in said]
+    if launch is not None and launch.truncated:
+        unread.append(f"launcher output cut at the transport's limit on {launch.node}")
     if launch is not None and not launch.ok:
-        why.append(f"launcher: {launch.failure}")
-    return Verdict(False, reason="; ".join(why)) if why else Verdict(True)
+        gone = launch.timed_out or launch.unreachable or launch.exit_status is None
+        (unread if gone else failed).append(f"launcher: {launch.failure}")
+    if failed and not result.silent_nodes:  # a node gone is why the rest failed: unmeasured
+        return Verdict(False, reason="; ".join(failed + unread))
+    unread += failed
+    if unread:
+        return not_measured("; ".join(unread))
+    return Verdict(True)
 
 
 def judge_nccl_avg_busbw(

@@ -3,11 +3,13 @@ NCCL LL128 (source S12), and the full MTU across each node pair's path."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from pytest_hpcnet.probes.links import Interface
 from pytest_hpcnet.probes.ping import PingResult
 from pytest_hpcnet.requirements.verdict import (
+    FAIL,
+    NOT_MEASURED,
     Measurement,
     Verdict,
     combine,
@@ -95,10 +97,13 @@ def judge_each_interface(
     primary_name: str,
     eris: list[tuple[str, Interface | None]],
     judge: Callable[[Interface], Verdict],
+    unmeasured: Sequence[tuple[str, str]] = (),
 ) -> Verdict:
     """`judge` on the data-plane interface and on every ERI's own interface (`eth1
     (erdma_1)`): one verdict naming each interface that is off; an interface missing from
-    `ip link` fails (the node lacks it)."""
+    `ip link` fails (the node lacks it). Each `(label, why)` in `unmeasured` is an ERI
+    the node should have whose interface is unknown (netdev unknown, listing cut, not
+    listed): not measured, named. A failure beside one not measured fails and names both."""
     verdicts = []
     if primary is None:
         verdicts.append(failing(f"data-plane interface {primary_name!r} not found"))
@@ -112,10 +117,19 @@ def judge_each_interface(
         verdicts.append(
             verdict.with_reason(f"{label}: {verdict.reason.removeprefix(f'{iface.name}: ')}")
         )
+    verdicts += [not_measured(f"{label}: {why}") for label, why in unmeasured]
     found = combine(verdicts)
-    if found.ok:
-        return found
-    return found.with_reason(f"{node}: " + "; ".join(v.reason for v in verdicts if not v.ok))
+    return found if found.ok else found.with_reason(f"{node}: {off_reasons(verdicts)}")
+
+
+def off_reasons(verdicts: Sequence[Verdict]) -> str:
+    """The reasons of the verdicts that did not pass: the failures, then (after `not
+    measured:` where there are failures too) those not measured."""
+    bad = [v.reason for v in verdicts if v.outcome == FAIL]
+    missing = [v.reason for v in verdicts if v.outcome == NOT_MEASURED]
+    if bad and missing:
+        return "; ".join(bad) + "; not measured: " + "; ".join(missing)
+    return "; ".join(bad or missing)
 
 
 def judge_interface_mtu(expected: int, iface: Interface, label: str = "") -> Verdict:
@@ -159,3 +173,10 @@ def judge_path_mtu(result: PingResult, mtu: int, label: str = "") -> Verdict:
     name = f"{label} path_mtu" if label else "path_mtu"
     measured = Measurement(name, seen, "bytes", mtu, ">=", "expect.mtu")
     return verdict.with_measurements(measured)
+
+
+def path_not_measured(label: str, why: str, mtu: int) -> Verdict:
+    """A planned ERI path that could not be probed (`why` names it): not measured, its
+    path MTU carried as an unmeasured value."""
+    measured = Measurement(f"{label} path_mtu", None, "bytes", mtu, ">=", "expect.mtu")
+    return not_measured(why, measurements=(measured,))

@@ -13,9 +13,10 @@ a node that did not answer, a bound that is not set.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 Outcome = Literal["pass", "fail", "not_measured", "not_applicable"]
 PASS: Outcome = "pass"
@@ -23,6 +24,11 @@ FAIL: Outcome = "fail"
 NOT_MEASURED: Outcome = "not_measured"
 NOT_APPLICABLE: Outcome = "not_applicable"
 OUTCOMES: tuple[Outcome, ...] = (PASS, FAIL, NOT_MEASURED, NOT_APPLICABLE)
+MeasurementOutcome = Literal["pass", "fail", "not_measured"]
+JUDGE = "judge"
+"""The name of the measurement a verdict adds when its judge failed (or measured nothing)
+without a measurement that says so: the failure stays with its subject, so no waiver for
+another device covers it."""
 
 
 class NotMeasured(Exception):
@@ -32,9 +38,43 @@ class NotMeasured(Exception):
     that classifies failures can mistake it for one."""
 
 
+def number(value: Any) -> float | None:
+    """A finite float of an int or float value (bools and text are not numbers), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    found = float(value)
+    return found if math.isfinite(found) else None
+
+
+def judged(
+    value: Any, bound: Any, comparison: str | None, ceiling: float | None = None
+) -> MeasurementOutcome | None:
+    """The outcome of one figure that needs no judge's reading: `not_measured` for a number
+    that is not finite or lies above its physical `ceiling` (implausible: not a
+    measurement); `pass` or `fail` for a number against a numeric `>=`/`<=` bound, and for an
+    exact `==`/`in` match (pass). None where only the judge can tell (a value its judge
+    normalizes, a value missing): `Verdict` then gives it the verdict's outcome."""
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    if numeric and number(value) is None:
+        return NOT_MEASURED
+    if numeric and ceiling is not None and value > ceiling:
+        return NOT_MEASURED
+    if comparison is None or bound is None or value is None:
+        return None
+    found, limit = number(value), number(bound)
+    if comparison in (">=", "<=") and found is not None and limit is not None:
+        return PASS if (found >= limit if comparison == ">=" else found <= limit) else FAIL
+    if comparison == "==" and (value == bound or (found is not None and found == limit)):
+        return PASS
+    if comparison == "in" and isinstance(bound, list | tuple) and value in bound:
+        return PASS
+    return None
+
+
 @dataclass(frozen=True)
 class Measurement:
-    """One measured quantity as a judge read it, with the bound it was judged against."""
+    """One measured quantity as a judge read it, with the bound it was judged against and
+    its own outcome (`judged` unless the judge gives one)."""
 
     name: str
     value: float | int | str | None
@@ -46,6 +86,40 @@ class Measurement:
     """Where the bound comes from: an expectation key, a profile figure's source."""
     subject: str = ""
     """The device or GPU within the check's subject (`erdma_1`, `GPU 3`), if narrower."""
+    outcome: MeasurementOutcome | None = None
+    """pass, fail or not_measured; None for a value reported, not judged."""
+    ceiling: float | None = None
+    """The physical ceiling (SKU, link or service peak): a figure above it is implausible,
+    not measured."""
+    basis: str = ""
+    """How the bound was set: `profile floor`, `SKU figure x fraction`, `cluster median`, …"""
+
+    def __post_init__(self) -> None:
+        if self.outcome is None:
+            found = judged(self.value, self.bound, self.comparison, self.ceiling)
+            object.__setattr__(self, "outcome", found)
+        elif self.outcome not in (PASS, FAIL, NOT_MEASURED):
+            raise ValueError(f"unknown measurement outcome {self.outcome!r}")
+
+    @property
+    def implausible(self) -> bool:
+        """True when the value lies above its ceiling or is not a finite number."""
+        found = number(self.value)
+        numeric = isinstance(self.value, int | float) and not isinstance(self.value, bool)
+        return numeric and (found is None or (self.ceiling is not None and found > self.ceiling))
+
+
+def derived_outcome(outcome: Outcome, measurements: Iterable[Measurement]) -> Outcome:
+    """A pass with its measurements' own outcomes: a failed measurement fails it, one not
+    measured makes it not measured. A judge's failure or not-measured stands as it said."""
+    if outcome != PASS:
+        return outcome
+    found = {m.outcome for m in measurements}
+    if FAIL in found:
+        return FAIL
+    if NOT_MEASURED in found:
+        return NOT_MEASURED
+    return outcome
 
 
 @dataclass(frozen=True)
@@ -78,7 +152,29 @@ class Verdict:
             object.__setattr__(self, "outcome", PASS if self.passed else FAIL)
         elif self.outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {self.outcome!r}")
-        object.__setattr__(self, "passed", self.outcome == PASS)
+        own = self.reason or self.outcome
+        kept = tuple(
+            m
+            for m in self.measurements
+            if not (m.name == JUDGE and m.subject == self.subject and m.value == own)
+        )
+        outcome = derived_outcome(self.outcome, kept)
+        found = tuple(
+            replace(m, outcome=outcome)
+            if m.outcome is None
+            and m.comparison is not None
+            and m.bound is not None
+            and outcome != NOT_APPLICABLE
+            else m
+            for m in kept
+        )
+        if outcome in (FAIL, NOT_MEASURED) and all(m.outcome != outcome for m in found):
+            said = Measurement(JUDGE, self.reason or outcome, outcome=outcome, subject=self.subject)
+            # replace() runs this again: `own` finds it and puts it last once more
+            found = (*found, said)
+        object.__setattr__(self, "measurements", found)
+        object.__setattr__(self, "outcome", outcome)
+        object.__setattr__(self, "passed", outcome == PASS)
 
     def __bool__(self) -> bool:
         return self.outcome == PASS

@@ -77,7 +77,9 @@ def test_gpu_dcgm_diagnostics(cluster, node, check):
     if run is not None and run.version:
         check.tool_versions["dcgm"] = run.version
     query = parse_query_gpu(cluster.facts(node, check).text("gpu_query"))
-    check.judge(judge_gpu_dcgm(node.name, run, query, level, missing), node.name)
+    count = cluster.expect.gpu.count
+    verdict = judge_gpu_dcgm(node.name, run, query, level, missing, expected_gpus=count)
+    check.judge(verdict, node.name)
 
 
 @mark("gpu_nccl_node")

@@ -39,6 +39,8 @@ def allreduce(cluster, check) -> tuple[NcclResult, CommandResult, NcclExpected]:
     A run that is not complete and ok (`judge_nccl_run`) fails every NCCL check."""
     result, command = cluster.nccl(check)
     launched = cluster.collective.launched()
+    if result.silent_nodes:  # nodes that stopped answering during the run: named
+        check.suspect(*result.silent_nodes)
     check.judge(judge_nccl_run(result, command, launched))
     return result, command, launched
 

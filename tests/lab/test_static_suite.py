@@ -93,10 +93,20 @@ FAULTS = {
     "block": ("tcp/29500", {"security_group", "cloud_audit"}),
     "reject": ("udp/4791", {"security_group", "cloud_audit"}),
     # no device and no erdma module: every eRDMA check of the node; topo -m then shows no NIC
-    # and sysfs no RDMA device (pcie_links: fewer than rdma.min_devices)
+    # and sysfs no RDMA device (pcie_links: fewer than rdma.min_devices); the ERI that
+    # rdma.min_devices plans is not listed, so its MTU and its pairs' path MTU are not measured
     "no-rdma": (
         None,
-        {"erdma", "erdma_identity", "erdma_driver", "erdma_port", "gpu_topology", "pcie_links"},
+        {
+            "erdma",
+            "erdma_identity",
+            "erdma_driver",
+            "erdma_port",
+            "gpu_topology",
+            "pcie_links",
+            "mtu",
+            "path_mtu",
+        },
     ),
     "port-down": (None, {"erdma"}),
     "vswitch": (None, {"placement"}),

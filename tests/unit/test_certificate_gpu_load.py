@@ -21,6 +21,7 @@ def as_record(check_id: str, verdict) -> CheckRecord:
             comparison=m.comparison,
             threshold_source=m.source,
             subject=m.subject,
+            outcome=m.outcome,
         )
         for m in verdict.measurements
     ]

@@ -84,6 +84,7 @@ def _node(node: str, value: float, check: str = "mtu", device: str = "") -> Chec
                 threshold=8500,
                 comparison="==",
                 subject=device,
+                outcome="pass" if value == 8500 else "fail",
             )
         ],
     )

@@ -3,12 +3,15 @@ two-ERI instance sits on eth1 with eth1's own address; GID, `-x` and perftest fo
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from pytest_hpcnet.campaigns.facts import FactsCampaign, NodeFacts
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.probes.erdma import parse_erdma_identity, parse_gid_tables
-from pytest_hpcnet.probes.eri_address import eri_address, eri_netdevs
+from pytest_hpcnet.probes.eri_address import EriAddress, eri_address, eri_netdevs
 from pytest_hpcnet.probes.links import parse_interfaces
 from pytest_hpcnet.probes.rdma_parsers import parse_rdma_link
 from pytest_hpcnet.probes.sections import SectionOutput
@@ -217,3 +220,63 @@ def test_no_per_eri_probe_where_every_eri_is_on_the_data_interface(tmp_path):
         facts._facts[name] = NodeFacts(name, facts._facts[name].result, sections)
     assert EriPathCampaign(facts, lambda: [("n1", "n2")]).pair("n1", "n2") == []
     assert transport.commands == []
+
+
+def _gid_verdict(c: FactsCampaign):
+    eris = c.eri_devices("n1")
+    tables = parse_gid_tables(DEVINFO)
+    addresses = {d: c.eri_address("n1", d) for d in eris}
+    return judge_erdma_gid("n1", tables, eris, {}, addresses)
+
+
+@pytest.mark.parametrize("status", [None, 124, "absent"], ids=["cut short", "timed out", "absent"])
+def test_a_cut_address_listing_leaves_the_gid_check_not_measured_never_failed(tmp_path, status):
+    """A cut `ip addr` section shows no address for eth1: not "no IPv4 address" (which the
+    gate would drain on), but not measured, naming the ERI and the section."""
+    sections = {"rdma_link": LINK, "erdma_identity": IDENT, "ibv_devinfo_v": DEVINFO}
+    c = campaign(tmp_path, sections)
+    if status != "absent":
+        found = dict(c._facts["n1"].sections)
+        found["addr"] = SectionOutput(ADDR[: ADDR.index('"eth1"')], status)
+        c._facts["n1"] = NodeFacts("n1", c._facts["n1"].result, found)
+    assert c.eri_address("n1", "erdma_1").address is None
+    assert c.eri_address("n1", "erdma_1").unread
+    verdict = _gid_verdict(c)
+    assert verdict.outcome == "not_measured", verdict.reason
+    assert "n1 erdma_1" in verdict.reason and "'addr'" in verdict.reason
+    assert "no IPv4 address" not in verdict.reason
+
+
+def test_only_a_whole_address_listing_without_the_ipv4_fails_the_gid_check(tmp_path):
+    whole = json.loads(ADDR)
+    for iface in whole:
+        if iface["ifname"] == "eth1":
+            iface["addr_info"] = [a for a in iface["addr_info"] if a["family"] != "inet"]
+    sections = {"rdma_link": LINK, "erdma_identity": IDENT, "ibv_devinfo_v": DEVINFO}
+    c = campaign(tmp_path, {**sections, "addr": json.dumps(whole)})
+    assert not c.eri_address("n1", "erdma_1").unread
+    verdict = _gid_verdict(c)
+    assert verdict.outcome == "fail"
+    assert verdict.reason == "n1 erdma_1: netdev eth1 (rdma link), no IPv4 address"
+
+
+def test_a_gid_failure_beside_an_unread_address_fails_and_names_both():
+    tables = parse_gid_tables(DEVINFO)
+    addresses = {
+        "erdma_0": EriAddress("erdma_0", "eth0", None, "rdma link", unread="'addr' cut short"),
+        "erdma_1": EriAddress("erdma_1", "eth1", None, "rdma link"),
+    }
+    verdict = judge_erdma_gid("n1", tables, ["erdma_0", "erdma_1"], {}, addresses)
+    assert verdict.outcome == "fail"
+    assert verdict.reason.startswith("n1 erdma_1: netdev eth1 (rdma link), no IPv4 address")
+    assert "not measured: n1 erdma_0: netdev eth0 (rdma link), address unknown" in verdict.reason
+
+
+def test_an_unparseable_or_toolless_address_listing_is_unread_not_addressless():
+    netdevs = {"erdma_1": ("eth1", "rdma link")}
+    cut = eri_address("erdma_1", netdevs, parse_interfaces(ADDR[:600]), "eth0")
+    assert cut.address is None and cut.unread.startswith("ip addr unreadable: invalid JSON")
+    gone = eri_address("erdma_1", netdevs, parse_interfaces("hpcnet: ip not found\n"), "eth0")
+    assert gone.unread == "ip (iproute2) not installed"
+    assert eri_address("erdma_1", netdevs, None, "eth0", "'addr' cut").unread == "'addr' cut"
+    assert not eri_address("erdma_1", netdevs, parse_interfaces(ADDR), "eth0").unread

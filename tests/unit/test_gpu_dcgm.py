@@ -58,7 +58,9 @@ def test_skipped_test_is_not_a_pass_and_warn_is_reported():
     result = doc["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["results"][0]
     result["status"], result["warnings"] = "Skip", []
     skipped = judge_gpu_dcgm("n1", parse_dcgm_json(json.dumps(doc)), None, 1)
-    assert skipped.outcome == "not_measured" and "skipped software" in skipped.reason
+    assert (
+        skipped.outcome == "not_measured" and "n1 GPU 0: dcgm 'software' skipped" in skipped.reason
+    )
     result["status"] = "Warn"
     warned = judge_gpu_dcgm("n1", parse_dcgm_json(json.dumps(doc)), None, 1)
     assert warned.outcome == "pass" and "warnings (not failed): GPU 0 software" in warned.reason
@@ -87,3 +89,106 @@ def test_lab_emulation_and_its_fault(tmp_path):
         "node01 GPU 3 (00000000:5D:00.0, serial 1654124006923): DCGM memory failed: GPU 3"
         " failed the memory test (hpcnet lab emulation of a DCGM failure)"
     )
+
+
+# -- coverage: the tests planned for the level, on every expected GPU --------------------
+
+
+def test_dcgm_3_software_only_is_not_a_level_3_pass():
+    run = parse_dcgm_json(
+        text("nvvs-3.1.0-json-8gpu-software-pass-null-entries-warning-prefix-dcgm-test.txt")
+    )
+    assert judge_gpu_dcgm("n1", run, None, 1, expected_gpus=8).outcome == "pass"
+    verdict = judge_gpu_dcgm("node03", run, None, 3, expected_gpus=8)
+    assert verdict.outcome == "not_measured"
+    assert "node03 GPU 5: dcgm 'memory' not run" in verdict.reason
+    assert "node03 GPU 0: dcgm 'targeted_power' not run" in verdict.reason
+    unmeasured = {m.subject for m in verdict.measurements if m.value is None}
+    assert "memory on GPU 5" in unmeasured
+
+
+def _doc(level: int, gpus: int = 8) -> dict:
+    tests = ["software", "pcie", "memory"][: {1: 1, 2: 3}.get(level, 3)]
+    return {
+        "DCGM Diagnostic": {
+            "test_categories": [
+                {
+                    "category": "Hardware",
+                    "tests": [
+                        {
+                            "name": name,
+                            "results": [
+                                {"entity_group": "GPU", "entity_id": i, "status": "Pass"}
+                                for i in range(gpus)
+                            ],
+                            "test_summary": {"status": "Pass"},
+                        }
+                        for name in tests
+                    ],
+                }
+            ]
+        },
+        "metadata": {"version": "4.2.3"},
+    }
+
+
+def test_dcgm_gpu_missing_from_most_tests_is_not_measured():
+    doc = _doc(2)
+    assert (
+        judge_gpu_dcgm("n", parse_dcgm_json(json.dumps(doc)), None, 2, expected_gpus=8).outcome
+        == "pass"
+    )
+    for test in doc["DCGM Diagnostic"]["test_categories"][0]["tests"][1:]:
+        test["results"] = [r for r in test["results"] if r["entity_id"] != 5]
+    verdict = judge_gpu_dcgm("node03", parse_dcgm_json(json.dumps(doc)), None, 2, expected_gpus=8)
+    assert verdict.outcome == "not_measured"
+    assert "node03 GPU 5: dcgm 'pcie' not run" in verdict.reason
+    assert "node03 GPU 4" not in verdict.reason
+
+
+def test_dcgm_gpu_the_output_never_lists_is_not_measured():
+    run = parse_dcgm_json(json.dumps(_doc(2, gpus=7)))
+    verdict = judge_gpu_dcgm("n", run, None, 2, expected_gpus=8)
+    assert (
+        verdict.outcome == "not_measured" and "n GPU 7: dcgm 'software' not run" in verdict.reason
+    )
+
+
+def test_dcgm_summary_skip_or_error_without_results_and_empty_results():
+    for status, results in (("Skip", None), ("Error", None), ("Pass", [])):
+        doc = _doc(2)
+        test = doc["DCGM Diagnostic"]["test_categories"][0]["tests"][2]
+        test["test_summary"]["status"] = status
+        if results is None:
+            del test["results"]
+        else:
+            test["results"] = results
+        verdict = judge_gpu_dcgm("n", parse_dcgm_json(json.dumps(doc)), None, 2, expected_gpus=8)
+        assert verdict.outcome == "not_measured", status
+        assert "n GPU 0: dcgm 'memory' not run" in verdict.reason, status
+
+
+def test_dcgm_fail_among_missing_fails():
+    doc = _doc(2)
+    doc["DCGM Diagnostic"]["test_categories"][0]["tests"][1]["results"][2]["status"] = "Fail"
+    del doc["DCGM Diagnostic"]["test_categories"][0]["tests"][2]["results"][6]
+    verdict = judge_gpu_dcgm("n", parse_dcgm_json(json.dumps(doc)), None, 2, expected_gpus=8)
+    assert verdict.outcome == "fail" and "n GPU 2: DCGM pcie failed" in verdict.reason
+    assert "n GPU 6: dcgm 'memory' not run" in verdict.reason
+
+
+def test_dcgm_3_gpu_missing_from_one_deployment_check_is_not_measured():
+    text_of_3 = (
+        FIXTURES / "nvvs-3.1.0-json-8gpu-software-pass-null-entries-warning-prefix-dcgm-test.txt"
+    ).read_text()
+    assert judge_gpu_dcgm("n", parse_dcgm_json(text_of_3), None, 1, expected_gpus=8).ok
+    text = text_of_3.replace('"gpu_ids" : "0,1,2,3,4,5,6,7"', '"gpu_ids" : "1,2,3,4,5,6,7"', 1)
+    verdict = judge_gpu_dcgm("n", parse_dcgm_json(text), None, 1, expected_gpus=8)
+    assert verdict.outcome == "not_measured"
+    assert "n GPU 0: dcgm 'software' (Denylist) not run" in verdict.reason
+
+
+def test_text_after_the_json_document_is_not_one_whole_result():
+    whole = text("dcgm-4.2.3-gb10-r1-json-software-fail-persistence-sram.json")
+    run = parse_dcgm_json(whole + "\nError: unable to connect to host engine\n")
+    assert run.error and run.error.startswith("text after dcgmi's JSON document")

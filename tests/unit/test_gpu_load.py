@@ -140,10 +140,30 @@ def test_a_slow_gpu_fails_against_its_node_and_the_cluster():
     verdict = judges.judge_gpu_compute(slow, peers, Expectations())
     assert verdict.outcome == "fail"
     assert verdict.reason.startswith("n2 GPU 1 (00000000:11:00.0, serial 1001): bf16 GEMM 690")
-    assert "0.90 x node best 780" in verdict.reason and "cluster median 780" in verdict.reason
+    # four GPUs on the node are too few for a node-best bound (min_peer_gpus 8)
+    assert "node best" not in verdict.reason and "cluster median 780" in verdict.reason
+    four = Expectations(gpu_load={"min_peer_gpus": 4})
+    assert "0.90 x node best 780" in judges.judge_gpu_compute(slow, peers, four).reason
     assert judges.judge_gpu_compute(peers["n1"], peers, Expectations()).outcome == "pass"
     loose = Expectations(gpu_load={"peer_tolerance": 0.2})
     assert judges.judge_gpu_compute(slow, peers, loose).outcome == "pass"
+
+
+def test_peers_do_not_stand_in_for_a_floor():
+    """Every GPU equally slow passes its peers but not the SKU floor; a one-node cluster of
+    four GPUs without a floor is measured, not judged; 1e300 TFLOPS is implausible and blames
+    no healthy GPU beside it."""
+    slow = {f"n{i}": node_load(f"n{i}", [gpu(g, bf16=50.0) for g in range(4)]) for i in (1, 2)}
+    floor = Expectations(gpu_load={"min_bf16_tflops": 692})
+    assert judges.judge_gpu_compute(slow["n1"], slow, floor).outcome == "fail"
+    alone = {"n1": node_load("n1", [gpu(g, bf16=50.0) for g in range(4)])}
+    verdict = judges.judge_gpu_compute(alone["n1"], alone, Expectations())
+    assert verdict.outcome == "not_measured" and "not judged" in verdict.reason
+    absurd = node_load("n2", [gpu(0, bf16=1e300), gpu(1), gpu(2), gpu(3)])
+    peers = cluster(n2=absurd)
+    verdict = judges.judge_gpu_compute(absurd, peers, Expectations())
+    assert verdict.outcome == "not_measured" and "implausible" in verdict.reason
+    assert judges.judge_gpu_compute(peers["n1"], peers, Expectations()).outcome == "pass"
 
 
 def test_sku_floor_and_temperature_ceiling():
@@ -178,8 +198,29 @@ def test_checksum_minority_fails_named_with_bus_and_serial():
         " cluster's abababababababab"
     )
     assert judges.judge_gpu_correctness(peers["n1"], peers).outcome == "pass"
+
+
+def test_a_tie_blames_no_gpu():
     split = {"a": node_load("a", [gpu(0, checksum="aa" * 8), gpu(1, checksum="bb" * 8)])}
-    assert judges.judge_gpu_correctness(split["a"], split).outcome == "fail"
+    verdict = judges.judge_gpu_correctness(split["a"], split)
+    assert verdict.outcome == "not_measured", verdict.reason
+    assert "aaaaaaaaaaaaaaaa on 1 GPU (a GPU 0)" in verdict.reason
+    assert "bbbbbbbbbbbbbbbb on 1 GPU (a GPU 1)" in verdict.reason
+    assert "differs" not in verdict.reason
+
+
+def test_a_plurality_short_of_half_the_planned_gpus_blames_no_gpu():
+    # 3 agree, 1 differs, but 4 more GPUs were planned and gave nothing: 3 is not > 8 / 2
+    four = node_load("a", [gpu(0), gpu(1), gpu(2), gpu(3, checksum="cd" * 8)])
+    four = replace(four, expected_gpus=8)
+    peers = {"a": four}
+    verdict = judges.judge_gpu_correctness(four, peers)
+    assert verdict.outcome != "pass"
+    assert "differs from the cluster's" not in verdict.reason
+    assert "no checksum is shared by more than half of the 8 planned GPUs" in verdict.reason
+    whole = cluster(n3=node_load("n3", [gpu(0), gpu(1), gpu(2), gpu(3, checksum="cd" * 8)]))
+    blamed = judges.judge_gpu_correctness(whole["n3"], whole)
+    assert blamed.outcome == "fail" and "n3 GPU 3" in blamed.reason
 
 
 def test_not_measured_never_passes():
@@ -252,3 +293,35 @@ def test_a_slowdown_without_readable_clocks_still_fails_naming_the_gpu():
     verdict = judges.judge_gpu_compute(hot, cluster(n3=hot), Expectations())
     assert verdict.outcome == "fail"
     assert "hw_thermal_slowdown under load (SM clock down to ? MHz, ? C)" in verdict.reason
+
+
+def test_unreadable_temperature_and_clock_events_are_not_measured_not_none():
+    samples = (
+        "0, 00000000:10:00.0, 1000, 1980, 690, [N/A], [N/A]\n"
+        "0, 00000000:10:00.0, 1000, 1980, 690, [Not Supported], [N/A]"
+    )
+    parsed = parse_samples(samples).gpu(0)
+    assert set(parsed.unreadable) == {"temperature.gpu", "clocks_event_reasons.active"}
+    blind = node_load("n3", [gpu(0)], samples)
+    strict = Expectations(gpu_load={"max_temperature_c": 85})
+    verdict = judges.judge_gpu_compute(blind, cluster(n3=blind), strict)
+    assert verdict.outcome == "not_measured", verdict.reason
+    assert "n3 GPU 0 (00000000:10:00.0, serial 1000): clock-event reasons unreadable" in (
+        verdict.reason
+    )
+    assert "temperature unreadable" in verdict.reason
+    slowdown = next(m for m in verdict.measurements if m.name == "slowdown")
+    assert slowdown.value is None
+
+
+def test_one_unreadable_temperature_sample_leaves_the_ceiling_unjudged():
+    samples = (
+        "0, 00000000:10:00.0, 1000, 1980, 690, 60, 0x0\n"
+        "0, 00000000:10:00.0, 1000, 1980, 690, [N/A], 0x0\n"
+        "0, 00000000:10:00.0, 1000, 1980, 690, ９９, 0x0"
+    )
+    blind = node_load("n3", [gpu(0)], samples)
+    strict = Expectations(gpu_load={"max_temperature_c": 85})
+    verdict = judges.judge_gpu_compute(blind, cluster(n3=blind), strict)
+    assert verdict.outcome == "not_measured"
+    assert "temperature unreadable in 2 of 3 samples" in verdict.reason

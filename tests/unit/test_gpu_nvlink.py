@@ -94,3 +94,95 @@ def test_no_gpu_listed_by_nvlink_is_not_measured_never_a_pass():
 
     verdict = judge_gpu_nvlink("n1", NvlinkStatus(), NvlinkErrors(), None, H200)
     assert verdict.outcome == "not_measured" and "listed no GPU" in verdict.reason
+
+
+# -- every link of every GPU, every counter kind, the SKU's per-link speed --------------------
+
+
+def _status(gpus: int = 8, links: int = 18, speed: str = "26.562", name: str = "NVIDIA H200"):
+    return "".join(
+        f"GPU {g}: {name} (UUID: GPU-{g})\n"
+        + "".join(f"\t Link {n}: {speed} GB/s\n" for n in range(links))
+        for g in range(gpus)
+    )
+
+
+def _errors(gpus: int = 8, links=range(18), kinds=("Replay", "Recovery", "CRC")):
+    return "".join(
+        f"GPU {g}: NVIDIA H200 (UUID: GPU-{g})\n"
+        + "".join(f"\t Link {n}: {k} Errors: 0\n" for n in links for k in kinds)
+        for g in range(gpus)
+    )
+
+
+def _judge(status: str, errors: str, expect=H200):
+    return judge_gpu_nvlink(
+        "node03", parse_nvlink_status(status), parse_nvlink_errors(errors), None, expect
+    )
+
+
+EIGHT = Expectations(gpu={"count": 8}, gpu_load={"nvlink_links": 18})
+
+
+def test_whole_listing_passes_against_the_sku_speed():
+    verdict = _judge(_status(), _errors(), EIGHT)
+    assert verdict.outcome == "pass", verdict.reason
+    speeds = [m for m in verdict.measurements if m.name == "nvlink_gbs_min"]
+    assert speeds and all(m.bound == 26.562 for m in speeds)
+
+
+def test_error_listing_of_one_link_is_not_measured():
+    verdict = _judge(_status(), _errors(links=range(1)), EIGHT)
+    assert verdict.outcome == "not_measured"
+    assert "node03 GPU 0 links 1-17: no replay, recovery, crc counter" in verdict.reason
+
+
+def test_error_listing_of_replay_counters_only_is_not_measured():
+    verdict = _judge(_status(), _errors(kinds=("Replay",)), EIGHT)
+    assert verdict.outcome == "not_measured"
+    assert "node03 GPU 3 links 0-17: no recovery, crc counter" in verdict.reason
+
+
+def test_crc_flit_and_data_counters_are_read():
+    errors = _errors(kinds=("Replay", "Recovery", "CRC Flit", "CRC Data"))
+    assert parse_nvlink_errors(errors).gpus[0][3] == {
+        "replay": 0,
+        "recovery": 0,
+        "crc_flit": 0,
+        "crc_data": 0,
+    }
+    assert _judge(_status(), errors, EIGHT).outcome == "pass"
+    noisy = errors.replace("Link 3: CRC Data Errors: 0", "Link 3: CRC Data Errors: 9", 1)
+    assert "NVLink link 3 counted errors: crc_data 9" in _judge(_status(), noisy, EIGHT).reason
+
+
+def test_every_link_at_a_tenth_of_the_sku_speed_fails():
+    verdict = _judge(_status(speed="2.656"), _errors(), EIGHT)
+    assert verdict.outcome == "fail"
+    assert "below the SKU's 26.562 GB/s per link" in verdict.reason
+
+
+def test_unknown_sku_speed_is_not_measured_not_the_node_mode():
+    verdict = _judge(_status(name="NVIDIA Mystery GPU"), _errors(), EIGHT)
+    assert verdict.outcome == "not_measured"
+    assert "per-link NVLink speed bound unset" in verdict.reason
+
+
+def test_link_missing_from_the_status_listing_is_not_measured():
+    status = _status().replace("\t Link 17: 26.562 GB/s\n", "", 1)
+    verdict = _judge(status, _errors(), EIGHT)
+    assert verdict.outcome == "not_measured"
+    assert "node03 GPU 0 link 17: not listed by nvidia-smi nvlink -s" in verdict.reason
+
+
+def test_gpu_missing_by_expected_count_is_named():
+    verdict = _judge(_status(gpus=7), _errors(gpus=7), EIGHT)
+    assert verdict.outcome != "pass"
+    assert "node03 GPU 7" in verdict.reason
+
+
+def test_full_width_digits_are_not_read_as_numbers():
+    status = _status().replace("Link 2: 26.562", "Link 2: ２６.562", 1)
+    assert _judge(status, _errors(), EIGHT).outcome != "pass"
+    errors = _errors().replace("Link 2: CRC Errors: 0", "Link 2: CRC Errors: ０", 1)
+    assert _judge(_status(), errors, EIGHT).outcome != "pass"

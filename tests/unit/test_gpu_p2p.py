@@ -188,3 +188,75 @@ def test_no_engine_waived_cut_and_unreadable_topo():
         assert judge_gpu_p2p(n, {"n1": n}, Expectations()).outcome != "pass", cut
     bad_topo = NodeP2p("n1", parse_nvbandwidth(H100), parse_topo("garbage"), QUERY)
     assert judge_gpu_p2p(bad_topo, {}, Expectations()).outcome == "not_measured"
+
+
+def test_a_gpu_expected_by_count_but_absent_from_the_matrix_fails():
+    text = A6000.replace("\n...\n", "\nRunning device_to_device_memcpy_read_ce.\n")
+    six = parse_query_gpu(
+        "\n".join((FIXTURES / "gpu" / "query-8gpu-h200.csv").read_text().splitlines()[:7])
+    )
+    n = NodeP2p("n1", parse_nvbandwidth(text), parse_topo(pcie_topo(6)), six)
+    verdict = judge_gpu_p2p(n, {"n1": n}, Expectations(gpu={"count": 7}))
+    assert verdict.outcome == "fail" and "n1 GPU 6: not in nvbandwidth's 6-GPU matrix" in (
+        verdict.reason
+    )
+
+
+def test_a_complete_suite_with_waived_lines_latency_and_local_copy_is_read_whole():
+    run = read("nvbandwidth-derived-v0.8-2gpu-suite-waived-lines-latency-local-copy.txt")
+    assert run.error is None and run.problems == (), run.problems
+    shapes = {m.testcase: (m.rows, m.columns) for m in run.matrices}
+    assert shapes == {
+        "host_to_device_memcpy_ce": (1, 2),
+        "device_to_host_memcpy_ce": (1, 2),
+        "device_to_device_memcpy_read_ce": (2, 2),
+        "host_device_latency_sm": (1, 2),
+        "device_local_copy": (1, 2),
+    }
+    assert run.matrix("host_device_latency_sm").unit == "ns"
+    assert run.matrix(READ_CE).value(0, 1) == 24.10 and READ_CE not in run.waived
+
+
+def test_a_cut_suite_is_still_cut():
+    text = (
+        FIXTURES
+        / "gpu_load"
+        / "nvbandwidth-derived-v0.8-2gpu-suite-waived-lines-latency-local-copy.txt"
+    ).read_text()
+    cut = text[: text.index(" 1     24.05")]
+    assert parse_nvbandwidth(cut).problems
+    no_sum = text[: text.index("SUM host_device_latency_sm")]
+    assert any("host_device_latency_sm" in p for p in parse_nvbandwidth(no_sum).problems)
+
+
+def test_a_bare_waived_line_after_running_waives_that_test():
+    text = "nvbandwidth Version: v0.8\n\nRunning device_to_device_memcpy_read_ce.\nWaived: \n\n"
+    run = parse_nvbandwidth(text)
+    assert run.error is None and run.waived == (READ_CE,) and not run.problems
+
+
+def test_non_ascii_or_exponent_cells_are_unreadable():
+    for bad in ("２４.10", "1e300", "-1", "nan", "inf"):
+        run = read("nvbandwidth-derived-v0.8-2gpu-suite-waived-lines-latency-local-copy.txt")
+        text = (
+            (
+                FIXTURES
+                / "gpu_load"
+                / "nvbandwidth-derived-v0.8-2gpu-suite-waived-lines-latency-local-copy.txt"
+            )
+            .read_text()
+            .replace("24.10", bad, 1)
+        )
+        run = parse_nvbandwidth(text)
+        assert run.problems and run.matrix(READ_CE) is None, bad
+
+
+def test_topo_with_an_empty_cpu_affinity_keeps_its_numa_columns():
+    lines = TOPO.splitlines()
+    row = lines[1].split("\t")
+    row[-4] = ""  # CPU Affinity
+    topo = parse_topo("\n".join([lines[0], "\t".join(row), *lines[2:]]))
+    assert topo.error is None
+    gpu0 = topo.row("GPU0")
+    assert (gpu0.cpu_affinity, gpu0.numa_affinity, gpu0.gpu_numa_id) == (None, "0", "N/A")
+    assert topo.row("GPU1").gpu_numa_id == "N/A"

@@ -130,12 +130,33 @@ def test_no_hosts_is_refused():
 def test_expected_run_is_what_the_launcher_starts():
     settings = NcclSettings(gpus_per_node=8, args={"b": "1M", "e": "128M", "g": 1, "c": 1})
     assert expected_run(settings, 4) == NcclExpected(
-        max_bytes=134217728, ranks=32, nodes=4, validation=True
+        max_bytes=134217728,
+        ranks=32,
+        nodes=4,
+        validation=True,
+        min_bytes=2**20,
+        step_factor=2,
+        gpus_per_process=1,
+        op="sum",
+        collective="all_reduce_perf",
     )
     two_per_process = NcclSettings(gpus_per_node=4, args={"g": 2, "c": 0})
-    assert expected_run(two_per_process, 2) == NcclExpected(
-        max_bytes=8 * 2**30, ranks=16, nodes=2, validation=False
+    launched = expected_run(two_per_process, 2, [("a", "10.0.0.1"), ("b",)])
+    assert launched == NcclExpected(
+        max_bytes=8 * 2**30,
+        ranks=16,
+        nodes=2,
+        validation=False,
+        min_bytes=8,
+        step_factor=2,
+        gpus_per_process=2,
+        op="sum",
+        collective="all_reduce_perf",
+        hosts=(("a", "10.0.0.1"), ("b",)),
     )
+    gather = NcclSettings(binary="/opt/nccl-tests/build/all_gather_perf")
+    assert expected_run(gather, 2).op is None
+    assert expected_run(gather, 2).collective == "all_gather_perf"
 
 
 def test_srun_launch_takes_mpi_args_and_the_launchers_own_env():

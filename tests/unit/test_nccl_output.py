@@ -33,9 +33,18 @@ class FakeTransport:
     def __init__(self, usage: str, table: str, json_text: str | None, json_status: int = 0):
         self.usage, self.table, self.json, self.status = usage, table, json_text, json_status
         self.calls: list[tuple[str, str]] = []
+        self.debug: dict[str, str] = {}  # each node's NCCL debug files, as read back
+        self.silent: set[str] = set()  # nodes that no longer answer
+
+    def run_on_all(self, command, nodes, timeout_s=None) -> dict[str, CommandResult]:
+        return {n: self.run(n, command, timeout_s or 0) for n in nodes}
 
     def run(self, node: str, command: str, timeout: float) -> CommandResult:
         self.calls.append((node, command))
+        if node in self.silent:
+            return CommandResult(node, command, None, "", "", 30.0, 0.0, unreachable="lost")
+        if command.startswith("for f in /tmp/hpcnet-nccl-"):
+            return _done(node, command, self.debug.get(node, ""))
         if command.startswith("all_reduce_perf -h"):
             return _done(node, command, self.usage)
         if command.startswith("cat -- "):
@@ -46,11 +55,11 @@ class FakeTransport:
 
 
 def campaign(transport: FakeTransport, nodes: int, e: str) -> NcclCampaign:
+    # -b 1M and -f as the fixture ran (the 2-node table steps by 4, the JSON file by 2)
+    args = {"b": "1M", "e": e, "f": 4 if nodes == 2 else 2, "g": 1, "c": 1}
     inventory = SimpleNamespace(
         expect=Expectations(),
-        benchmarks=BenchmarkSettings(
-            nccl={"gpus_per_node": 1 if nodes == 1 else 2, "args": {"e": e, "g": 1, "c": 1}}
-        ),
+        benchmarks=BenchmarkSettings(nccl={"gpus_per_node": 1 if nodes == 1 else 2, "args": args}),
     )
     hostnames = {"n1": "vm", "a": "gpu-node-a", "b": "gpu-node-b"}
     facts = SimpleNamespace(
@@ -88,7 +97,7 @@ def test_json_file_is_the_result_and_is_kept_as_evidence():
     parsed, run, extras = c.launch(_nodes("n1"))
     path = re.search(r" -J (/tmp/hpcnet-nccl-\w+\.json)", run.command).group(1)
     assert parsed.ok and len(parsed.rows) == 9 and parsed.nccl_version == 22803
-    assert transport.calls[-1] == ("n1", f"cat -- {path}; status=$?; rm -f -- {path}; exit $status")
+    assert ("n1", f"cat -- {path}; status=$?; rm -f -- {path}; exit $status") in transport.calls
     kept = json.loads(extras[-1].stdout)
     assert kept["results"] == json.loads(JSON)["results"]
     assert all(e.startswith(("NCCL_", "CUDA", "NVIDIA_")) for e in kept["env"])

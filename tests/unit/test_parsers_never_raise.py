@@ -122,6 +122,7 @@ CORPUS: list[tuple[str, tuple[str, ...]]] = [
     ("samples/ib_write_lat/*", ("latency",)),
     ("nccl/*.txt", ("nccl",)),
     ("samples/nccl_allreduce/*.txt", ("nccl",)),
+    ("nccl_corpus/*.txt", ("nccl",)),
     ("samples/nccl_allreduce/*.json", ("nccl_json",)),
     ("nccl_debug/*.txt", ("nccl_debug",)),
     ("fio/fio*", ("fio",)),
@@ -338,6 +339,7 @@ BARE_NUMBERS = {
 TWO_RUNS = {
     "nccl/real-issue290-h100x8-twice-no-mpi.txt",
     "gpu_load/nvbandwidth-v0.10.0-b300-sxm6-x7-ce-suite-d2d-765-774GBs-bidir-total-dell-xe9780.txt",
+    "gpu_load/nvbandwidth-derived-v0.8-2gpu-suite-waived-lines-latency-local-copy.txt",
 }
 """Two whole runs one after the other (the NCCL suite's fixture; nvbandwidth's default run,
 one test after another): cut between them, the first is a whole run of its own (the P2P judge

@@ -20,9 +20,9 @@ def test_ebmgn8v():
     assert (e.gpu.count, e.gpu.model) == (8, None)
     load = e.gpu_load
     assert (load.min_hbm_gbs, load.nvlink_links, load.nvswitch) == (3000, 18, True)
-    assert load.min_bf16_tflops is None and load.min_p2p_nvlink_gbs is None
+    assert (load.min_bf16_tflops, load.min_p2p_nvlink_gbs) == (103.6, 300)
     notes = load_profile_sources("ebmgn8v")["gpu_load"]
-    assert "0.75 x the 4 TB/s" in notes and "peer-relative only" in notes
+    assert "0.75 x the 4 TB/s" in notes and "TP-H20" in notes
 
 
 def test_sku_floors_only_where_a_figure_is_published():
@@ -31,9 +31,21 @@ def test_sku_floors_only_where_a_figure_is_published():
     assert pytest.approx(0.7 * 119.5, abs=0.06) == l20.min_bf16_tflops
     assert l20.min_hbm_gbs == 0.75 * 864
     assert not l20.nvswitch and l20.nvlink_links is None and l20.p2p
-    for name in ("ebmgn7ex", "gn9gc"):
-        load = expect(name).gpu_load
-        floors = (load.min_bf16_tflops, load.min_tf32_tflops, load.min_hbm_gbs)
-        assert floors == (None, None, None), name
-        assert load.min_p2p_nvlink_gbs is None and load.min_p2p_pcie_gbs is None
-        assert "peer" in load_profile_sources(name)["gpu_load"], name
+
+
+LOAD_FIGURES = ("bf16_tflops", "tf32_tflops", "hbm_gbs", "node_busbw_gbs")
+
+
+@pytest.mark.parametrize("name", ["ebmgn7ex", "ebmgn8is", "ebmgn8v", "gn9gc"])
+def test_every_load_figure_has_a_floor_below_its_ceiling_with_sources(name):
+    """No shipped profile leaves a GPU-load figure to peers alone: each has an absolute floor
+    under its physical ceiling, and the GPU pairs a floor for their kind of link."""
+    load = expect(name).gpu_load
+    for figure in LOAD_FIGURES:
+        floor, ceiling = getattr(load, f"min_{figure}"), getattr(load, f"max_{figure}")
+        assert floor is not None and 0 < floor < ceiling, (name, figure)
+    nvlink = load.nvlink_links or name == "ebmgn7ex"
+    pair_floor = load.min_p2p_nvlink_gbs if nvlink else load.min_p2p_pcie_gbs
+    assert pair_floor is not None and pair_floor < load.max_p2p_gbs, name
+    notes = load_profile_sources(name)
+    assert "peer-relative only" not in notes["gpu_load"] and "ceiling" in notes["ceilings"]

@@ -330,7 +330,7 @@ def test_versions_differ_across_nodes():
         "nccl missing on node04 (others 2.27.7)"
     )  # fio is not compared: only the GPU and RDMA stack must agree
     assert verdict.extra["suspects"] == ["node03", "node04"]
-    shown = {m.name: m.value for m in verdict.measurements}
+    shown = {m.name: m.value for m in verdict.measurements if m.name != "judge"}
     assert shown == {"nvidia_driver": "570.172.08, 580.159.04", "nccl": "2.27.7, missing"}
     unread = judge_versions({"n1": {"nvidia_driver": "580.159.04"}, "n2": None}, expect())
     assert unread.outcome == "not_measured" and unread.reason == "versions unreadable on n2"

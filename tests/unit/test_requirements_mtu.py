@@ -40,3 +40,18 @@ def test_nodes_that_disagree_name_the_ones_off_the_expected_mtu():
 
 def test_a_path_probe_that_could_not_run_is_not_measured():
     assert mtu.judge_path_mtu(PingResult(tool_missing=True), 8500).outcome == "not_measured"
+
+
+def test_an_eri_not_measured_is_named_and_a_failure_beside_it_shows_both():
+    eth0, eth1 = Interface(name="eth0", mtu=8500), Interface(name="eth1", mtu=1500)
+    judge = lambda i: mtu.judge_interface_mtu(8500, i)  # noqa: E731
+    why = [("erdma_2", "netdev unknown (listing cut)")]
+    alone = mtu.judge_each_interface("n3", eth0, "eth0", [], judge, why)
+    assert alone.outcome == "not_measured"
+    assert alone.reason == "n3: erdma_2: netdev unknown (listing cut)"
+    both = mtu.judge_each_interface("n3", eth0, "eth0", [("eth1 (erdma_1)", eth1)], judge, why)
+    assert both.outcome == "fail"
+    assert both.reason == (
+        "n3: eth1 (erdma_1): MTU 1500, expected 8500; "
+        "not measured: erdma_2: netdev unknown (listing cut)"
+    )

@@ -23,7 +23,12 @@ SIGSEGV (a crash at teardown: the table is complete, the run is not). On IB the 
 bytes are added to the devices' emulated hw counters, split evenly; on Socket they are not.
 `-J FILE.json` (nccl-tests 2.17.3+): rank 0 also writes nccl-tests' JSON file (version 3, the
 real file's keys) and prints `# Writing JSON output to FILE` (`FILE.0`, ... when it exists).
-`-h` prints the real usage text, `-J,--output_file` included. The network choice and its INFO
+`-h` prints the real usage text, `-J,--output_file` included.
+NCCL_DEBUG_FILE (`%h` host, `%p` pid) takes the INFO lines, one file per process, as NCCL
+does. Without it, INFO lines go to stdout and mix with rank 0's table the way a real run's
+do under mpirun (rank 0's block-buffered stdout forwarded in chunks): rank 0 writes its first
+row up to the op, the other ranks print an INFO line each, and only then the rest of the
+row follows, so the table cannot be read whole. The network choice and its INFO
 lines are in hpcnet_lab_nccl_net.py, the JSON file in hpcnet_lab_nccl_json.py.
 """
 
@@ -56,6 +61,9 @@ IO_TIMEOUT_S = 120.0
 PATTERN = 13
 """Rank r's element i is (i + r) % 13: sums stay exact in float32."""
 NCCL_SLOW_FACTOR = 10.0
+INTERLEAVE_WAIT_S = 0.5
+"""How long rank 0 waits, its first row half written, for mpirun to forward the other ranks'
+INFO lines (NCCL_DEBUG=INFO on stdout)."""
 CRASH_AFTER_S = 1.0
 """`nccl-crash`: the rank waits this long after the run so rank 0's footer is out first."""
 _SIZE_RE = re.compile(r"^(\d+)([KMGkmg]?)$")
@@ -372,7 +380,9 @@ def main(argv: list[str] | None = None) -> int:
                 measured.append((usec, algbw, busbw, wrong))
                 shown = str(wrong) if args.check else "N/A"
                 row += f"  {usec:7.1f}  {algbw:6.2f}  {busbw:6.2f}  {shown:>5}"
-            if rank == 0:
+            if size == sizes(args)[0] and info.to_stdout and nranks > 1:
+                interleave(ring, info, row, out)
+            elif rank == 0:
                 out.write(row + "\n")
                 out.flush()
             report.row(size, args.op, args.check, measured)
@@ -397,6 +407,23 @@ def main(argv: list[str] | None = None) -> int:
     if "nccl-crash" in node.faults():
         crash()
     return 1 if wrong_total else 0
+
+
+def interleave(ring: Ring, info: nccl_net.InfoLog, row: str, out) -> None:
+    """Rank 0's row cut after its op by the other ranks' INFO lines (every rank calls this)."""
+    head = row.index(" -1") if " -1" in row else len(row) // 2
+    if ring.rank == 0:
+        out.write(row[:head])
+        out.flush()
+    ring.total(0)  # rank 0's half row is out
+    if ring.rank != 0:
+        info(f"comm 0x{ring.rank:04x} rank {ring.rank} nRanks {ring.size} - Init COMPLETE")
+        sys.stdout.flush()
+    ring.total(0)  # every other rank's line is out
+    if ring.rank == 0:
+        time.sleep(INTERLEAVE_WAIT_S)  # mpirun forwards them before the rest of the row
+        out.write(row[head:] + "\n")
+        out.flush()
 
 
 def crash() -> None:

@@ -40,17 +40,38 @@ def nccl_network() -> tuple[str, list[dict]]:
     return "IB", devices
 
 
+def debug_file_path(pattern: str) -> str:
+    """NCCL_DEBUG_FILE's name for this process: `%h` the hostname, `%p` the pid."""
+    return pattern.replace("%h", lab.node_name()).replace("%p", str(os.getpid()))
+
+
 class InfoLog:
-    """NCCL INFO lines of this rank (printed only with NCCL_DEBUG=INFO)."""
+    """NCCL INFO lines of this rank (only with NCCL_DEBUG=INFO): to NCCL_DEBUG_FILE when it
+    is set and can be opened (as NCCL does, one file per process), else to stdout, where
+    mpirun mixes them with rank 0's table."""
 
     def __init__(self) -> None:
         self.on = os.environ.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE")
         self.prefix = f"{lab.node_name()}:{os.getpid()}:{threading.get_ident() % 100000} [0]"
+        self.file = None
+        pattern = os.environ.get("NCCL_DEBUG_FILE", "")
+        if self.on and pattern:
+            try:
+                self.file = open(debug_file_path(pattern), "w")  # noqa: SIM115 (kept open)
+            except OSError:
+                self.file = None  # NCCL keeps writing to stdout then
+
+    @property
+    def to_stdout(self) -> bool:
+        """INFO lines go to stdout (NCCL_DEBUG=INFO without a usable NCCL_DEBUG_FILE)."""
+        return self.on and self.file is None
 
     def __call__(self, msg: str) -> None:
-        if self.on:
-            sys.stdout.write(f"{self.prefix} NCCL INFO {msg}\n")
-            sys.stdout.flush()
+        if not self.on:
+            return
+        out = self.file or sys.stdout
+        out.write(f"{self.prefix} NCCL INFO {msg}\n")
+        out.flush()
 
 
 def log_network(info: InfoLog, network: str, devices: list[dict]) -> None:
