@@ -311,6 +311,14 @@ def _pair_run(
         return PairRun(
             pair, index, error=client.failure, server_output=server_output, commands=commands
         )
+    if client.truncated:  # the transport kept only part of it: not the whole run
+        return PairRun(
+            pair,
+            index,
+            not_measured=f"not measured: the client output on {pair.a} was truncated",
+            server_output=server_output,
+            commands=commands,
+        )
     text = client.stdout + ("\n" + client.stderr if client.stderr else "")
     if client.stderr and (cut := ends_mid_line(client.stdout)) and any(c.isdigit() for c in cut):
         text = client.stdout  # the cut would read as a whole line before stderr's

@@ -161,3 +161,16 @@ def test_a_header_with_bytes_not_first_never_raises():
         "BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]", "t_avg[usec] t_x[usec] t_y[usec]"
     )
     assert not parse_latency(lat).ok
+
+
+def test_a_client_output_the_transport_truncated_is_not_measured(bw_text):
+    import dataclasses
+
+    from pytest_hpcnet.campaigns.perftest_rounds import _pair_run
+
+    ok = CommandResult("a", "cmd", 0, bw_text, "", 1.0, 0.0)
+    cut = dataclasses.replace(ok, truncated=True)
+    whole = _pair_run(Pair("a", "b"), 1, "ib_write_bw", ok, ok, ok, (), WRITE_BW)
+    assert whole.value == pytest.approx(180.77)
+    run = _pair_run(Pair("a", "b"), 1, "ib_write_bw", ok, cut, ok, (), WRITE_BW)
+    assert run.value is None and run.error is None and "truncated" in run.not_measured
