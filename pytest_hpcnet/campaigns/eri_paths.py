@@ -132,18 +132,20 @@ class EriPathCampaign:
             out[(a, b)] = [
                 EriPathMtu(p, PingResult())
                 if p.unmeasured
-                else EriPathMtu(p, _ping(sections, f"{b}/{p.device}", result), result)
+                else EriPathMtu(p, _ping(sections, f"{b}/{p.device}", result, mtu), result)
                 for p in paths
             ]
         return out
 
 
-def _ping(sections: dict, name: str, result: CommandResult | None) -> PingResult:
+def _ping(
+    sections: dict, name: str, result: CommandResult | None, mtu: int | None = None
+) -> PingResult:
     """The ping's output in its section; a section missing, cut short or timed out is an
     `incomplete` result (not measured), never read as a ping that got no reply."""
     found = sections.get(name)
     if found is not None and found.complete:
-        return parse_ping(found.text, PATH_MTU_COUNT)
+        return parse_ping(found.text, PATH_MTU_COUNT, expected_packet=mtu)
     if found is None:
         why = (result.failure if result is not None else None) or "output cut short"
         return PingResult(incomplete=f"no output for this ping ({why})")

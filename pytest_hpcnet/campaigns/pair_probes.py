@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pytest_hpcnet.inventory.expectations import Expectations, Flow
 from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes.ping import (
+    DEFAULT_PAYLOAD,
+    IPV4_ICMP_OVERHEAD,
     PATH_MTU_COUNT,
     PingResult,
     latency_ping_command,
@@ -72,6 +74,7 @@ class PairPlan:
     listen: dict[str, tuple[set[int], set[int]]] = field(default_factory=dict)
     partner: dict[str, str] = field(default_factory=dict)
     flows_from: dict[str, list[tuple[str, Flow]]] = field(default_factory=dict)
+    mtu: int | None = None  # the path-MTU ping's packet size (`expect.mtu`)
 
 
 def required_flows(expect: Expectations) -> tuple[PortFlow, ...]:
@@ -81,7 +84,7 @@ def required_flows(expect: Expectations) -> tuple[PortFlow, ...]:
 
 def plan_pairs(pairs: list[tuple[str, str]], expect: Expectations) -> PairPlan:
     """Listeners per target and connections per source for the ring pairs and ACL flows."""
-    plan = PairPlan()
+    plan = PairPlan(mtu=expect.mtu)
     required = required_flows(expect)
     for source, target in pairs:
         plan.partner[source] = target
@@ -244,8 +247,18 @@ def assemble(
                 source=source,
                 target=target,
                 target_address=addresses.get(target, ""),
-                path_mtu=parse_ping(_section(sections, "path_mtu"), PATH_MTU_COUNT),
-                latency=parse_ping(_section(sections, "latency"), LATENCY_COUNT),
+                path_mtu=parse_ping(
+                    _section(sections, "path_mtu"),
+                    PATH_MTU_COUNT,
+                    expected_packet=plan.mtu,
+                    expected_target=addresses.get(target),
+                ),
+                latency=parse_ping(
+                    _section(sections, "latency"),
+                    LATENCY_COUNT,
+                    expected_packet=DEFAULT_PAYLOAD + IPV4_ICMP_OVERHEAD,
+                    expected_target=addresses.get(target),
+                ),
                 ports=parse_connect(_section(sections, "ports")),
                 listener=listeners.get(target, ListenerStatus()),
                 commands=own,

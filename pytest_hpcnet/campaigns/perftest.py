@@ -24,6 +24,7 @@ from pytest_hpcnet.campaigns.localization import Localization, confirm_pairs, lo
 from pytest_hpcnet.campaigns.perftest_devices import (
     device_label,
     instance_rounds,
+    left_out,
     localize_devices,
     missing_device,
     worst,
@@ -61,11 +62,22 @@ class PerftestCampaign:
     """ib_write_bw with `--use_cuda=<nearest GPU>` per device (`benchmarks.perftest.gdr`)."""
     gdr_gpus: dict[str, dict[str, int | None]] = field(default_factory=dict)
     """Each node's ERIs and the GPU nearest each (`nvidia-smi topo -m`), when GDR ran."""
+    left_out: dict[str, str] = field(default_factory=dict)
+    """Why a node is in no all-at-once (and GPUDirect) pair that ran: `its partner node05
+    stopped answering: <reason>` (`perftest_devices.left_out`)."""
+
+    def not_in_round(self, node: str, round_name: str = "all-ERIs-at-once") -> str:
+        """The not-measured line of a node in no `round_name` pair, naming the partner
+        that stopped answering where one did."""
+        why = self.left_out.get(node, "no partner reached")
+        return f"{node}: not in the {round_name} round ({why})"
 
 
 def judged(runs: dict[Pair, PairRun], passes: Callable[[PairRun], bool]) -> dict[Pair, bool]:
-    """Each pair's run through the requirement's judge: what `localization.localize` is fed."""
-    return {pair: passes(run) for pair, run in runs.items()}
+    """Each pair's run through the requirement's judge: what `localization.localize` is fed.
+    A run that is not measured (`PairRun.not_measured`) is no evidence either way: left out,
+    so no node is blamed for an output that could not be read."""
+    return {pair: passes(run) for pair, run in runs.items() if not run.not_measured}
 
 
 def planned_rounds(nodes: list[str], settings: PerftestSettings) -> tuple[list[list[Pair]], str]:
@@ -183,6 +195,7 @@ class PerftestCampaigns:
             progress(f"{tool}: suspect nodes {', '.join(campaign.localization.suspects)}")
         if campaign.suspect_devices:
             progress(f"{tool}: suspect devices {', '.join(campaign.suspect_devices)}")
+        campaign.left_out = left_out(instance_rounds(rounds), addresses, transport.unreachable())
         if tool.endswith("_bw") and width > 1 and rounds:
             campaign.instance_runs = self._all_at_once(
                 rounds, len(rounds) + 1, tool, settings, addresses, devices, side, target

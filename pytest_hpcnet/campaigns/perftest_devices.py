@@ -44,9 +44,11 @@ def missing_device(pair: Pair, index: int, i: int, devices: dict[str, list[str]]
 
 
 def worst(runs: dict[str, PairRun], passes: Callable[[PairRun], bool]) -> PairRun:
-    """The pair's run that speaks for it: its first failing device, else its first."""
+    """The pair's run that speaks for it: its first failing device (a measured failure
+    before a run that is not measured), else its first."""
     ordered = list(runs.values())
-    return next((r for r in ordered if not passes(r)), ordered[0])
+    failing = [r for r in ordered if not passes(r)]
+    return next((r for r in failing if not r.not_measured), failing[0] if failing else ordered[0])
 
 
 def localize_devices(
@@ -62,10 +64,29 @@ def localize_devices(
     for i in range(width):
         verdicts: dict[Pair, bool] = {}
         for pair, runs in device_runs:
-            if len(runs) > i:
-                ok = passes(list(runs.values())[i])
+            if len(runs) > i and not (run := list(runs.values())[i]).not_measured:
+                ok = passes(run)
                 verdicts[pair] = verdicts.get(pair, True) and ok if pair in verdicts else ok
         for node in localize(verdicts, nodes=names).suspects:
             found = devices.get(node, [])
             out.append(f"{node} {found[i] if i < len(found) else f'ERI {i}'}")
     return sorted(set(out))
+
+
+def left_out(
+    rounds: list[list[Pair]], addresses: dict[str, str], unreachable: dict[str, str]
+) -> dict[str, str]:
+    """Why each node of an all-at-once pair that did not run is in no such round: its
+    partner, named, stopped answering (or has no data-plane address)."""
+    out: dict[str, str] = {}
+    for pairs in rounds:
+        for p in pairs:
+            for node, other in ((p.a, p.b), (p.b, p.a)):
+                if other in addresses or node in out:
+                    continue
+                if other in unreachable:
+                    why = f"stopped answering: {unreachable[other]}"
+                else:
+                    why = "has no data-plane address"
+                out[node] = f"its partner {other} {why}"
+    return out

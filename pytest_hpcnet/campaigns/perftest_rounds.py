@@ -11,15 +11,17 @@ one that makes it raise) is that pair's failed run, never the round's.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_hpcnet.campaigns.schedule import Pair
 from pytest_hpcnet.inventory.bench_settings import PerftestSettings
 from pytest_hpcnet.probes.perftest import (
+    ExpectedRun,
     PerftestOptions,
     client_command,
-    largest_size,
+    expected_run,
     server_command,
 )
 from pytest_hpcnet.probes.perftest_parsers import (
@@ -28,7 +30,8 @@ from pytest_hpcnet.probes.perftest_parsers import (
     parse_bandwidth,
     parse_latency,
 )
-from pytest_hpcnet.probes.sections import SectionOutput, sections_script, split_sections
+from pytest_hpcnet.probes.sections import MARK, SectionOutput, sections_script, split_sections
+from pytest_hpcnet.probes.text import ends_mid_line
 from pytest_hpcnet.transport.fanout import CommandResult, Transport
 
 LISTEN_WAIT_TENTHS = 100
@@ -47,11 +50,14 @@ class PairRun:
     commands: tuple[CommandResult, ...] = ()
     device: str | None = None
     """The client's RDMA device (`erdma_1`); None when the run used the default one."""
+    not_measured: str | None = None
+    """Why the output is not the run asked (its parser's `not_measured`): `error` is then
+    None and `value` None, so the judge says not measured, never failed."""
 
     @property
     def value(self) -> float | None:
         """Bandwidth in Gbit/s or latency t_avg in usec; None when nothing was measured."""
-        if self.error:
+        if self.error or self.not_measured:
             return None
         if self.bandwidth is not None:
             return self.bandwidth.avg_gbps if self.bandwidth.ok else None
@@ -156,7 +162,7 @@ def run_round(
         commands = tuple(
             r for r in (started.get(pair.b), ran.get(pair.a), stopped.get(pair.b)) if r
         )
-        asked = largest_size(side_options(pair.a, port[pair]))
+        asked = expected_run(side_options(pair.a, port[pair]))
         out[pair] = _pair_run(
             pair,
             index,
@@ -180,7 +186,23 @@ def _section(result: CommandResult | None, key: str) -> CommandResult | None:
         return result
     out = split_sections(result.stdout).get(key, SectionOutput("", None))
     status = out.status if out.status is not None else (result.exit_status or 1)
-    return dataclasses.replace(result, stdout=out.text, stderr="", exit_status=status)
+    text = _raw_section(result.stdout, key) if out.status is not None else None
+    stdout = text if text is not None and text.rstrip("\n") == out.text else out.text
+    return dataclasses.replace(result, stdout=stdout, stderr="", exit_status=status)
+
+
+def _raw_section(stdout: str, key: str) -> str | None:
+    """A section's output as its command printed it, its last line terminator included
+    (`split_sections` drops it; a run cut mid-row prints none, so the parser must see)."""
+    begin = re.search(rf"^{re.escape(MARK)} begin {re.escape(key)}\n", stdout, re.M)
+    if begin is None:
+        return None
+    end = re.compile(rf"^{re.escape(MARK)} end {re.escape(key)} \d+$", re.M)
+    found = end.search(stdout, begin.end())
+    if found is None:
+        return None
+    body = stdout[begin.end() : found.start()]  # the output, then the `echo` line end
+    return body[:-1] if body.endswith("\n") else body
 
 
 def run_slots(
@@ -252,7 +274,7 @@ def run_slots(
             r for r in (started.get(pair.b), ran.get(pair.a), stopped.get(pair.b)) if r
         )
         options = side_options(pair.a, port[s], s[1])
-        run = _pair_run(pair, index, tool, *parts, stop, commands, largest_size(options))
+        run = _pair_run(pair, index, tool, *parts, stop, commands, expected_run(options))
         out[s] = dataclasses.replace(run, device=options.device)
     return out
 
@@ -265,7 +287,7 @@ def _pair_run(
     client: CommandResult | None,
     stopped: CommandResult | None,
     commands: tuple[CommandResult, ...],
-    asked: int | None = None,
+    asked: ExpectedRun | int | None = None,
 ) -> PairRun:
     server_output = stopped.stdout if stopped is not None else ""
     if started is None or not started.ok:
@@ -289,7 +311,17 @@ def _pair_run(
         return PairRun(
             pair, index, error=client.failure, server_output=server_output, commands=commands
         )
+    if client.truncated:  # the transport kept only part of it: not the whole run
+        return PairRun(
+            pair,
+            index,
+            not_measured=f"not measured: the client output on {pair.a} was truncated",
+            server_output=server_output,
+            commands=commands,
+        )
     text = client.stdout + ("\n" + client.stderr if client.stderr else "")
+    if client.stderr and (cut := ends_mid_line(client.stdout)) and any(c.isdigit() for c in cut):
+        text = client.stdout  # the cut would read as a whole line before stderr's
     try:
         return _parsed_run(pair, index, tool, text, asked, server_output, commands)
     except Exception as exc:  # a parser must not raise; if one does, only this pair fails
@@ -307,19 +339,29 @@ def _parsed_run(
     index: int,
     tool: str,
     text: str,
-    asked: int | None,
+    asked: ExpectedRun | int | None,
     server_output: str,
     commands: tuple[CommandResult, ...],
 ) -> PairRun:
-    """The run of a client that answered: its output parsed, judged usable or not."""
+    """The run of a client that answered: its output parsed, judged usable or not (an
+    output of another run than `asked` is not measured, never a failure)."""
+    expected = asked if isinstance(asked, ExpectedRun) else None
+    size = asked.largest if isinstance(asked, ExpectedRun) else asked
+    found: dict = {}
     if tool.endswith("_lat"):
-        lat = parse_latency(text, expected_size=asked)
-        error = lat.error or (None if lat.ok else f"unparseable output: {'; '.join(lat.problems)}")
+        lat = parse_latency(text, expected_size=size, expected=expected)
+        found, result = {"latency": lat}, lat
+    else:
+        bw = parse_bandwidth(text, expected_size=size, expected=expected)
+        found, result = {"bandwidth": bw}, bw
+    if result.not_measured:
+        why = f"not measured: {result.not_measured}"
         return PairRun(
-            pair, index, latency=lat, error=error, server_output=server_output, commands=commands
+            pair, index, not_measured=why, server_output=server_output, commands=commands, **found
         )
-    bw = parse_bandwidth(text, expected_size=asked)
-    error = bw.error or (None if bw.ok else f"unparseable output: {'; '.join(bw.problems)}")
+    error = result.error or (
+        None if result.ok else f"unparseable output: {'; '.join(result.problems)}"
+    )
     return PairRun(
-        pair, index, bandwidth=bw, error=error, server_output=server_output, commands=commands
+        pair, index, error=error, server_output=server_output, commands=commands, **found
     )

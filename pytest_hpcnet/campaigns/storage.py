@@ -93,11 +93,21 @@ def run_fio(
     asked = settings.runtime_s  # --time_based: a shorter run was cut short
     for n in nodes:
         w, r = written.get(n), read.get(n)
-        failures = [x.failure for x in (w, r) if x is not None and x.failure]
+        parsed = [
+            parse_fio_json(x.stdout, asked) if x is not None and not x.unreachable else None
+            for x in (w, r)
+        ]
+        # an exit status beside an output that is not one whole run says nothing more:
+        # that phase is not measured (its `not_measured`), never failed for it
+        failures = [
+            x.failure
+            for x, result in zip((w, r), parsed, strict=True)
+            if x is not None and x.failure and not (result is not None and result.not_measured)
+        ]
         runs[n] = FioRun(
             node=n,
-            write=parse_fio_json(w.stdout, asked) if w is not None and not w.unreachable else None,
-            read=parse_fio_json(r.stdout, asked) if r is not None and not r.unreachable else None,
+            write=parsed[0],
+            read=parsed[1],
             error=failures[0] if failures else None,
             commands=tuple(x for x in (w, r, cleaned.get(n)) if x is not None),
         )

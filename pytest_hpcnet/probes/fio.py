@@ -7,7 +7,9 @@ Completion latencies in results are microseconds.
 
 Fail closed: a run interrupted by a signal (`fio: terminating on signal N` before the
 JSON) or shorter than the time-based runtime asked (by the caller, or by the JSON's own
-`runtime` + `time_based` job options) is an `error`, not a throughput.
+`runtime` + `time_based` job options) is an `error`, not a throughput. An output that is
+not one whole run (a job `error` that is no integer, two JSON documents, text after the
+JSON such as an io_u error line, one job listed twice) is `not_measured`. Never raises.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_hpcnet.probes.text import strip_ansi
+from pytest_hpcnet.probes.text import ascii_number, strip_ansi
 
 # --------------------------------------------------------------------------- commands
 
@@ -124,10 +126,14 @@ class FioResult:
     preamble: tuple[str, ...] = ()  # text lines printed before the JSON
     problems: tuple[str, ...] = ()
     error: str | None = None
+    not_measured: str | None = None
+    """Why the output is not one whole fio run (a job's `error` that is no integer, two
+    JSON documents, text after the JSON such as an io_u error line, one job counted twice):
+    never a pass, never a failure; its figures are withheld."""
 
     @property
     def ok(self) -> bool:
-        return self.error is None and bool(self.jobs)
+        return self.error is None and self.not_measured is None and bool(self.jobs)
 
 
 def _number(value: Any) -> float | None:
@@ -135,17 +141,19 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        number = float(value)
-    elif isinstance(value, str):
         try:
             number = float(value)
-        except ValueError:
+        except OverflowError:  # an int past float's range: no figure
             return None
+    elif isinstance(value, str):
+        return ascii_number(value)  # `float("１２３")` would read full-width digits
     else:
         return None
     return number if math.isfinite(number) else None
 
 
+MAX_BW_BYTES = 1e14
+"""No one client moves more (100 TB/s): a bandwidth above it is a misread."""
 _READ_KEYS = ("io_bytes", "io_kbytes", "bw_bytes", "bw", "iops", "runtime", "clat_ns", "clat")
 
 
@@ -155,11 +163,10 @@ def _non_finite(value: Any) -> bool:
         return any(_non_finite(v) for v in value.values())
     if isinstance(value, list):
         return any(_non_finite(v) for v in value)
-    if isinstance(value, (float, str)) and not isinstance(value, bool):
-        try:
-            return not math.isfinite(float(value))
-        except ValueError:
-            return False
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, str):
+        return bool(re.fullmatch(r"\s*[-+]?(?:nan|inf(?:inity)?)\s*", value, re.I))
     return False
 
 
@@ -178,7 +185,8 @@ def _non_finite_cells(raw: dict[str, Any], name: str) -> list[str]:
 
 
 def _percentile(block: dict[str, Any], wanted: float) -> float | None:
-    for key, value in (block.get("percentile") or {}).items():
+    found = block.get("percentile")
+    for key, value in (found if isinstance(found, dict) else {}).items():
         try:
             if abs(float(key) - wanted) < 1e-6:
                 return _number(value)
@@ -197,7 +205,7 @@ def _direction(side: Any, problems: list[str], where: str) -> FioDirection:
     if bw_bytes is None:
         kib = _number(side.get("bw"))
         bw_bytes = kib * 1024 if kib is not None else None
-    if bw_bytes is None or math.isnan(bw_bytes) or bw_bytes < 0:
+    if bw_bytes is None or math.isnan(bw_bytes) or not 0 <= bw_bytes <= MAX_BW_BYTES:
         problems.append(f"{where}: unreadable bandwidth {side.get('bw')!r}")
         bw_bytes = math.nan
     clat_mean = clat_p99 = None
@@ -246,6 +254,35 @@ def _short_jobs(jobs: list[FioJob], expected_runtime_s: float | None) -> str | N
     return "; ".join(short) + " (run cut short?)" if short else None
 
 
+def _job_error(value: Any) -> str | None:
+    """Why a job's `error` is not fio's integer errno (0 on success), or None."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"error field {value!r} is not an integer"
+    return None
+
+
+def _not_one_run(raw_jobs: list[Any], after: list[str]) -> str | None:
+    """Why the JSON is not one whole run: a job's unreadable `error`, a job listed twice,
+    a second JSON document or any text after the JSON (an io_u error line)."""
+    why: list[str] = []
+    names: list[str] = []
+    for i, raw in enumerate(raw_jobs):
+        if not isinstance(raw, dict):
+            continue
+        name = str(raw.get("jobname", f"#{i}"))
+        if (bad := _job_error(raw.get("error"))) is not None:
+            why.append(f"job {name}: {bad}")
+        names.append(name)
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        why.append(f"job {', '.join(twice)} counted twice in `jobs`")
+    if any(ln.startswith("{") for ln in after):
+        why.append("two JSON documents in one output (one run asked)")
+    elif after:
+        why.append(f"text after the JSON: {after[0][:120]}")
+    return "; ".join(why) if why else None
+
+
 def parse_fio_json(text: str, expected_runtime_s: float | None = None) -> FioResult:
     """Parse `fio --output-format=json` output, tolerating text lines before the JSON.
 
@@ -253,7 +290,7 @@ def parse_fio_json(text: str, expected_runtime_s: float | None = None) -> FioRes
     shorter (or a run fio says it was interrupted), or a figure read as NaN/Infinity, is
     an `error`. Never raises.
     """
-    text = strip_ansi(text)
+    text = strip_ansi(text if isinstance(text, str) else "")
     start = text.find("{")
     preamble = tuple(ln.strip() for ln in text[: max(start, 0)].splitlines() if ln.strip())
     if start < 0:
@@ -262,8 +299,10 @@ def parse_fio_json(text: str, expected_runtime_s: float | None = None) -> FioRes
             return FioResult(preamble=lines, error="\n".join(lines))
         return FioResult(error="unparseable output: empty output")
     try:
-        data, _ = json.JSONDecoder().raw_decode(text[start:])
-    except json.JSONDecodeError as exc:
+        data, end = json.JSONDecoder().raw_decode(text[start:])
+    except (json.JSONDecodeError, RecursionError) as exc:
+        if isinstance(exc, RecursionError):
+            return FioResult(error="unparseable output: JSON nested too deep")
         if preamble:
             return FioResult(preamble=preamble, error="\n".join(preamble))
         return FioResult(error=f"unparseable output: invalid JSON ({exc.msg} at {exc.pos})")
@@ -288,7 +327,7 @@ def parse_fio_json(text: str, expected_runtime_s: float | None = None) -> FioRes
         jobs.append(
             FioJob(
                 name=name,
-                error=int(_number(raw.get("error")) or 0),
+                error=raw["error"] if _job_error(raw.get("error")) is None else 0,
                 read=_direction(raw.get("read"), problems, f"{name} read"),
                 write=_direction(raw.get("write"), problems, f"{name} write"),
                 rw=options.get("rw"),
@@ -296,6 +335,8 @@ def parse_fio_json(text: str, expected_runtime_s: float | None = None) -> FioRes
             )
         )
     version = data.get("fio version")
+    after = [ln.strip() for ln in text[start + end :].splitlines() if ln.strip()]
+    other_run = _not_one_run(data["jobs"], after)
     if not jobs:
         return FioResult(
             fio_version=version,
@@ -319,6 +360,15 @@ def parse_fio_json(text: str, expected_runtime_s: float | None = None) -> FioRes
         error = f"interrupted: {signal.group(0)} (the figures cover part of the run)"
     else:
         error = _short_jobs(jobs, expected_runtime_s)
+    if other_run and not non_finite:
+        return FioResult(
+            jobs=tuple(jobs),
+            fio_version=version,
+            preamble=preamble,
+            problems=tuple(problems),
+            error=error if error and failed else None,
+            not_measured=other_run,
+        )
     return FioResult(
         jobs=tuple(jobs),
         read_bw_mb_s=None if math.isnan(read_bw) else read_bw,
@@ -384,30 +434,37 @@ def parse_mount(text: str, path: str | None = None) -> MountInfo:
     With findmnt -T the single entry is the answer; with /proc/mounts (or several
     findmnt entries) the longest mount target containing `path` wins.
     """
-    text = strip_ansi(text)
+    text = strip_ansi(text if isinstance(text, str) else "")
     entries: list[MountInfo] = []
     start = text.find("{")
     if start >= 0:
         try:
             data, _ = json.JSONDecoder().raw_decode(text[start:])
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             data = None
-        stack = list(data.get("filesystems", [])) if isinstance(data, dict) else []
+        found = data.get("filesystems") if isinstance(data, dict) else None
+        stack = list(found) if isinstance(found, list) else []
         while stack:
             item = stack.pop(0)
             if not isinstance(item, dict):
                 continue
+
+            def text_of(key: str, item: dict = item) -> str | None:
+                value = item.get(key)
+                return value if isinstance(value, str) else None
+
             entries.append(
                 MountInfo(
-                    target=item.get("target"),
-                    source=item.get("source"),
-                    fstype=item.get("fstype"),
+                    target=text_of("target"),
+                    source=text_of("source"),
+                    fstype=text_of("fstype"),
                     options=tuple(str(item.get("options") or "").split(","))
                     if item.get("options")
                     else (),
                 )
             )
-            stack.extend(item.get("children") or [])
+            children = item.get("children")
+            stack.extend(children if isinstance(children, list) else [])
     if not entries:
         for line in text.splitlines():
             parts = line.split()

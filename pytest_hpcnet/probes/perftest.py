@@ -106,3 +106,40 @@ def client_command(opts: PerftestOptions, target: str) -> str:
         raise ValueError("perftest client needs a target address")
     bound = shlex.quote(str(int(opts.server_timeout_s) + 10))
     return " ".join(["timeout", "-k", "5", bound, *_perftest_args(opts), shlex.quote(target)])
+
+
+_VERBS = {"write": "RDMA_Write", "read": "RDMA_Read", "send": "Send", "atomic": "Atomic"}
+
+
+@dataclass(frozen=True)
+class ExpectedRun:
+    """What one perftest command asked for, as its output must show it (the parsers check
+    it: an output of another test, size or iteration count is not measured)."""
+
+    test: str | None = None
+    """The header's test line: `RDMA_Write BW Test`, `RDMA_Write Latency Test`."""
+    kind: str = "bw"  # "bw" or "lat": the table layout asked for
+    size: int | None = None
+    """The one message size every row must show (`-s`, or the tool's default); None
+    with `-a` or where `extra_args` set it."""
+    largest: int | None = None  # the largest size asked (`largest_size`)
+    iterations: int | None = None  # `-n`, the `#iterations` of every row
+
+
+def expected_run(opts: PerftestOptions) -> ExpectedRun:
+    """What `opts` ask the output to show."""
+    name = opts.binary.rsplit("/", 1)[-1]
+    kind = "bw" if name.endswith("_bw") else "lat"
+    parts = name.split("_")
+    verb = _VERBS.get(parts[1]) if len(parts) == 3 and parts[0] == "ib" else None
+    test = f"{verb} {'BW' if kind == 'bw' else 'Latency'} Test" if verb else None
+    extra = {str(a).split("=")[0] for a in opts.extra_args}
+    largest = largest_size(opts)
+    iterations = opts.iterations if not extra & {"-n", "--iters", "-D", "--duration"} else None
+    return ExpectedRun(
+        test=test,
+        kind=kind,
+        size=None if opts.all_sizes else largest,
+        largest=largest,
+        iterations=iterations,
+    )

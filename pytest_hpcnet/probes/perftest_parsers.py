@@ -10,7 +10,11 @@ is given, then in Gb/sec (10^9 bits/s). Every bandwidth in a result is Gb/s
 Fail closed: a table that stops before the largest size asked (`expected_size`, see
 `perftest.largest_size`), has no closing rule after its last row (perftest prints one
 when a run ends) or holds a `nan`/`inf` cell in any row is an `error`, never a
-measurement. Never raises.
+measurement. An output that is not the one run its command asked (`expected`, from
+`perftest.expected_run`: another test, message size or iteration count, a second table, a
+tool error or a bare number beside the table, a negative or implausible cell, a last line
+cut mid-number without its line end) is `not_measured`: never a pass, never a failure.
+Digits are ASCII only (`float()` would read `１２３`). Never raises.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_hpcnet.probes.perftest import ExpectedRun
 from pytest_hpcnet.probes.perftest_table import (
     BW_COLUMNS,
     LAT_COLUMNS,
+    PLAUSIBLE_MAX,
     PerftestHeader,
     Table,
     bare_number,
@@ -33,9 +39,13 @@ from pytest_hpcnet.probes.perftest_table import (
     summarize_warnings,
     unusable,
 )
+from pytest_hpcnet.probes.text import ends_mid_line, strip_ansi
 
 MB_PER_SEC_TO_GBPS = 2**20 * 8 / 1e9
 """One perftest MB/sec (2^20 bytes/s) in Gb/s (10^9 bits/s)."""
+
+MAX_GBPS = 100_000.0
+"""No link carries more (100 Tb/s): a bandwidth above it is a misread, not measured."""
 
 UNIT_MB = "MB/sec"
 UNIT_GB = "Gb/sec"
@@ -69,10 +79,14 @@ class BandwidthResult:
     warnings: tuple[str, ...] = ()  # e.g. distinct "Conflicting CPU frequency" lines
     problems: tuple[str, ...] = ()
     error: str | None = None
+    not_measured: str | None = None
+    """Why the output is not the one run asked (another test, size or iteration count, a
+    second table, a tool error after the table, a last line cut): never a pass, never a
+    failure. Its figures are withheld (`avg_gbps` None)."""
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.avg_gbps is not None
+        return self.error is None and self.not_measured is None and self.avg_gbps is not None
 
 
 @dataclass(frozen=True)
@@ -106,13 +120,67 @@ class LatencyResult:
     warnings: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
     error: str | None = None
+    not_measured: str | None = None
+    """As `BandwidthResult.not_measured`; `t_avg_us` is then None."""
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.t_avg_us is not None
+        return self.error is None and self.not_measured is None and self.t_avg_us is not None
 
 
 # --------------------------------------------------------------------------- parsing
+
+
+def _cut_mid_line(text: str) -> str | None:
+    last = ends_mid_line(strip_ansi(text))
+    if last is not None and any(c.isdigit() for c in last):
+        return f"output ends mid-line ({last.strip()[:60]!r} has no line terminator: cut?)"
+    return None
+
+
+def run_mismatch(
+    table: Table, header: PerftestHeader, expected: ExpectedRun | None, kind: str
+) -> str | None:
+    """Why a scanned table is not the one run `expected` asked (`kind`: "bw" or "lat"
+    is the parser's own layout), or None. Exactly one run per output."""
+    why: list[str] = []
+    if table.tables > 1 or len(table.tests) > 1:
+        why.append(f"{max(table.tables, len(table.tests))} runs in one output (one asked)")
+    if table.errors_after:
+        why.append(f"tool error after the table: {table.errors_after[0][:120]}")
+    elif table.errors and (table.rows or table.implausible):
+        why.append(f"tool error beside the table: {table.errors[0][:120]}")
+    if table.stray:
+        why.append(f"a bare number beside the table: {table.stray[0][:40]}")
+    if table.implausible:
+        why.append(f"negative or implausible value in row: {table.implausible[0][:120]}")
+    sizes_seen = [r.msg_size for r in table.rows]
+    if len(set(sizes_seen)) < len(sizes_seen):
+        why.append("two different rows for one message size")
+    line = table.header_line
+    if kind == "bw" and ("t_" in line or "usec" in line):
+        why.append("a latency table where bandwidth was asked")
+    if kind == "lat" and "BW" in line:
+        why.append("a bandwidth table where latency was asked")
+    titles = list(dict.fromkeys([*([header.test] if header.test else []), *table.tests]))
+    if expected is not None:
+        if expected.test and any(t != expected.test for t in titles):
+            shown = next(t for t in titles if t != expected.test)
+            why.append(f"the header says {shown!r}, {expected.test!r} asked")
+        if expected.kind != kind:
+            why.append(f"a {kind} parser for a {expected.kind} run")
+        sizes = sorted({r.msg_size for r in table.rows})
+        if expected.size is None and any(s < 2 or s & (s - 1) for s in sizes):
+            why.append(f"rows of {', '.join(map(str, sizes))} bytes: `-a` sizes are powers of 2")
+        if expected.size is not None and any(s != expected.size for s in sizes):
+            why.append(f"rows of {', '.join(map(str, sizes))} bytes, {expected.size} asked")
+        if expected.largest is not None and any(s > expected.largest for s in sizes):
+            why.append(f"a row larger than the {expected.largest} bytes asked")
+        counts = sorted({r.iterations for r in table.rows})
+        if expected.iterations is not None and any(n != expected.iterations for n in counts):
+            shown = ", ".join(map(str, counts))
+            why.append(f"{shown} iterations, {expected.iterations} asked")
+    return "; ".join(why) if why else None
 
 
 def _without_rows(
@@ -166,15 +234,20 @@ def _latency_row(table: Table, values: dict[str, str], numbers: dict[str, float]
 
 
 def parse_bandwidth(
-    text: str, bare_unit: str = UNIT_MB, expected_size: int | None = None
+    text: str,
+    bare_unit: str = UNIT_MB,
+    expected_size: int | None = None,
+    expected: ExpectedRun | None = None,
 ) -> BandwidthResult:
     """Parse `ib_write_bw` (any `ib_*_bw`) output of either side, any layout.
 
     `bare_unit` is the unit of an `--output=bandwidth` bare number ("Gb/sec" when the
     run had `--report_gbits`). `expected_size` is the largest message size asked
     (`perftest.largest_size`); a table that stops before it, or is not closed, is an
-    `error`.
+    `error`. `expected` (`perftest.expected_run`) is what the command asked: an output of
+    another run, or more than one, is `not_measured` (see `run_mismatch`).
     """
+    text = text if isinstance(text, str) else ""
     lines = clean_lines(text)
     header = header_of(lines)
     bare = bare_number(lines)
@@ -182,6 +255,10 @@ def parse_bandwidth(
         factor = 1.0 if bare_unit == UNIT_GB else MB_PER_SEC_TO_GBPS
         if unusable(bare):
             return BandwidthResult(error=f"unparseable output: bandwidth {bare!r}")
+        if cut_line := _cut_mid_line(text):
+            return BandwidthResult(header=header, not_measured=cut_line)
+        if bare * factor > MAX_GBPS:
+            return BandwidthResult(header=header, not_measured=f"implausible bandwidth {bare:g}")
         return BandwidthResult(avg_gbps=bare * factor, unit_printed=bare_unit, header=header)
 
     table = scan_table(lines, BW_COLUMNS, _bandwidth_row, _BW_DUPLICATE)
@@ -198,14 +275,25 @@ def parse_bandwidth(
 
     if nan_error := table.non_finite_error():
         return result(error=nan_error)
+    if columns is not None and (other := run_mismatch(table, header, expected, "bw")):
+        top_size = max((r.msg_size for r in rows), default=None)
+        return result(msg_size=top_size, not_measured=other)
     if not rows:
         return _without_rows(BandwidthResult, header, warn, errors, problems, bool(columns), text)
     error_text = "\n".join(errors) if errors else None
 
     top = max(rows, key=lambda r: r.msg_size)
+    if cut_line := _cut_mid_line(text):
+        return result(msg_size=top.msg_size, not_measured=cut_line)
     cut = cut_short([r.msg_size for r in rows], closed, expected_size)
     if cut:
         return result(msg_size=top.msg_size, error=cut)
+    if top.avg_gbps > MAX_GBPS or top.peak_gbps > MAX_GBPS:
+        return result(
+            msg_size=top.msg_size,
+            not_measured=f"implausible bandwidth avg={top.avg_gbps:g} peak={top.peak_gbps:g} "
+            f"Gb/s at {top.msg_size} bytes (misread)",
+        )
     if unusable(top.avg_gbps) or unusable(top.peak_gbps):
         return result(
             msg_size=top.msg_size,
@@ -232,19 +320,26 @@ _LAT_FIELDS = {
 }
 
 
-def parse_latency(text: str, expected_size: int | None = None) -> LatencyResult:
+def parse_latency(
+    text: str, expected_size: int | None = None, expected: ExpectedRun | None = None
+) -> LatencyResult:
     """Parse `ib_write_lat` (any `ib_*_lat`) output: tables of any layout, or a bare number.
 
     The headline is the smallest message size (the latency figure of interest);
     all rows are kept. `expected_size` is the largest message size asked; a table that
-    stops before it, or is not closed, is an `error`.
+    stops before it, or is not closed, is an `error`; `expected` as in `parse_bandwidth`.
     """
+    text = text if isinstance(text, str) else ""
     lines = clean_lines(text)
     header = header_of(lines)
     bare = bare_number(lines)
     if bare is not None:
         if unusable(bare) or bare == 0:
             return LatencyResult(error=f"unparseable output: latency {bare!r}")
+        if cut_line := _cut_mid_line(text):
+            return LatencyResult(header=header, not_measured=cut_line)
+        if bare > PLAUSIBLE_MAX:
+            return LatencyResult(header=header, not_measured=f"implausible latency {bare:g}")
         return LatencyResult(t_avg_us=bare, header=header)
 
     table = scan_table(lines, LAT_COLUMNS, _latency_row, _LAT_DUPLICATE)
@@ -259,11 +354,16 @@ def parse_latency(text: str, expected_size: int | None = None) -> LatencyResult:
 
     if nan_error := table.non_finite_error():
         return result(error=nan_error)
+    if columns is not None and (other := run_mismatch(table, header, expected, "lat")):
+        top_size = max((r.msg_size for r in rows), default=None)
+        return result(msg_size=top_size, not_measured=other)
     if not rows:
         return _without_rows(LatencyResult, header, warn, errors, problems, bool(columns), text)
     error_text = "\n".join(errors) if errors else None
 
     head = min(rows, key=lambda r: r.msg_size)
+    if cut_line := _cut_mid_line(text):
+        return result(msg_size=head.msg_size, not_measured=cut_line)
     cut = cut_short([r.msg_size for r in rows], closed, expected_size)
     if cut:
         return result(msg_size=head.msg_size, error=cut)

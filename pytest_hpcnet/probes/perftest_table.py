@@ -50,7 +50,12 @@ _ERROR_RE = re.compile(
     r"timed out|refused|unrecognized option|usage:",
     re.I,
 )
-_NUMBER_RE = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?(?:nan|inf)$", re.I)
+_NUMBER_RE = re.compile(
+    r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?(?:nan|inf)$", re.I | re.ASCII
+)
+PLAUSIBLE_MAX = 1e12
+"""No perftest cell (bytes, iterations, Gb/s, MB/s, Mpps, usec) is larger: a bigger one is
+a misread, never a measurement."""
 BW_COLUMNS = re.compile(r"#bytes|#iterations|BW peak|BW average|MsgRate|BW min")
 LAT_COLUMNS = re.compile(r"#bytes|#iterations|t_\w+?(?=\[)|99\.9% percentile|99% percentile")
 _GID_LINE_RE = re.compile(r"^\s*GID:")
@@ -154,6 +159,11 @@ class Table:
     errors: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     non_finite: list[str] = field(default_factory=list)  # rows with a nan/inf cell
+    tables: int = 0  # `#bytes` header lines: one per run
+    tests: list[str] = field(default_factory=list)  # test title lines (`RDMA_Write BW Test`)
+    errors_after: list[str] = field(default_factory=list)  # tool errors after the first row
+    stray: list[str] = field(default_factory=list)  # number-only lines outside the table
+    implausible: list[str] = field(default_factory=list)  # rows with a negative/huge cell
 
     def non_finite_error(self) -> str | None:
         """The error of a table with a `nan`/`inf` cell: never a measurement."""
@@ -179,6 +189,10 @@ def scan_table(
         if "#bytes" in line:
             table.columns = column_re.findall(line)
             table.header_line = line
+            table.tables += 1
+            continue
+        if title := _TEST_RE.match(line):
+            table.tests.append(title.group(1).strip())
             continue
         tokens = line.split()
         if table.rows and _CLOSING_RE.match(line):
@@ -186,7 +200,8 @@ def scan_table(
         data = bool(table.columns and tokens and token_number(tokens[0]) is not None)
         if data:
             table.closed = False
-        if data and not tokens[0].isdigit():  # #bytes as nan, inf, -1, 1e300: no size
+        # #bytes as nan, inf, -1, 1e300 or in other digits (`６５５３６`): no size
+        if data and not (tokens[0].isascii() and tokens[0].isdigit()):
             table.problems.append(f"unreadable row: {line.strip()}")
             if not math.isfinite(token_number(tokens[0]) or 0.0):
                 table.non_finite.append(line.strip())
@@ -201,7 +216,18 @@ def scan_table(
                 table.problems.append(f"non-finite value in row: {line.strip()}")
                 table.non_finite.append(line.strip())
                 continue
-            row = make_row(table, values, numbers)
+            if any(v is not None and not 0 <= v <= PLAUSIBLE_MAX for v in numbers.values()):
+                table.problems.append(f"unreadable row (negative or implausible): {line.strip()}")
+                table.implausible.append(line.strip())
+                continue
+            size = values.get("#bytes", "")
+            try:
+                if not (size.isascii() and size.isdigit()):
+                    raise ValueError(f"message size {size!r}")
+                row = make_row(table, values, numbers)
+            except (ValueError, KeyError, TypeError, OverflowError):  # a misshapen header
+                table.problems.append(f"unreadable row: {line.strip()}")
+                continue
             if row in table.rows:
                 table.problems.append(duplicate.format(size=row.msg_size))
                 continue
@@ -210,5 +236,11 @@ def scan_table(
         if data:
             table.problems.append(f"row with unexpected columns: {line.strip()}")
             continue
+        if tokens and all(token_number(t) is not None for t in tokens):
+            table.stray.append(line.strip())  # a bare number beside a table: another run's
+            continue
+        errors = len(table.errors)
         classify_other(line, table.warnings, table.errors)
+        if table.rows and len(table.errors) > errors:
+            table.errors_after.append(table.errors[-1])
     return table

@@ -7,6 +7,7 @@ miss a header or a row that starts with one.
 
 from __future__ import annotations
 
+import math
 import re
 
 _ANSI_RE = re.compile(
@@ -25,3 +26,30 @@ def strip_ansi(text: str | None) -> str:
 
 PARSE_CACHE = 4096
 """Parsed outputs a cached parser keeps (every check of a node reads the same facts text)."""
+
+
+_ASCII_NUMBER_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", re.ASCII)
+
+
+def ascii_number(token: object) -> float | None:
+    """`token` as a finite number written in ASCII digits, else None.
+
+    Python's `float()` also reads `nan`, `inf`, `1_000` and digits of other scripts
+    (full-width `１２３`, Arabic-Indic `١٢٣`): none of them is a measurement here.
+    """
+    if not isinstance(token, str) or not _ASCII_NUMBER_RE.fullmatch(token.strip()):
+        return None
+    try:
+        value = float(token)
+    except (ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def ends_mid_line(text: str | None) -> str | None:
+    """The last line of `text` when it has no line terminator (output cut mid-line), else
+    None. A number on such a line may be a longer number's first digits (`2.3` of `2.345`)."""
+    if not text or text.endswith(("\n", "\r")):
+        return None
+    last = text.splitlines()[-1] if text.splitlines() else text
+    return last if last.strip() else None

@@ -136,7 +136,7 @@ def test_all_eris_at_once(cluster, node, check, cloud_plane):
         pytest.skip("no bound set (expect.erdma.per_instance_gbps): not published")
     pair = next((p for p in campaign.instance_runs if node.name in p.key), None)
     if pair is None:
-        raise NotMeasured(f"{node.name}: not in the all-ERIs-at-once round (no partner reached)")
+        raise NotMeasured(campaign.not_in_round(node.name, "all-ERIs-at-once"))
     runs = campaign.instance_runs[pair]
     for run in runs.values():
         for result in run.commands:
@@ -177,7 +177,7 @@ def test_gpudirect_bandwidth_of_every_eri(cluster, node, check):
     campaign = cluster.perftest("ib_write_bw")
     pair = next((p for p in campaign.gdr_runs if node.name in p.key), None)
     if pair is None:
-        raise NotMeasured(f"{node.name}: not in the GPUDirect round (no partner reached)")
+        raise NotMeasured(campaign.not_in_round(node.name, "GPUDirect"))
     verdicts = []
     for i, (device, run) in enumerate(campaign.gdr_runs[pair].items()):
         for result in run.commands:
