@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpcnet.inventory.expectations import load_profile_sources
+from pytest_hpcnet.inventory.expectations import Expectations, load_profile_sources
 from pytest_hpcnet.inventory.models import Inventory
+from pytest_hpcnet.probes.gpu_dcgm import planned_tests
 from pytest_hpcnet.probes.metadata import MetadataFacts
 from pytest_hpcnet.report.records import RunScope, ScopeEntry
 from pytest_hpcnet.report.verdict import required_ids
+from pytest_hpcnet.requirements.erdma import expected_eris
 from pytest_hpcnet.requirements.registry import BY_ID, REQUIREMENTS
 
 SUITES = Path(__file__).resolve().parent / "suites"
@@ -177,3 +179,21 @@ def profile_facts(inventory: Inventory) -> dict:
     """`profile` and `profile_sources` of the run summary."""
     name = inventory.expect.profile or ""
     return {"profile": name, "profile_sources": load_profile_sources(name) if name else {}}
+
+
+def unit_plan(expect: Expectations) -> dict[str, object]:
+    """What every node's judges plan below the node, from the expectations alone (never from
+    what a listing showed): the summary's `plan`, signed with it; `hpcnet merge` refuses
+    partitions planned differently."""
+    eris, source, _ = expected_eris(expect)
+    level = expect.gpu_load.dcgm_level
+    return {
+        "gpus_per_node": expect.gpu.count,
+        "eris_per_node": eris,
+        "eris_source": source,
+        "nvlink_links_per_gpu": expect.gpu_load.nvlink_links,
+        "dcgm_level": level,
+        "dcgm_tests": list(planned_tests(level)) if level else [],
+        "min_peer_gpus": expect.gpu_load.min_peer_gpus,
+        "min_peer_nodes": expect.gpu_load.min_peer_nodes,
+    }

@@ -62,6 +62,7 @@ from pytest_hpcnet.run_scope import (
     profile_facts,
     run_scope,
     selection,
+    unit_plan,
 )
 from pytest_hpcnet.transport.open_files import open_files_needed, raise_open_files_limit
 from pytest_hpcnet.transport.results import NodeUnreachable
@@ -436,6 +437,7 @@ class HpcnetState:
                 "interrupted": self.interrupted or session.shouldstop is not False,
                 "connection_retries": self.retries(),
                 "scope": run_scope(self.config, inv, self.planned).model_dump(),
+                "plan": unit_plan(inv.expect),
                 "lab": is_lab(inv, self.placement()),
                 **profile_facts(inv),
                 **cluster_node_facts(

@@ -184,6 +184,10 @@ def check_partitions(parts: Sequence[Partition]) -> list[str]:
         problems.append(f"cluster names differ: {named}")
     if not problems:
         problems.extend(_node_lists(parts))
+    plans = {p.run_id: getattr(p.summary, "plan", None) for p in parts if p.summary}
+    if not problems and len({repr(v) for v in plans.values()}) > 1:
+        named = ", ".join(f"{run} plans {plan}" for run, plan in plans.items())
+        problems.append(f"plans differ (GPUs, ERIs, links or DCGM tests per node): {named}")
     if not problems:
         problems.extend(_overlaps(parts))
         problems.extend(_waiver_dates(parts))

@@ -596,3 +596,22 @@ def test_the_pair_requirements_are_those_of_the_suites_pair_tests():
             marks += module_marks if isinstance(module_marks, list) else [module_marks]
             found.update(m.args[0] for m in marks if getattr(m, "name", "") == "check")
     assert found and set(PAIR_CHECKS) == found
+
+
+def test_partitions_planned_differently_are_refused(tmp_path):
+    """Partitions whose nodes were planned with other GPU, ERI or DCGM counts are not one
+    cluster's handover: merge refuses them, naming both plans."""
+    from pytest_hpcnet.inventory.expectations import Expectations
+    from pytest_hpcnet.run_scope import unit_plan
+
+    eight = unit_plan(Expectations(gpu={"count": 8}))
+    seven = unit_plan(Expectations(gpu={"count": 7}))
+    assert eight["gpus_per_node"] == 8 and "memory" in eight["dcgm_tests"]
+    a = partition(tmp_path, "part-a", PART_A, plan=eight)
+    b = partition(tmp_path, "part-b", PART_B, plan=seven)
+    with pytest.raises(MergeRefused) as refused:
+        merge(tmp_path / "merged", [a, b])
+    [line] = refused.value.problems
+    assert line.startswith("plans differ") and "'gpus_per_node': 7" in line
+    same = partition(tmp_path, "part-c", PART_B, plan=eight)
+    merge(tmp_path / "merged-ok", [a, same])  # one plan: no refusal (MergeRefused fails it)
