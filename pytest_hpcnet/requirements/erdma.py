@@ -40,9 +40,10 @@ def from_findings(findings: Sequence[Verdict], measured: float | None = None) ->
     bad = [f.reason for f in findings if not f.ok]
     if not findings:
         return not_measured("nothing judged (no device found)", measured=measured)
+    found = tuple(m for f in findings for m in f.measurements)  # each with its device
     if bad:
-        return Verdict(False, measured, reason="; ".join(bad))
-    return Verdict(True, measured, reason="; ".join(f.reason for f in findings))
+        return Verdict(False, measured, reason="; ".join(bad), measurements=found)
+    return Verdict(True, measured, reason="; ".join(f.reason for f in findings), measurements=found)
 
 
 def expected_eris(expect: Expectations, node_min: int | None = None) -> tuple[int, str, bool]:

@@ -18,7 +18,7 @@ from fnmatch import fnmatchcase
 from pytest_hpcnet.probes.counters import BAD_COUNTERS, TRAFFIC, CounterDelta
 from pytest_hpcnet.probes.erdma import GidTables
 from pytest_hpcnet.probes.nccl_debug import NcclNetLog
-from pytest_hpcnet.requirements.verdict import Verdict
+from pytest_hpcnet.requirements.verdict import Measurement, Verdict
 
 
 def finding(ok: bool, reason: str, node: str, device: str | None = None) -> Verdict:
@@ -168,10 +168,14 @@ def judge_counters(
         reset = [r.split(" ", 1)[1] for r in delta.resets if r.startswith(f"{key} ")]
         reset = [r for r in reset if r.split()[0] in BAD_COUNTERS or r.split()[0] in bounds]
         device = key.split("/")[0]
+        moved = Measurement(
+            "counters_over_bound", len(over) + len(reset), "", 0, "==", f"bounds over {key}", device
+        )
         if over or reset:
-            out.append(_f(False, node, device, "; ".join(over + reset)))
+            out.append(_f(False, node, device, "; ".join(over + reset)).with_measurements(moved))
         else:
-            out.append(_f(True, node, device, "no error, drop or rate-limit counter moved"))
+            why = "no error, drop or rate-limit counter moved"
+            out.append(_f(True, node, device, why).with_measurements(moved))
     for gone in delta.missing:
         if " read before only" in gone:  # a device or counter that vanished during the run
             key = gone.split(" ", 1)[0]

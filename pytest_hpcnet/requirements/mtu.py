@@ -142,7 +142,22 @@ def judge_interface_mtu(expected: int, iface: Interface, label: str = "") -> Ver
 def judge_erdma_mtu_rule(iface: Interface, jumbo_frames: bool) -> Verdict:
     """The eRDMA MTU rule on one interface, its reason naming the interface."""
     verdict = erdma_mtu_verdict(iface.mtu, jumbo_frames)
-    return verdict.with_reason(f"{iface.name}: {verdict.reason}")
+    if jumbo_frames:
+        rule = Measurement(
+            "erdma_mtu", iface.mtu, "bytes", ERDMA_JUMBO_MTU, "==", "eRDMA + NCCL LL128", iface.name
+        )
+    else:
+        rule = Measurement(
+            "erdma_mtu",
+            iface.mtu,
+            "bytes",
+            ERDMA_MAX_STANDARD_MTU,
+            "<=",
+            "eRDMA + NCCL LL128 (1500 is a data-consistency risk)",
+            iface.name,
+            outcome=None if iface.mtu is None else verdict.outcome,
+        )
+    return verdict.with_measurements(rule).with_reason(f"{iface.name}: {verdict.reason}")
 
 
 def judge_mtu_same(mtus: Mapping[str, int | None], expected: int) -> Verdict:

@@ -94,9 +94,15 @@ def judge_tools_agree(node: str, verbs: RdmaDevices, links: RdmaDevices) -> Verd
         )
     disagreements = compare_sources(verbs, links)
     sections = ("ibv_devinfo_v", "rdma_link")
+    counted = (
+        Measurement("disagreements", len(disagreements), "", 0, "==", "ibv_devinfo vs rdma link"),
+        Measurement("devices", len(verbs.devices), "devices", None, None, "ibv_devinfo -v"),
+    )
     if disagreements:
-        return failing(f"{node}: {'; '.join(disagreements)}", sections=sections)
-    return passing(sections=sections)
+        return failing(
+            f"{node}: {'; '.join(disagreements)}", sections=sections, measurements=counted
+        )
+    return passing(sections=sections, measurements=counted)
 
 
 def judge_kernel_module(node: str, state: ErdmaModule, module: str) -> Verdict:
