@@ -148,7 +148,9 @@ def _num(value: float) -> str:
 
 _A = re.ASCII  # `\d` is 0-9 only: digits of other scripts are no number here
 _HEADER_RE = re.compile(
-    r"^PING\s+(?P<target>\S+)(?:\s+\((?P<ip>[^)]*)\))?\s+(?P<payload>\d+)"
+    r"^PING\s+(?P<target>\S+)(?:\s+\((?P<ip>[^)]*)\))?"
+    r"(?:\s+from\s+[^\s:]+(?:\s+[^\s:]+)?:)?"  # iputils with -I: `from 10.0.0.1 eth1:`
+    r"\s+(?P<payload>\d+)"
     r"(?:\((?P<packet>\d+)\))?\s+bytes of data",
     _A,
 )

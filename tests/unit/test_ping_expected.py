@@ -89,3 +89,17 @@ def test_an_rtt_line_cut_mid_number_is_not_measured(whole):
 def test_callers_without_the_new_parameters_still_read_it(whole):
     r = ping.parse_ping(whole)
     assert r.incomplete is None and r.received == 3
+
+
+def test_a_ping_bound_to_an_interface_is_read_with_its_header():
+    """iputils prints `from <source> <device>:` in the header when -I is given (ping4's
+    header: `PING %s (%s) ` then `from %s %s: `); the ERI path-MTU probe pings that way."""
+    text = (
+        "PING 198.18.1.12 (198.18.1.12) from 198.18.1.11 eth1: 8472(8500) bytes of data.\n"
+        "8480 bytes from 198.18.1.12: icmp_seq=1 ttl=64 time=0.061 ms\n"
+        "\n--- 198.18.1.12 ping statistics ---\n"
+        "1 packets transmitted, 1 received, 0% packet loss, time 0ms\n"
+        "rtt min/avg/max/mdev = 0.061/0.061/0.061/0.000 ms\n"
+    )
+    result = ping.parse_ping(text, expected_packet=8500, expected_target="198.18.1.12")
+    assert result.received == 1 and not result.incomplete, result
