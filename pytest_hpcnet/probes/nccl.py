@@ -176,7 +176,9 @@ class NcclResult:
         if self.total_wrong or self.wrong_found:
             return f"{self.total_wrong or 'some'} wrong values (#wrong){where}"
         if self.failures:
-            return self.failures[0]
+            # nccl-tests' own line names the rank's host; a launcher's banner may come first
+            own = [f for f in self.failures if _TOOL_FAILURE_RE.search(f)]
+            return (own or list(self.failures))[0]
         return None
 
     @property
@@ -200,6 +202,8 @@ _NGPUS_RE = re.compile(r"nGpus\s+(\d+)", re.A)
 _BYTES_RE = re.compile(r"minBytes\s+(\d+)\s+maxBytes\s+(\d+)", re.A)
 _STEP_RE = re.compile(r"step:\s*(\d+)\((factor|bytes)\)", re.A)
 _VALIDATION_RE = re.compile(r"validation:\s*(\d+)", re.A)
+_TOOL_FAILURE_RE = re.compile(r"Test (?:NCCL |CUDA )?failure", re.I)
+"""nccl-tests' own failure line (`node03: Test NCCL failure common.cu:1279 ...`)."""
 _FAILURE_RE = re.compile(r"failure|failed|\berror\b|abort|segmentation fault|killed", re.I)
 _WARN_RE = re.compile(r"NCCL WARN|\bplm:\w+: Warning:")  # NCCL's, Open MPI launcher's
 _INFO_RE = re.compile(r"NCCL INFO")

@@ -261,3 +261,18 @@ def test_json_is_held_to_the_run_asked_too():
     assert not parse_nccl_json(size, JSON_RUN).ok
     root = edited(lambda d: d["results"][2].update(root="²"))
     parse_nccl_json(root, JSON_RUN)  # never raises
+
+
+def test_the_tools_failure_line_is_the_reason_whatever_the_launcher_printed_first():
+    """mpirun's abort banner can reach the output before the crashed rank's own line; the
+    reason names the rank's line (and so its node)."""
+    from pytest_hpcnet.probes.nccl import NcclResult
+
+    result = NcclResult(
+        failures=(
+            "Primary job terminated normally, but 1 process returned a non-zero exit code. "
+            "Per user-direction, the job has been aborted.",
+            "node03: Test NCCL failure common.cu:1279 'unhandled system error'",
+        )
+    )
+    assert result.reason.startswith("node03: Test NCCL failure common.cu:1279")
