@@ -22,7 +22,7 @@ from pytest_hpcnet.lab.state import LabState
 from pytest_hpcnet.probes.counters import counter_delta, parse_rdma_counters, rdma_counters_command
 from pytest_hpcnet.probes.erdma import parse_gid_tables
 from pytest_hpcnet.probes.nccl import NcclExpected, parse_nccl
-from pytest_hpcnet.probes.nccl_debug import parse_nccl_debug, split_nccl_log
+from pytest_hpcnet.probes.nccl_debug import parse_nccl_debug
 from pytest_hpcnet.probes.perftest import PerftestOptions, client_command, server_command
 from pytest_hpcnet.probes.perftest_parsers import parse_bandwidth
 from pytest_hpcnet.probes.rdma import ibv_devinfo_command
@@ -173,10 +173,18 @@ def test_eri_slow_and_rate_limit_drops_name_the_device(lab):
     assert all(f.ok for f in traffic), [f.reason for f in traffic if not f.ok]
 
 
-def _allreduce_info(state: LabState, transport) -> str:
+def _allreduce_info(state: LabState, transport) -> tuple[str, str]:
+    """(INFO lines, table output) of a 4-rank all-reduce, INFO kept out of the table's stream
+    in NCCL_DEBUG_FILE (one file per process, read back), as the NCCL campaign runs it."""
     hostfile = state.root / "hostfile-erdma-depth"
     hostfile.write_text("".join(f"{state.node(n).address} slots=1\n" for n in NODES))
-    env = {"NCCL_DEBUG": "INFO", "NCCL_IB_HCA": "erdma", "NCCL_SOCKET_IFNAME": "eth0"}
+    logs = "/tmp/hpcnet-erdma-depth-test.debug"
+    env = {
+        "NCCL_DEBUG": "INFO",
+        "NCCL_IB_HCA": "erdma",
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "NCCL_DEBUG_FILE": f"{logs}.%h.%p",
+    }
     argv = ["mpirun", "--allow-run-as-root", "-np", "4", "--hostfile", str(hostfile)]
     argv += ["--map-by", "ppr:1:node"]
     for key, value in env.items():
@@ -184,18 +192,18 @@ def _allreduce_info(state: LabState, transport) -> str:
     argv += ["--mca", "plm_rsh_args", f"'{plm_rsh_args(state)}'"]
     argv += ["all_reduce_perf", "-b", "1M", "-e", "1M", "-f", "2", "-g", "1", "-n", "2", "-w", "1"]
     result = transport.run("node01", " ".join(argv), 300)
-    return result.stdout + "\n" + result.stderr
+    info = transport.run("node01", f"cat {logs}.*; rm -f {logs}.*", 60)
+    return info.stdout, result.stdout + "\n" + result.stderr
 
 
 def test_nccl_socket_fallback_names_the_node_and_its_counters_stay(lab):
     state, transport, inject = lab
     inject("nccl-socket", "node02")
     before = _counters(transport)
-    text = _allreduce_info(state, transport)
+    info, table = _allreduce_info(state, transport)
     after = _counters(transport)
-    info, table = split_nccl_log(text)
     parsed = parse_nccl(table, NcclExpected(max_bytes=2**20, ranks=4, nodes=4))
-    assert parsed.ok, text[-2000:]  # the all-reduce itself completes: the silent fallback
+    assert parsed.ok, table[-2000:]  # the all-reduce itself completes: the silent fallback
     log = parse_nccl_debug(info)
     found = judge_nccl_transport(log, NODES, "IB", device_glob="erdma_*")
     assert [f.subject for f in found if not f.ok] == ["node02"], [f.reason for f in found]
