@@ -215,7 +215,7 @@ def judge_eri_bw(
             f"{where}: {gbps:.2f} Gbit/s < {bound:.2f} ({expect.erdma.bw_fraction:.0%} of "
             f"{expect.erdma.per_eri_gbps:g} per ERI)"
         )
-    return at_least(gbps, bound, text)
+    return at_least(gbps, bound, text, ceiling=expect.ib_write_bw.max_gbps)
 
 
 def judge_gdr_bw(

@@ -18,7 +18,7 @@ from fnmatch import fnmatchcase
 from pytest_hpcnet.probes.counters import BAD_COUNTERS, TRAFFIC, CounterDelta
 from pytest_hpcnet.probes.erdma import GidTables
 from pytest_hpcnet.probes.nccl_debug import NcclNetLog
-from pytest_hpcnet.requirements.verdict import Measurement, Verdict
+from pytest_hpcnet.requirements.verdict import NOT_MEASURED, Measurement, Verdict
 
 
 def finding(ok: bool, reason: str, node: str, device: str | None = None) -> Verdict:
@@ -38,7 +38,8 @@ def judge_eri_bandwidth(
     """One ERI's measured Gbit/s at least `fraction` of the per-ERI figure."""
     floor = per_eri_gbps * fraction
     if gbps is None:
-        return _f(False, node, device, "no bandwidth measured")
+        why = f"{node} {device}: no bandwidth measured"
+        return Verdict(outcome=NOT_MEASURED, reason=why, subject=f"{node} {device}")
     verdict = "at least" if gbps >= floor else "below"
     return _f(
         gbps >= floor,
@@ -74,8 +75,9 @@ def judge_instance_bandwidth(
 ) -> Verdict:
     """All of a node's ERIs run at once: their sum at least `fraction` of the instance figure."""
     missing = [d for d in devices if per_device_gbps.get(d) is None]
-    if missing:
-        return _f(False, node, None, f"no concurrent result from {', '.join(missing)}")
+    if missing:  # a device whose run was not measured is no failure of the node
+        why = f"{node}: no concurrent result from {', '.join(missing)}"
+        return Verdict(outcome=NOT_MEASURED, reason=why, subject=node)
     total = sum(per_device_gbps[d] or 0.0 for d in devices)
     floor = figure_gbps * fraction
     parts = " + ".join(f"{d} {per_device_gbps[d]:.1f}" for d in devices)

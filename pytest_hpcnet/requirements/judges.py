@@ -89,6 +89,8 @@ def judge_ib_write_bw(run: PerftestRun, expect: Expectations) -> Verdict:
     bound = expect.ib_write_bw.bound_gbps
     if run.error is not None:
         return Verdict(False, None, bound, None, f"ib_write_bw failed: {run.error}")
+    if unread := getattr(run, "not_measured", None):
+        return not_measured(f"ib_write_bw: {unread}", bound=bound)
     value = run.value
     text = "no bandwidth measured" if value is None else ""
     if value is not None and bound is not None:
@@ -102,6 +104,8 @@ def judge_ib_write_lat(run: PerftestRun, expect: Expectations) -> Verdict:
     bounds = expect.ib_write_lat
     if run.error is not None:
         return Verdict(False, None, bounds.max_avg_us, None, f"ib_write_lat failed: {run.error}")
+    if unread := getattr(run, "not_measured", None):
+        return not_measured(f"ib_write_lat: {unread}", bound=bounds.max_avg_us)
     lat = run.latency
     avg = lat.t_avg_us if lat is not None else None
     verdict = at_most(

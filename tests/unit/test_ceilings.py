@@ -63,3 +63,23 @@ def test_an_absurd_peer_is_no_reference():
         None,
         "3 peer figure(s), 4 needed for a peer bound",
     )
+
+
+def test_a_run_not_measured_is_quoted_and_a_missing_device_is_no_failure():
+    from pytest_hpcnet.requirements.erdma_judges import (
+        judge_eri_bandwidth,
+        judge_instance_bandwidth,
+    )
+
+    @dataclass
+    class Unread(Run):
+        not_measured: str | None = "2 runs in one output (one asked)"
+
+    expect = Expectations(ib_write_bw={"min_gbps": 64})
+    verdict = judge_ib_write_bw(Unread(None), expect)
+    assert verdict.outcome == "not_measured" and "2 runs in one output" in verdict.reason
+    both = judge_instance_bandwidth(
+        "n1", {"erdma_0": 78.0, "erdma_1": None}, ["erdma_0", "erdma_1"], 160, 0.8
+    )
+    assert both.outcome == "not_measured" and "erdma_1" in both.reason
+    assert judge_eri_bandwidth("n1", "erdma_1", None, 80, 0.8).outcome == "not_measured"
