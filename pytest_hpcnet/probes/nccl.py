@@ -42,7 +42,7 @@ from pytest_hpcnet.probes.nccl_checks import (  # noqa: F401 - part of the parse
     size_series,
     tally_wrong,
 )
-from pytest_hpcnet.probes.text import strip_ansi
+from pytest_hpcnet.probes.text import foreign_digits, strip_ansi
 
 
 @dataclass(frozen=True)
@@ -435,6 +435,8 @@ def parse_nccl(text: str, expected: NcclExpected | None = None) -> NcclResult:
     saw_columns = False
     saw_avg = False
     bad_rows: list[str] = []  # unreadable or nan/inf rows: kept out, the run unparseable
+    if odd := foreign_digits(text):
+        bad_rows.append(odd)
     runs = {"version": 0, "avg": 0}  # a second header or footer: two runs in one output
 
     clean = strip_ansi(text or "").replace("\r", "")

@@ -39,7 +39,7 @@ from pytest_hpcnet.probes.perftest_table import (
     summarize_warnings,
     unusable,
 )
-from pytest_hpcnet.probes.text import ends_mid_line, strip_ansi
+from pytest_hpcnet.probes.text import ends_mid_line, foreign_digits, strip_ansi
 
 MB_PER_SEC_TO_GBPS = 2**20 * 8 / 1e9
 """One perftest MB/sec (2^20 bytes/s) in Gb/s (10^9 bits/s)."""
@@ -250,6 +250,8 @@ def parse_bandwidth(
     text = text if isinstance(text, str) else ""
     lines = clean_lines(text)
     header = header_of(lines)
+    if odd := foreign_digits(text):
+        return BandwidthResult(header=header, not_measured=odd)
     bare = bare_number(lines)
     if bare is not None:
         factor = 1.0 if bare_unit == UNIT_GB else MB_PER_SEC_TO_GBPS
@@ -332,6 +334,8 @@ def parse_latency(
     text = text if isinstance(text, str) else ""
     lines = clean_lines(text)
     header = header_of(lines)
+    if odd := foreign_digits(text):
+        return LatencyResult(header=header, not_measured=odd)
     bare = bare_number(lines)
     if bare is not None:
         if unusable(bare) or bare == 0:

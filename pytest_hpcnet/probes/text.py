@@ -53,3 +53,13 @@ def ends_mid_line(text: str | None) -> str | None:
         return None
     last = text.splitlines()[-1] if text.splitlines() else text
     return last if last.strip() else None
+
+
+def foreign_digits(text: str | None) -> str | None:
+    """`figure with non-ASCII digits: <line>` for the first line holding a digit other than
+    0-9 (full-width `１`, Arabic-Indic, ...: Python's int() and float() read them, no tool
+    prints them), else None."""
+    for line in (text or "").splitlines():
+        if any(c.isdigit() and not ("0" <= c <= "9") for c in line):
+            return f"figure with non-ASCII digits: {line.strip()[:80]}"
+    return None

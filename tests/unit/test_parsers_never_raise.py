@@ -185,7 +185,9 @@ BYTE_CUTS = 6
 MUTATED_CELLS = 10
 TEXT_VALUES = ("nan", "inf", "-1", "1e300")
 JSON_VALUES = ("NaN", "Infinity", "-1", "1e300")
-NON_FINITE = {"nan", "inf", "NaN", "Infinity"}
+NON_ASCII = "full-width digits"
+NON_FINITE = {"nan", "inf", "NaN", "Infinity", NON_ASCII}
+FULL_WIDTH = str.maketrans("0123456789", "０１２３４５６７８９")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")
 
 
@@ -229,6 +231,8 @@ def mutations(text: str, json_file: bool) -> Iterator[tuple[str, str]]:
     for m in _spread(list(_NUMBER.finditer(text)), MUTATED_CELLS):
         for value in values:
             yield value, text[: m.start()] + value + text[m.end() :]
+        wide = m.group().translate(FULL_WIDTH)  # Python's int() and float() read these
+        yield NON_ASCII, text[: m.start()] + wide + text[m.end() :]
 
 
 COUNTS = {"info_lines", "wrong_cells"}
