@@ -230,6 +230,7 @@ def judge_nccl_avg_busbw(
         bound,
         f"average bus bandwidth {avg} GB/s < {bound} GB/s",
         "expect.nccl.min_avg_busbw_gbs",
+        expect.nccl.max_busbw_gbs,
     )
 
 
@@ -250,6 +251,7 @@ def judge_nccl_largest_busbw(
         bound,
         f"bus bandwidth at {result.max_size_bytes} bytes is {value} GB/s < {bound} GB/s",
         "expect.nccl.min_busbw_largest_gbs",
+        expect.nccl.max_busbw_gbs,
     )
 
 

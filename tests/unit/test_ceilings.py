@@ -83,3 +83,19 @@ def test_a_run_not_measured_is_quoted_and_a_missing_device_is_no_failure():
     )
     assert both.outcome == "not_measured" and "erdma_1" in both.reason
     assert judge_eri_bandwidth("n1", "erdma_1", None, 80, 0.8).outcome == "not_measured"
+
+
+def test_nccl_busbw_above_its_ceiling_is_not_measured():
+    from dataclasses import replace as changed
+
+    from pytest_hpcnet.probes.nccl import parse_nccl
+    from pytest_hpcnet.requirements.judges import judge_nccl_avg_busbw, judge_nccl_largest_busbw
+    from tests.unit.test_gpu_nccl_node import H100
+
+    run = parse_nccl(H100)
+    expect = Expectations(nccl={"min_avg_busbw_gbs": 1, "min_busbw_largest_gbs": 1})
+    assert run.ok and judge_nccl_largest_busbw(run, expect).outcome == "pass"
+    absurd = changed(run, busbw_at_max_size_gbs=1e300, avg_busbw_gbs=1e300)
+    for judge in (judge_nccl_avg_busbw, judge_nccl_largest_busbw):
+        verdict = judge(absurd, expect)
+        assert verdict.outcome == "not_measured" and "implausible" in verdict.reason
