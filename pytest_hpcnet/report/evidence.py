@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from pytest_hpcnet.inventory.models import Waiver  # noqa: F401 - re-exported
-from pytest_hpcnet.redact import has_secrets, redact
+from pytest_hpcnet.redact import has_secrets, mentions_secret, redact
 from pytest_hpcnet.report.records import (  # noqa: F401 - re-exported
     VERDICTS,
     CheckRecord,
@@ -140,9 +140,11 @@ def evidence_line(record: CheckRecord | Mapping[str, Any]) -> str:
     if not isinstance(record, CheckRecord):
         record = CheckRecord.model_validate(record)
     data = record.model_dump(mode="json")
-    if has_secrets():
+    text = json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    if has_secrets() and mentions_secret(text):  # else no string of it holds one
         data = redact_data(data)
-    return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
+        text = json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return text + "\n"
 
 
 class EvidenceBundle:

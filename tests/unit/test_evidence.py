@@ -191,6 +191,21 @@ def test_secrets_never_reach_disk(tmp_path, secrets_cleared):
     assert read_records(bundle.run_dir)[0].message == "auth with *** failed"
 
 
+def test_a_secret_json_escapes_is_still_redacted_and_a_line_without_one_is_not_walked(
+    secrets_cleared, monkeypatch
+):
+    """A record's line is redacted string by string only when its JSON may hold a secret:
+    one with a quote or backslash (escaped in JSON) is still found."""
+    register_secret('pa"ss\\word')
+    line = evidence.evidence_line(record(message='login pa"ss\\word refused'))
+    assert 'pa\\"ss' not in line and "login *** refused" in json.loads(line)["message"]
+    walked = []
+    real = evidence.redact_data
+    monkeypatch.setattr(evidence, "redact_data", lambda data: walked.append(1) or real(data))
+    assert "nothing secret" in evidence.evidence_line(record(message="nothing secret"))
+    assert walked == []
+
+
 def test_store_output_replaces_undecodable_bytes(tmp_path):
     bundle = EvidenceBundle(tmp_path / "run")
     digest = bundle.store_output(b"ok \xff\xfe end")
