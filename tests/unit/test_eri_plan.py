@@ -20,6 +20,7 @@ from pytest_hpcnet.requirements.verdict import NotMeasured
 from pytest_hpcnet.suites import test_mtu as suite
 from pytest_hpcnet.transport.fanout import CommandResult
 from tests.recorded import Recorded
+from tests.unit.test_eri_address import Recording
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "erdma"
 ADDR = (FIXTURES / "derived-two-eni-ip-j-addr.json").read_text()
@@ -158,27 +159,6 @@ def test_an_expected_eri_a_whole_listing_lacks_is_not_measured(tmp_path):
 
 
 # -- path MTU: every planned ERI pair measured or named ---------------------------------
-
-
-class Recording:
-    """A transport that records every command and answers each with exit status 0."""
-
-    concurrency = 4
-
-    def __init__(self) -> None:
-        self.commands: list[tuple[str, str]] = []
-
-    def unreachable(self) -> dict[str, str]:
-        return {}
-
-    def run_on_all(self, command, nodes=None, timeout_s=None, together=False):
-        out = {}
-        for name in nodes or []:
-            node = next(n for n in self.inventory.nodes if n.name == name)
-            text = command(node)
-            self.commands.append((name, text))
-            out[name] = CommandResult(name, text, 0, "", "", 0.1, 0.0)
-        return out
 
 
 ONE_ERI = {
