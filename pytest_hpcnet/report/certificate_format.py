@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pytest_hpcnet.report.evidence import Measurement
+from pytest_hpcnet.requirements.verdict import number
 
-
-def number_of(value: Any) -> float | None:
-    """A finite float, or None for anything else (bools, text, NaN)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
+number_of = number
+"""A finite float, or None for anything else (bools, text, NaN): the judges' `number`."""
 
 
 def headroom(measurement: Measurement) -> float | None:

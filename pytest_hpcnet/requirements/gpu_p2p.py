@@ -11,7 +11,6 @@ A node without nvbandwidth, or whose run or topology cannot be read, is not meas
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, replace
 
 from pytest_hpcnet.inventory.expectations import Expectations
@@ -80,10 +79,6 @@ def _pairs(p2p: NodeP2p) -> dict[tuple[int, int], tuple[str | None, str, float |
             cell = p2p.topo.link(f"GPU{row}", f"GPU{column}") or ""
             out[(row, column)] = (pair_link(cell), cell, value)
     return out
-
-
-def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
 
 
 def _gpu(node: str, index: int, query: GpuQuery | None, with_node: bool = True) -> str:

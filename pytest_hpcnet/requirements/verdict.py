@@ -101,13 +101,6 @@ class Measurement:
         elif self.outcome not in (PASS, FAIL, NOT_MEASURED):
             raise ValueError(f"unknown measurement outcome {self.outcome!r}")
 
-    @property
-    def implausible(self) -> bool:
-        """True when the value lies above its ceiling or is not a finite number."""
-        found = number(self.value)
-        numeric = isinstance(self.value, int | float) and not isinstance(self.value, bool)
-        return numeric and (found is None or (self.ceiling is not None and found > self.ceiling))
-
 
 def derived_outcome(outcome: Outcome, measurements: Iterable[Measurement]) -> Outcome:
     """A pass with its measurements' own outcomes: a failed measurement fails it, one not
