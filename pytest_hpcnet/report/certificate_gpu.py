@@ -13,7 +13,12 @@ from typing import Any
 
 from pytest_hpcnet.report.certificate_format import format_threshold, format_value
 from pytest_hpcnet.report.records import CheckRecord, Measurement
-from pytest_hpcnet.requirements.registry import title
+from pytest_hpcnet.requirements.registry import (
+    GPUS_UNDER_LOAD,
+    group_columns,
+    group_requirements,
+    title,
+)
 from pytest_hpcnet.requirements.verdict import JUDGE
 
 GPU_CHECKS = (
@@ -88,27 +93,11 @@ def gpu_section(records: Sequence[CheckRecord]) -> dict[str, Any] | None:
 
 # -- GPUs under load: one row per GPU from the gpu_load records' measurements ----------------
 
-LOAD_CHECKS = (
-    "gpu_compute",
-    "gpu_bandwidth",
-    "gpu_correctness",
-    "gpu_nvlink",
-    "gpu_dcgm",
-    "gpu_p2p",
-    "gpu_fabric",
-)
+LOAD_CHECKS = group_requirements(GPUS_UNDER_LOAD)
 P2P_FIGURES = {"p2p_nvlink_gbs": "NVLink", "p2p_pcie_gbs": "PCIe"}
 """A GPU pair's figure (subject `GPU 0 -> GPU 1`), shown in its source GPU's row: the slowest."""
-LOAD_FIGURES = (
-    "bf16_tflops",
-    "tf32_tflops",
-    "hbm_gbs",
-    "h2d_gbs",
-    "d2h_gbs",
-    "sm_clock_mhz",
-    "power_w_max",
-    "temperature_c_max",
-)
+LOAD_COLUMNS = group_columns(GPUS_UNDER_LOAD)
+LOAD_FIGURES = tuple(f.name for f in LOAD_COLUMNS)
 
 
 _CHECKSUM = {"pass": "agrees", "fail": "differs ({})", "not_measured": "not measured"}
@@ -136,8 +125,9 @@ def _load_row(node: str, subject: str) -> dict[str, Any]:
 
 
 def gpu_load_section(records: Sequence[CheckRecord]) -> dict[str, Any] | None:
-    """{"rows": [per GPU], "unmeasured": [(node, check, why)]} for the template's "under
-    load" table, or None when no load check ran."""
+    """{"rows": [per GPU], "unmeasured": [(node, check, why)], "columns": [(figure,
+    header)] from the registry} for the template's "under load" table, or None when no load
+    check ran."""
     mine = [r for r in records if r.check_id in LOAD_CHECKS and r.kind == "node"]
     if not any(r.verdict != "skipped" for r in mine):
         return None
@@ -188,4 +178,5 @@ def gpu_load_section(records: Sequence[CheckRecord]) -> dict[str, Any] | None:
     for row in rows.values():
         row.pop("bad")
     ordered = sorted(rows.values(), key=lambda r: (r["node"], _gpu_key(r["gpu"])))
-    return {"rows": ordered, "unmeasured": unmeasured}
+    columns = [(f.name, f.column) for f in LOAD_COLUMNS]
+    return {"rows": ordered, "unmeasured": unmeasured, "columns": columns}

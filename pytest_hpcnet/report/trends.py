@@ -33,6 +33,7 @@ from pytest_hpcnet.report.evidence import (
     read_summary,
 )
 from pytest_hpcnet.report.records import GOOD_VERDICTS
+from pytest_hpcnet.requirements.registry import trended_figures
 
 NodeStatus = Callable[[list[CheckRecord], RunSummary], Mapping[str, str]]
 """Judges each node of one run: `pass`, `fail` or anything else (not judged)."""
@@ -53,24 +54,10 @@ class Figure:
     counter: bool = False  # a total since boot: shown as deltas between runs
 
 
-FIGURES: tuple[Figure, ...] = (
-    Figure("ib_write_bw", "bw_avg", "ib_write_bw average bandwidth"),
-    Figure("ib_write_lat", "t_avg", "ib_write_lat average latency"),
-    Figure("ib_write_lat", "t_p99", "ib_write_lat p99 latency"),
-    Figure("nccl_busbw", "avg_busbw", "NCCL all_reduce average bus bandwidth"),
-    Figure("nccl_busbw", "busbw_largest", "NCCL all_reduce bus bandwidth, largest size"),
-    Figure("cpfs", "write_bw", "CPFS write throughput per node"),
-    Figure("cpfs", "read_bw", "CPFS read throughput per node"),
-    Figure("tuning", "errors", "NIC errors (new since the previous run)", counter=True),
-    Figure("tuning", "dropped", "NIC drops (new since the previous run)", counter=True),
-    # GPUs under load: one series per GPU (subject `node01 GPU 3`)
-    Figure("gpu_compute", "bf16_tflops", "GPU bf16 GEMM under load"),
-    Figure("gpu_compute", "tf32_tflops", "GPU tf32 GEMM under load"),
-    Figure("gpu_bandwidth", "hbm_gbs", "GPU memory (HBM) copy bandwidth"),
-    Figure("gpu_bandwidth", "h2d_gbs", "GPU host-to-device bandwidth"),
-    Figure("gpu_bandwidth", "d2h_gbs", "GPU device-to-host bandwidth"),
-    Figure("gpu_nccl_node", "busbw_largest", "Single-node all-reduce bus bandwidth, largest size"),
+FIGURES: tuple[Figure, ...] = tuple(
+    Figure(check_id, f.name, f.label, f.counter) for check_id, f in trended_figures()
 )
+"""The figures the page follows: the registry's trended figures, in its order."""
 
 
 @dataclass
