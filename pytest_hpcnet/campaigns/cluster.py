@@ -24,10 +24,12 @@ from pytest_hpcnet.campaigns.progress import Reporter, silent
 from pytest_hpcnet.campaigns.recorder import Recorder
 from pytest_hpcnet.campaigns.storage import FioCampaign, FioRun
 from pytest_hpcnet.inventory.models import Inventory, Node
+from pytest_hpcnet.probes.gpu import GPU_QUERY
 from pytest_hpcnet.probes.gpu_dcgm import DcgmRun
 from pytest_hpcnet.probes.gpu_load import parse_engines
 from pytest_hpcnet.probes.metadata import MetadataFacts
 from pytest_hpcnet.probes.nccl import NcclResult
+from pytest_hpcnet.probes.sections import Section
 from pytest_hpcnet.probes.versions import parse_versions
 from pytest_hpcnet.requirements.gpu_load import NodeLoad
 from pytest_hpcnet.requirements.gpu_p2p import NodeP2p
@@ -53,6 +55,9 @@ class GpuPhase(Protocol):
     results: Mapping[str, CommandResult]
 
 
+T = TypeVar("T")
+
+
 class ReadFacts:
     """A node's facts as one check reads them: every section it reads is named in its
     evidence, so the certificate shows the sections judged, not the whole output."""
@@ -68,6 +73,12 @@ class ReadFacts:
         """A section's output (read for the check); `MissingMeasurement` when not given."""
         self._recorder.read(section)
         return self._facts.text(section)
+
+    def get(self, section: Section[T]) -> T:
+        """A section read by its probe's parser (read for the check), parsed once per node;
+        `MissingMeasurement` when not given whole."""
+        self._recorder.read(section.name)
+        return self._facts.get(section)
 
     def whole(self, section: str) -> str | None:
         """A section's output (read for the check) when the node gave all of it, else None."""
@@ -265,5 +276,5 @@ class Cluster:
         if result is not None:
             _record(recorder, result)
         if recorder is not None:
-            recorder.read("gpu_engines", "gpu_query", *read)
+            recorder.read("gpu_engines", GPU_QUERY.name, *read)
         return found

@@ -16,7 +16,7 @@ from pytest_hpcnet.probes.erdma import (
 )
 from pytest_hpcnet.probes.erdma_gdr import gdr_command
 from pytest_hpcnet.probes.fio import mount_check_command
-from pytest_hpcnet.probes.gpu import query_gpu_command
+from pytest_hpcnet.probes.gpu import GPU_QUERY, query_gpu_command
 from pytest_hpcnet.probes.gpu_fabric import FABRIC_COMMAND
 from pytest_hpcnet.probes.gpu_host import DRIVER_VERSION_COMMAND, MODULES_COMMAND, memlock_command
 from pytest_hpcnet.probes.gpu_load import ENGINES_COMMAND
@@ -107,7 +107,7 @@ SECTIONS: list[FactSection] = [
 
 # GPU node health: one block of sections, in the same round trip
 GPU_SECTIONS: list[FactSection] = [
-    FactSection("gpu_query", _gpu_command(query_gpu_command())),
+    FactSection(GPU_QUERY.name, _gpu_command(query_gpu_command())),
     FactSection("gpu_topo", _gpu_command(TOPO_COMMAND)),
     FactSection("gpu_cuda", _gpu_command(CUDA_COMMAND)),
     FactSection("gpu_driver", _gpu_command(DRIVER_VERSION_COMMAND)),

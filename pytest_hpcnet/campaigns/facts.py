@@ -9,8 +9,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_hpcnet.campaigns.fact_sections import facts_command
 from pytest_hpcnet.campaigns.progress import LOG, Reporter, phase, silent
@@ -34,7 +34,7 @@ from pytest_hpcnet.probes.rdma import (
     match_devices,
 )
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo, parse_rdma_link
-from pytest_hpcnet.probes.sections import SectionOutput, split_sections
+from pytest_hpcnet.probes.sections import Section, SectionOutput, split_sections
 from pytest_hpcnet.requirements.erdma import expected_eris
 from pytest_hpcnet.requirements.verdict import NotMeasured
 from pytest_hpcnet.transport.results import CommandResult
@@ -57,6 +57,9 @@ class MissingMeasurement(NotMeasured):
     measured, with this one line (never a failure a waiver could cover)."""
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
 class NodeFacts:
     """The sections gathered from one node in its single facts round trip."""
@@ -64,6 +67,14 @@ class NodeFacts:
     node: str
     result: CommandResult
     sections: dict[str, SectionOutput]
+    _parsed: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def get(self, section: Section[T]) -> T:
+        """A section read by its probe's parser, parsed once per node; raises
+        `MissingMeasurement` as `text` does."""
+        if section.name not in self._parsed:
+            self._parsed[section.name] = section.parse(self.text(section.name))
+        return self._parsed[section.name]
 
     def text(self, section: str) -> str:
         """A section's whole output; raises `MissingMeasurement` when the node did not give it,

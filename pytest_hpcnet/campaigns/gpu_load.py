@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from pytest_hpcnet.campaigns.facts import FactsCampaign, NodeFacts
 from pytest_hpcnet.campaigns.progress import phase
-from pytest_hpcnet.probes.gpu import GpuQuery, parse_query_gpu
+from pytest_hpcnet.probes.gpu import GPU_QUERY, GpuQuery
 from pytest_hpcnet.probes.gpu_dcgm import LEVEL_TIMEOUT_S, DcgmRun, dcgm_command, parse_dcgm_json
 from pytest_hpcnet.probes.gpu_load import (
     Engines,
@@ -53,10 +53,10 @@ def gpu_facts(facts: NodeFacts) -> tuple[Engines | None, GpuQuery | None, str]:
     where its facts cannot plan a GPU phase (unreachable, a section missing or cut short)."""
     if facts.result.unreachable:
         return None, None, f"unreachable: {facts.result.unreachable}"
-    engines, query = facts.whole("gpu_engines"), facts.whole("gpu_query")
+    engines, query = facts.whole("gpu_engines"), facts.whole(GPU_QUERY.name)
     if engines is None or query is None:
-        return None, None, "facts lack section gpu_engines or gpu_query (output cut short)"
-    return parse_engines(engines), parse_query_gpu(query), ""
+        return None, None, f"facts lack section gpu_engines or {GPU_QUERY.name} (output cut short)"
+    return parse_engines(engines), GPU_QUERY.parse(query), ""
 
 
 def planned_gpus(query: GpuQuery, expected: int | None) -> tuple[int, str]:

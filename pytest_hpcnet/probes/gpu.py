@@ -17,6 +17,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Literal
 
+from pytest_hpcnet.probes.sections import Section
 from pytest_hpcnet.probes.text import PARSE_CACHE, strip_ansi
 
 QUERY_FIELDS = (
@@ -299,3 +300,7 @@ def parse_query_gpu(text: str, fields: tuple[str, ...] | None = None) -> GpuQuer
         error="; ".join(problems) or None,
         lost=tuple(lost),
     )
+
+
+GPU_QUERY: Section[GpuQuery] = Section("gpu_query", parse_query_gpu)
+"""The facts section `nvidia-smi --query-gpu` runs under, with its parser."""

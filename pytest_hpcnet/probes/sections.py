@@ -6,13 +6,27 @@ commands and a cut or killed section is told from a whole one.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from pytest_hpcnet.transport.results import TIMED_OUT_STATUSES
 
 MARK = "@@hpcnet"
 _SECTION = re.compile(rf"^{MARK} begin (\S+)$")
 _STATUS = re.compile(rf"^{MARK} end (\S+) (\d+)$")
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Section(Generic[T]):
+    """A facts section as its probe declares it: the name it is framed under and the pure
+    parser that reads its output into a typed result (`NodeFacts.get` parses it once)."""
+
+    name: str
+    parse: Callable[[str], T]
 
 
 @dataclass(frozen=True)

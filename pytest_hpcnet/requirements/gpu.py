@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_hpcnet.inventory.expectations import Expectations
-from pytest_hpcnet.probes.gpu import Gpu, GpuQuery, bus_key
+from pytest_hpcnet.probes.gpu import GPU_QUERY, Gpu, GpuQuery, bus_key
 from pytest_hpcnet.probes.gpu_xid import XID_SOURCE, XidLog
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
@@ -34,7 +34,7 @@ HARD_SLOWDOWN = {
 """Clock event reasons that mean hardware or thermal trouble; idle, power cap, application
 clocks, sync boost and display are normal."""
 
-QUERY = "gpu_query"
+QUERY = GPU_QUERY.name
 KLOG = "gpu_klog"
 """The facts sections these judges read."""
 

@@ -7,7 +7,7 @@ verdict says so."""
 
 from __future__ import annotations
 
-from pytest_hpcnet.probes.gpu import GpuQuery
+from pytest_hpcnet.probes.gpu import GPU_QUERY, GpuQuery
 from pytest_hpcnet.probes.gpu_fabric import FabricState, GpuFabric
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
@@ -17,7 +17,7 @@ from pytest_hpcnet.requirements.verdict import (
     passing,
 )
 
-SECTIONS = ("gpu_fabric", "gpu_query")
+SECTIONS = ("gpu_fabric", GPU_QUERY.name)
 FIX = (
     "start nvidia-fabricmanager (systemctl enable --now nvidia-fabricmanager; its version must "
     "equal the driver's), read its log (/var/log/fabricmanager.log); a GPU that stays In "

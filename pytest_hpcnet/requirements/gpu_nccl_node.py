@@ -6,6 +6,7 @@ judged (not measured)."""
 from __future__ import annotations
 
 from pytest_hpcnet.inventory.expectations import Expectations
+from pytest_hpcnet.probes.gpu import GPU_QUERY
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.requirements.bounds import (
     NODES_MEDIAN,
@@ -24,7 +25,7 @@ from pytest_hpcnet.requirements.verdict import (
     passing,
 )
 
-SECTIONS = ("gpu_nccl_node", "gpu_engines", "gpu_query")
+SECTIONS = ("gpu_nccl_node", "gpu_engines", GPU_QUERY.name)
 INSTALL_NCCL_TESTS = (
     "build nccl-tests (all_reduce_perf) against the node's CUDA and NCCL and put it on PATH, "
     "or leave the check out with scope.exclude: [gpu_nccl_node]"

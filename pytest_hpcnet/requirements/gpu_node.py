@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from pytest_hpcnet.inventory.expectations import Expectations
-from pytest_hpcnet.probes.gpu import GpuQuery
+from pytest_hpcnet.probes.gpu import GPU_QUERY, GpuQuery
 from pytest_hpcnet.probes.gpu_host import LoadedModules, Memlock
 from pytest_hpcnet.probes.gpu_rdma import RdmaSysfs
 from pytest_hpcnet.probes.gpu_topo import Topology, hca_selects
@@ -224,7 +224,7 @@ def judge_versions(
         "the driver",
         [f"versions unreadable on {', '.join(unread)}"] if unread else [],
         measurements=tuple(measurements),
-        sections=("versions", "gpu_query", "gpu_driver", "gpu_cuda"),
+        sections=("versions", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
         extra={"suspects": suspects},
     )
 
@@ -261,7 +261,7 @@ def judge_gpu_nic_numa(
     bad = _topo_unreadable(node, topo)
     if bad is not None:
         return bad
-    sections = ("gpu_topo", "rdma_sysfs", "gpu_query") if query else ("gpu_topo", "rdma_sysfs")
+    sections = ("gpu_topo", "rdma_sysfs", GPU_QUERY.name) if query else ("gpu_topo", "rdma_sysfs")
     if sysfs.error is not None:
         return not_measured(f"{node}: RDMA sysfs: {sysfs.error}", FIX_RERUN, sections=sections)
     nic_numa = {d.device: d.numa_node for d in sysfs.devices}

@@ -10,7 +10,7 @@ have one).
 
 import pytest
 
-from pytest_hpcnet.probes.gpu import GpuQuery, parse_query_gpu
+from pytest_hpcnet.probes.gpu import GPU_QUERY, GpuQuery
 from pytest_hpcnet.probes.gpu_host import parse_driver_version, parse_memlock, parse_modules
 from pytest_hpcnet.probes.gpu_rdma import parse_cuda_version, parse_rdma_sysfs
 from pytest_hpcnet.probes.gpu_topo import parse_topo
@@ -34,8 +34,8 @@ def gpu_versions(facts) -> dict[str, str]:
     """nvidia_driver, nvidia_kernel_module and cuda from a node's GPU sections (what exists)."""
     found: dict[str, str] = {}
     sections = facts.sections
-    if "gpu_query" in sections:
-        gpus = parse_query_gpu(sections["gpu_query"].text).gpus
+    if GPU_QUERY.name in sections:
+        gpus = GPU_QUERY.parse(sections[GPU_QUERY.name].text).gpus
         drivers = sorted({g.driver_version for g in gpus})
         if drivers and None not in drivers:
             found["nvidia_driver"] = ",".join(drivers)
@@ -59,7 +59,7 @@ def gpu_facts(cluster, node, check):
 
 
 def query(cluster, node, check) -> GpuQuery:
-    return parse_query_gpu(gpu_facts(cluster, node, check).text("gpu_query"))
+    return gpu_facts(cluster, node, check).get(GPU_QUERY)
 
 
 @mark("gpu_inventory")
@@ -86,7 +86,7 @@ def test_gpu_memory_health(cluster, node, check):
 def test_gpu_no_xid_since_boot(cluster, node, check):
     facts = gpu_facts(cluster, node, check)
     log = parse_kernel_log(facts.text("gpu_klog"))
-    found = parse_query_gpu(facts.text("gpu_query"))
+    found = facts.get(GPU_QUERY)
     check.judge(gpu.judge_xid(node.name, log, cluster.expect, found))
 
 
@@ -136,7 +136,7 @@ def test_gpu_nic_numa(cluster, node, check):
     facts = gpu_facts(cluster, node, check)
     topo = parse_topo(facts.text("gpu_topo"))
     sysfs = parse_rdma_sysfs(facts.text("rdma_sysfs"))
-    found = parse_query_gpu(facts.text("gpu_query"))
+    found = facts.get(GPU_QUERY)
     check.judge(gpu_node.judge_gpu_nic_numa(node.name, topo, sysfs, found))
 
 

@@ -7,7 +7,7 @@ A CPU-only profile (`expect.gpu.count` unset) skips them as not applicable.
 
 import pytest
 
-from pytest_hpcnet.probes.gpu import parse_query_gpu
+from pytest_hpcnet.probes.gpu import GPU_QUERY
 from pytest_hpcnet.probes.gpu_fabric import parse_fabric
 from pytest_hpcnet.probes.gpu_nccl_node import nccl_code_version
 from pytest_hpcnet.probes.gpu_nvlink import parse_nvlink_errors, parse_nvlink_status
@@ -62,7 +62,7 @@ def test_gpu_nvlink_up_and_error_free(cluster, node, check):
     facts = cluster.facts(node, check)
     status = parse_nvlink_status(facts.text("gpu_nvlink_status"))
     errors = parse_nvlink_errors(facts.text("gpu_nvlink_errors"))
-    query = parse_query_gpu(facts.text("gpu_query"))
+    query = facts.get(GPU_QUERY)
     check.judge(judge_gpu_nvlink(node.name, status, errors, query, cluster.expect), node.name)
 
 
@@ -76,7 +76,7 @@ def test_gpu_dcgm_diagnostics(cluster, node, check):
     run, missing = cluster.dcgm_run(node, level, check)
     if run is not None and run.version:
         check.tool_versions["dcgm"] = run.version
-    query = parse_query_gpu(cluster.facts(node, check).text("gpu_query"))
+    query = cluster.facts(node, check).get(GPU_QUERY)
     count = cluster.expect.gpu.count
     verdict = judge_gpu_dcgm(node.name, run, query, level, missing, expected_gpus=count)
     check.judge(verdict, node.name)
@@ -117,5 +117,5 @@ def test_gpu_to_gpu_bandwidth(cluster, node, check):
 def test_gpu_nvswitch_fabric_ready(cluster, node, check):
     facts = cluster.facts(node, check)
     fabric = parse_fabric(facts.text("gpu_fabric"))
-    query = parse_query_gpu(facts.text("gpu_query"))
+    query = facts.get(GPU_QUERY)
     check.judge(judge_gpu_fabric(node.name, fabric, query), node.name)
