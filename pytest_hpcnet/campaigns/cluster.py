@@ -55,9 +55,6 @@ class GpuPhase(Protocol):
     results: Mapping[str, CommandResult]
 
 
-T = TypeVar("T")
-
-
 class ReadFacts:
     """A node's facts as one check reads them: every section it reads is named in its
     evidence, so the certificate shows the sections judged, not the whole output."""
