@@ -222,6 +222,19 @@ def test_every_fault_breaks_registered_requirements():
     assert {k: v for k, v in unknown.items() if v} == {}
 
 
+def test_fault_declarations_agree_with_the_lab_tests():
+    """What the static lab tests see each fault fail (`tests/lab`) is what the fault declares
+    it breaks among the static requirements."""
+    from tests.lab import test_lab_gpu, test_static_suite
+
+    seen = {kind: checks for kind, (_, checks) in test_static_suite.FAULTS.items()}
+    seen.update({kind: {check} for kind, (_, check, _) in test_lab_gpu.FAULTS.items()})
+    declared = {
+        kind: {c for c in KINDS[kind].breaks if BY_ID[c].marker == "static"} for kind in seen
+    }
+    assert declared == seen
+
+
 def test_every_suite_test_is_of_a_registered_requirement():
     assert [t.name for t in SUITE_TESTS if t.check_id not in BY_ID] == []
 
