@@ -9,7 +9,8 @@ suite test (`tests/unit/test_registry_complete.py` checks each entry is whole).
 
 The registry imports no judge: `judges` names each as `"module:function"` under
 `pytest_hpcnet.requirements`, and `judge_functions` imports them on first use, so the report
-and scope layers that read the catalogue pull in no probe or judge.
+and scope layers that read the catalogue pull in no judge. A facts section is named as its
+probe declares it (`GPU_QUERY.name`) where the probe has a `Section` constant.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Literal
 
 import pytest
+
+from pytest_hpcnet.probes.gpu import GPU_QUERY
 
 if TYPE_CHECKING:
     from pytest_hpcnet.inventory.expectations import Expectations
@@ -222,7 +225,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "static",
         group=GPU_NODES,
         judges=("gpu:judge_count_model", "gpu_node:judge_modules"),
-        sections=("gpu_query", "gpu_modules", "gpu_driver", "gpu_cuda"),
+        sections=(GPU_QUERY.name, "gpu_modules", "gpu_driver", "gpu_cuda"),
     ),
     Requirement(
         "gpu_health",
@@ -231,7 +234,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "static",
         group=GPU_NODES,
         judges=("gpu:judge_ecc",),
-        sections=("gpu_query", "gpu_driver", "gpu_cuda"),
+        sections=(GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
     ),
     Requirement(
         "gpu_xid",
@@ -240,7 +243,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "static",
         group=GPU_NODES,
         judges=("gpu:judge_xid",),
-        sections=("gpu_klog", "gpu_query", "gpu_driver", "gpu_cuda"),
+        sections=("gpu_klog", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
     ),
     Requirement(
         "gpu_clocks",
@@ -249,7 +252,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "static",
         group=GPU_NODES,
         judges=("gpu:judge_throttle", "gpu:judge_persistence", "gpu:judge_mig"),
-        sections=("gpu_query", "gpu_driver", "gpu_cuda"),
+        sections=(GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
     ),
     Requirement(
         "pcie_links",
@@ -258,7 +261,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "static",
         group=GPU_NODES,
         judges=("gpu:judge_pcie", "gpu_node:judge_rdma_pcie"),
-        sections=("gpu_query", "rdma_sysfs", "gpu_driver", "gpu_cuda"),
+        sections=(GPU_QUERY.name, "rdma_sysfs", "gpu_driver", "gpu_cuda"),
     ),
     Requirement(
         "memlock",
@@ -267,7 +270,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "static",
         group=GPU_NODES,
         judges=("gpu_node:judge_memlock",),
-        sections=("gpu_memlock", "gpu_query", "gpu_driver", "gpu_cuda"),
+        sections=("gpu_memlock", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
     ),
     Requirement(
         "gpu_topology",
@@ -276,7 +279,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "static",
         group=GPU_NODES,
         judges=("gpu_node:judge_nccl_ib_hca", "gpu_node:judge_gpu_nic_numa"),
-        sections=("gpu_topo", "rdma_sysfs", "gpu_query", "gpu_driver", "gpu_cuda"),
+        sections=("gpu_topo", "rdma_sysfs", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
     ),
     Requirement(
         "versions",
@@ -284,7 +287,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ("versions",),
         "static",
         judges=("gpu_node:judge_versions",),
-        sections=("versions", "gpu_query", "gpu_driver", "gpu_cuda"),
+        sections=("versions", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
     ),
     Requirement(
         "ib_write_bw",
@@ -467,7 +470,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         group=GPUS_UNDER_LOAD,
         judges=("gpu_load:judge_gpu_bandwidth",),
-        sections=("gpu_engines", "gpu_query"),
+        sections=("gpu_engines", GPU_QUERY.name),
     ),
     Requirement(
         "gpu_nvlink",
@@ -476,7 +479,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "gpu_load",
         group=GPUS_UNDER_LOAD,
         judges=("gpu_nvlink:judge_gpu_nvlink",),
-        sections=("gpu_nvlink_status", "gpu_nvlink_errors", "gpu_query"),
+        sections=("gpu_nvlink_status", "gpu_nvlink_errors", GPU_QUERY.name),
     ),
     Requirement(
         "gpu_dcgm",
@@ -485,7 +488,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "gpu_load",
         group=GPUS_UNDER_LOAD,
         judges=("gpu_dcgm:judge_gpu_dcgm",),
-        sections=("gpu_query", "gpu_engines"),
+        sections=(GPU_QUERY.name, "gpu_engines"),
     ),
     Requirement(
         "gpu_nccl_node",
@@ -501,7 +504,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("gpu_nccl_node:judge_gpu_nccl_node",),
-        sections=("gpu_engines", "gpu_query"),
+        sections=("gpu_engines", GPU_QUERY.name),
     ),
     Requirement(
         "gpu_p2p",
@@ -510,7 +513,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "gpu_load",
         group=GPUS_UNDER_LOAD,
         judges=("gpu_p2p:judge_gpu_p2p",),
-        sections=("gpu_topo", "gpu_query", "gpu_engines"),
+        sections=("gpu_topo", GPU_QUERY.name, "gpu_engines"),
     ),
     Requirement(
         "gpu_fabric",
@@ -519,7 +522,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "gpu_load",
         group=GPUS_UNDER_LOAD,
         judges=("gpu_fabric:judge_gpu_fabric",),
-        sections=("gpu_fabric", "gpu_query"),
+        sections=("gpu_fabric", GPU_QUERY.name),
     ),
 )
 
