@@ -18,7 +18,9 @@ from pytest_hpcnet.lab.system import LabError
 
 @dataclass(frozen=True)
 class FaultKind:
-    """One kind of fault: how to inject it and how to heal it."""
+    """One kind of fault: how to inject it, how to heal it, and the requirements (registry
+    ids) it fails on the node it is injected on (the lab tests that inject it see them fail;
+    empty: a fault the suite must ride out)."""
 
     name: str
     usage: str
@@ -26,15 +28,17 @@ class FaultKind:
     inject: act.Injector
     heal: act.Healer
     needs_arg: bool = False
+    breaks: tuple[str, ...] = ()
 
 
-def _gpu(kind: str, summary: str) -> FaultKind:
+def _gpu(kind: str, summary: str, breaks: tuple[str, ...]) -> FaultKind:
     """A fault the emulated nvidia-smi applies to one GPU of the node (default GPU 3)."""
     return FaultKind(
         kind,
         f"{kind} NODE [GPU={act.DEFAULT_GPU}]",
         f"emulated nvidia-smi: {summary}",
         *act.recorded_fault(kind, act.DEFAULT_GPU, r"[0-7]", "a GPU index 0..7"),
+        breaks=breaks,
     )
 
 
@@ -47,6 +51,7 @@ KINDS: dict[str, FaultKind] = {
             "set eth0's MTU, or IFACE's (eth1: the second ERI's ENI) (default 1500)",
             act.inject_mtu,
             act.heal_mtu,
+            breaks=("mtu", "path_mtu"),
         ),
         FaultKind(
             "block",
@@ -54,6 +59,7 @@ KINDS: dict[str, FaultKind] = {
             "iptables DROP of that destination port (range), on IFACE only when given",
             *act.firewall_fault("block"),
             needs_arg=True,
+            breaks=("security_group", "cloud_audit"),
         ),
         FaultKind(
             "reject",
@@ -61,22 +67,44 @@ KINDS: dict[str, FaultKind] = {
             "iptables REJECT (tcp-reset / icmp-port-unreachable)",
             *act.firewall_fault("reject"),
             needs_arg=True,
+            breaks=("security_group", "cloud_audit"),
         ),
-        FaultKind("no-rdma", "no-rdma NODE", "no eRDMA device", *act.rdma_fault("no-rdma")),
         FaultKind(
-            "port-down", "port-down NODE", "eRDMA port PORT_DOWN", *act.rdma_fault("port-down")
+            "no-rdma",
+            "no-rdma NODE",
+            "no eRDMA device",
+            *act.rdma_fault("no-rdma"),
+            breaks=(
+                "erdma",
+                "erdma_identity",
+                "erdma_driver",
+                "erdma_port",
+                "gpu_topology",
+                "pcie_links",
+                "mtu",
+                "path_mtu",
+            ),
+        ),
+        FaultKind(
+            "port-down",
+            "port-down NODE",
+            "eRDMA port PORT_DOWN",
+            *act.rdma_fault("port-down"),
+            breaks=("erdma",),
         ),
         FaultKind(
             "vswitch",
             "vswitch NODE [ID]",
             f"metadata vswitch-id (default {act.DEFAULT_VSWITCH})",
             *act.metadata_fault("vswitch_id", act.DEFAULT_VSWITCH),
+            breaks=("placement",),
         ),
         FaultKind(
             "zone",
             "zone NODE [ID]",
             f"metadata zone-id (default {act.DEFAULT_ZONE})",
             *act.metadata_fault("zone_id", act.DEFAULT_ZONE),
+            breaks=("placement",),
         ),
         FaultKind(
             "imds-token",
@@ -84,6 +112,7 @@ KINDS: dict[str, FaultKind] = {
             "metadata GETs need a token (403 without)",
             act.inject_imds_token,
             act.heal_imds_token,
+            breaks=(),
         ),
         FaultKind(
             "sysctl",
@@ -91,6 +120,7 @@ KINDS: dict[str, FaultKind] = {
             f"set a sysctl in the node (default {act.DEFAULT_SYSCTL})",
             act.inject_sysctl,
             act.heal_sysctl,
+            breaks=("tuning",),
         ),
         FaultKind(
             "nic-errors",
@@ -98,6 +128,7 @@ KINDS: dict[str, FaultKind] = {
             "eth0 RX dropped > 0 (oversized frames from the bridge)",
             act.inject_nic_errors,
             act.heal_nic_errors,
+            breaks=("tuning",),
         ),
         FaultKind(
             "slow",
@@ -105,6 +136,7 @@ KINDS: dict[str, FaultKind] = {
             f"tc tbf on eth0 and its host veth, both ways (default {shaping.DEFAULT_RATE})",
             act.inject_slow,
             act.heal_slow,
+            breaks=("ib_write_bw", "erdma_eri_bw", "nccl_busbw", "perftest_localization"),
         ),
         FaultKind(
             "latency",
@@ -114,6 +146,7 @@ KINDS: dict[str, FaultKind] = {
             *act.recorded_fault(
                 "latency", act.DEFAULT_LATENCY_MS, act.NUMBER, "milliseconds such as 5"
             ),
+            breaks=("ib_write_lat",),
         ),
         FaultKind(
             "rdma-slow",
@@ -122,6 +155,7 @@ KINDS: dict[str, FaultKind] = {
             *act.recorded_fault(
                 "rdma-slow", act.DEFAULT_RDMA_SLOW, act.RATE, "a rate such as 500mbit"
             ),
+            breaks=("ib_write_bw",),
         ),
         FaultKind(
             "nccl-slow",
@@ -131,6 +165,7 @@ KINDS: dict[str, FaultKind] = {
             *act.recorded_fault(
                 "nccl-slow", act.DEFAULT_NCCL_SLOW, act.NUMBER, "a slowdown factor such as 4"
             ),
+            breaks=("nccl_busbw",),
         ),
         FaultKind(
             "fio-slow",
@@ -138,6 +173,7 @@ KINDS: dict[str, FaultKind] = {
             f"cpu cgroup caps the node's sshd tree, so fio (default {cgroups.DEFAULT_PERCENT}%)",
             act.inject_fio_slow,
             act.heal_fio_slow,
+            breaks=("cpfs",),
         ),
         # eRDMA depth
         FaultKind(
@@ -145,12 +181,20 @@ KINDS: dict[str, FaultKind] = {
             "eri-down NODE [DEV|IFACE]",
             "one ERI port DOWN (IFACE: that ERI's interface taken down for real)",
             *act.eri_fault("eri-down", True),
+            breaks=(
+                "erdma",
+                "erdma_eri_bw",
+                "erdma_instance_bw",
+                "perftest_localization",
+                "nccl_transport",
+            ),
         ),
         FaultKind(
             "eri-slow",
             "eri-slow NODE [DEV|IFACE[@RATE]]",
             f"emulated perftest on one ERI paces itself (default {act.DEFAULT_RDMA_SLOW})",
             *act.eri_fault("eri-slow", False),
+            breaks=("erdma_eri_bw", "perftest_localization"),
         ),
         FaultKind(
             "nccl-socket",
@@ -158,6 +202,7 @@ KINDS: dict[str, FaultKind] = {
             "emulated NCCL finds no IB device on the node: Using network Socket",
             act.inject_nccl_socket,
             act.heal_nothing,
+            breaks=("nccl_transport",),
         ),
         FaultKind(
             "nccl-crash",
@@ -166,36 +211,45 @@ KINDS: dict[str, FaultKind] = {
             "dies of SIGSEGV (mpirun: exited on signal 11)",
             act.inject_nccl_crash,
             act.heal_nothing,
+            breaks=("nccl_busbw",),
         ),
         FaultKind(
             "gid-shift",
             "gid-shift NODE [DEV]",
             "an extra IPv6 GID moves one ERI's IPv4 GID from index 1 to 2",
             *act.eri_fault("gid-shift", True),
+            breaks=("erdma_port",),
         ),
         FaultKind(
             "rate-limit-drops",
             "rate-limit-drops NODE [DEV]",
             "traffic on one ERI raises its hw_*bps_limit_drop_cnt counters",
             *act.eri_fault("rate-limit-drops", False),
+            breaks=("rdma_counters",),
         ),
         FaultKind(
             "eri-pcie-downgrade",
             "eri-pcie-downgrade NODE [DEV]",
             "one ERI's PCIe link in sysfs at x8 (max x16)",
             *act.eri_fault("eri-pcie-downgrade", True),
+            breaks=("pcie_links",),
         ),
         # GPU node health
-        _gpu("gpu-missing", "that GPU is not enumerated (7 GPUs)"),
-        _gpu("gpu-ecc", "4 volatile uncorrected ECC errors and a pending row remap"),
-        _gpu("gpu-throttle", "HW slowdown and HW thermal slowdown active"),
-        _gpu("gpu-pcie-downgrade", "PCIe link gen4 x8 (max gen5 x16)"),
+        _gpu("gpu-missing", "that GPU is not enumerated (7 GPUs)", breaks=("gpu_inventory",)),
+        _gpu(
+            "gpu-ecc",
+            "4 volatile uncorrected ECC errors and a pending row remap",
+            breaks=("gpu_health",),
+        ),
+        _gpu("gpu-throttle", "HW slowdown and HW thermal slowdown active", breaks=("gpu_clocks",)),
+        _gpu("gpu-pcie-downgrade", "PCIe link gen4 x8 (max gen5 x16)", breaks=("pcie_links",)),
         FaultKind(
             "gpu-xid",
             f"gpu-xid NODE [XID={act.DEFAULT_XID}]",
             "an NVRM Xid line for GPU 3 in the node's emulated kernel log (dmesg, journalctl -k)",
             act.inject_gpu_xid,
             act.heal_gpu_xid,
+            breaks=("gpu_xid",),
         ),
         FaultKind(
             "driver-mismatch",
@@ -204,43 +258,63 @@ KINDS: dict[str, FaultKind] = {
             *act.recorded_fault(
                 "driver-mismatch", act.DEFAULT_DRIVER, r"\d+\.\d+(?:\.\d+)?", "a version"
             ),
+            breaks=("versions",),
         ),
     )
 }
 
 
 # GPUs under load: applied by the emulated torch (and nvidia-smi while a GPU is busy)
-def _gpu_load(kind: str, summary: str) -> FaultKind:
+def _gpu_load(kind: str, summary: str, breaks: tuple[str, ...]) -> FaultKind:
     """A fault of one GPU under load only (default GPU 3); at rest it looks healthy."""
     return FaultKind(
         kind,
         f"{kind} NODE [GPU={act.DEFAULT_GPU}]",
         f"emulated torch: {summary}",
         *act.recorded_fault(kind, act.DEFAULT_GPU, r"[0-7]", "a GPU index 0..7"),
+        breaks=breaks,
     )
 
 
 KINDS.update(
     (k.name, k)
     for k in (
-        _gpu_load("gpu-slow", "that GPU's GEMMs run at 0.6x"),
-        _gpu_load("gpu-hot", "HW thermal slowdown at 91 C under load only, GEMMs at 0.7x"),
-        _gpu_load("gpu-checksum", "that GPU's products differ (silent data corruption)"),
-        _gpu_load("gpu-hbm-slow", "that GPU's device-to-device copies at 0.5x"),
-        _gpu_load("gpu-host-slow", "that GPU's host copies (H2D, D2H) at 0.5x"),
-        _gpu("nvlink-down", "NVLink links 4 and 5 of that GPU <inactive>"),
-        _gpu("nvlink-errors", "NVLink link 2 of that GPU: 40 replay, 1 recovery, 12 CRC errors"),
+        _gpu_load("gpu-slow", "that GPU's GEMMs run at 0.6x", breaks=("gpu_compute",)),
+        _gpu_load(
+            "gpu-hot",
+            "HW thermal slowdown at 91 C under load only, GEMMs at 0.7x",
+            breaks=("gpu_compute",),
+        ),
+        _gpu_load(
+            "gpu-checksum",
+            "that GPU's products differ (silent data corruption)",
+            breaks=("gpu_correctness",),
+        ),
+        _gpu_load(
+            "gpu-hbm-slow", "that GPU's device-to-device copies at 0.5x", breaks=("gpu_bandwidth",)
+        ),
+        _gpu_load(
+            "gpu-host-slow", "that GPU's host copies (H2D, D2H) at 0.5x", breaks=("gpu_bandwidth",)
+        ),
+        _gpu("nvlink-down", "NVLink links 4 and 5 of that GPU <inactive>", breaks=("gpu_nvlink",)),
+        _gpu(
+            "nvlink-errors",
+            "NVLink link 2 of that GPU: 40 replay, 1 recovery, 12 CRC errors",
+            breaks=("gpu_nvlink",),
+        ),
         FaultKind(
             "nccl-node-slow",
             "nccl-node-slow NODE [FACTOR=4]",
             "emulated all_reduce_perf -g N on that node: its bus bandwidth divided by FACTOR",
             *act.recorded_fault("nccl-node-slow", "4", act.NUMBER, "a slowdown factor such as 4"),
+            breaks=("gpu_nccl_node",),
         ),
         FaultKind(
             "dcgm-fail",
             f"dcgm-fail NODE [GPU={act.DEFAULT_GPU}]",
             "emulated dcgmi diag: that GPU fails the level's last hardware test",
             *act.recorded_fault("dcgm-fail", act.DEFAULT_GPU, r"[0-7]", "a GPU index 0..7"),
+            breaks=("gpu_dcgm",),
         ),
     )
 )
@@ -257,6 +331,7 @@ KINDS.update(
             "still lets it in)",
             *act.console_fault("sg-drop", host_too=False),
             needs_arg=True,
+            breaks=("cloud_audit",),
         ),
         FaultKind(
             "sg-block",
@@ -264,12 +339,14 @@ KINDS.update(
             "console and host: the security group Drop rule and an iptables DROP of that port",
             *act.console_fault("sg-block", host_too=True),
             needs_arg=True,
+            breaks=("cloud_audit", "security_group"),
         ),
         FaultKind(
             "nic-index",
             "nic-index NODE [INDEX=0]",
             "console: every ERI of the node attached on that NetworkCardIndex",
             *act.recorded_fault("nic-index", "0", r"[0-9]", "a NIC index 0..9"),
+            breaks=("erdma_nic_index",),
         ),
     )
 )
@@ -340,8 +417,13 @@ KINDS.update(
             "p2p-slow NODE [PAIR=2-5]",
             "emulated nvbandwidth: that NVLink GPU pair (both ways) at 0.45x",
             *act.recorded_fault("p2p-slow", "2-5", r"[0-7]-[0-7]", "a GPU pair such as 2-5"),
+            breaks=("gpu_p2p",),
         ),
-        _gpu("fabric-fail", "that GPU's NVSwitch fabric state In Progress (nvidia-smi -q)"),
+        _gpu(
+            "fabric-fail",
+            "that GPU's NVSwitch fabric state In Progress (nvidia-smi -q)",
+            breaks=("gpu_fabric",),
+        ),
         FaultKind(
             "fabricmanager-down",
             "fabricmanager-down NODE [STATE=inactive]",
@@ -349,6 +431,7 @@ KINDS.update(
             *act.recorded_fault(
                 "fabricmanager-down", "inactive", r"inactive|failed", "inactive or failed"
             ),
+            breaks=("gpu_fabric",),
         ),
     )
 )

@@ -14,6 +14,7 @@ from typing import Any
 from pytest_hpcnet.report.certificate_format import format_threshold, format_value
 from pytest_hpcnet.report.records import CheckRecord, Measurement
 from pytest_hpcnet.requirements.registry import (
+    GPU_NODES,
     GPUS_UNDER_LOAD,
     group_columns,
     group_requirements,
@@ -21,16 +22,9 @@ from pytest_hpcnet.requirements.registry import (
 )
 from pytest_hpcnet.requirements.verdict import JUDGE
 
-GPU_CHECKS = (
-    "gpu_inventory",
-    "gpu_health",
-    "gpu_xid",
-    "gpu_clocks",
-    "pcie_links",
-    "memlock",
-    "gpu_topology",
-)
-"""The per-node GPU requirements (the cluster-wide `versions` is in the versions table)."""
+GPU_CHECKS = group_requirements(GPU_NODES)
+"""The per-node GPU requirements, in registry order (the cluster-wide `versions` is in the
+versions table)."""
 BAD = ("fail", "error")
 
 

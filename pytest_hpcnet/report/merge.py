@@ -56,6 +56,7 @@ from pytest_hpcnet.report.signing import (
     sign,
     signer_display,
 )
+from pytest_hpcnet.requirements.registry import pair_requirements
 
 CROSS_PARTITION = RequirementSpec(
     check_id="cross_partition",
@@ -71,17 +72,10 @@ MISSING_PARTITION = RequirementSpec(
 )
 NOT_MEASURED = "not_measured"
 """The verdict of a pair no partition measured (INCOMPLETE; no waiver covers it)."""
-PAIR_CHECKS = (
-    "path_mtu",
-    "security_group",
-    "tuning",
-    "cloud_audit",
-    "ib_write_bw",
-    "ib_write_lat",
-    "erdma_eri_bw",
-)
-"""The requirements measured per node pair (the suites' `node_pair` / `perftest_pair` tests;
-a one-node partition records them as one not-applicable skip)."""
+PAIR_CHECKS = pair_requirements()
+"""The requirements measured per node pair (the registry's `pair` entries: the suites'
+`node_pair` / `perftest_pair` tests; a one-node partition records them as one not-applicable
+skip)."""
 
 
 @dataclass

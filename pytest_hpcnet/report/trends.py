@@ -46,16 +46,17 @@ increase of the window by more than the tolerance: a few drops a night are norma
 
 @dataclass(frozen=True)
 class Figure:
-    """One key figure: which measurement of which check, and how to read it."""
+    """One key figure: which measurement of which check, in which unit, and how to read it."""
 
     check_id: str
     name: str
     label: str
     counter: bool = False  # a total since boot: shown as deltas between runs
+    unit: str = ""  # the registry's; a series shows the unit its run recorded
 
 
 FIGURES: tuple[Figure, ...] = tuple(
-    Figure(check_id, f.name, f.label, f.counter) for check_id, f in trended_figures()
+    Figure(check_id, f.name, f.label, f.counter, f.unit) for check_id, f in trended_figures()
 )
 """The figures the page follows: the registry's trended figures, in its order."""
 
@@ -267,7 +268,7 @@ def build_history(
         history.runs.append(RunInfo(summary.run_id, _start(summary), summary.verdict))
         for check_id, measurement, subject, value, unit, comparison, bound in digest.points:
             figure = wanted[(check_id, measurement)]
-            series = table.setdefault((figure, subject), Series(figure, subject))
+            series = table.setdefault((figure, subject), Series(figure, subject, figure.unit))
             series.unit, series.comparison = unit, comparison
             series.threshold = bound if bound is not None else series.threshold
             while len(series.points) <= index:

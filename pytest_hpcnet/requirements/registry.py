@@ -1,19 +1,28 @@
 """The one catalogue of requirements.
 
-Each requirement is declared here once. The suites' `check` markers (`mark`), the
-certificate's requirement table (`certificate_specs`), its GPUs-under-load table
-(`group_requirements`, `group_columns`), the trends page (`trended_figures`) and the
+Each requirement is declared here once: its judges, the facts sections they read, its figures
+and its certificate group. The suites' `check` markers (`mark`), the certificate's requirement
+table (`certificate_specs`), its GPU tables (`group_requirements`, `group_columns`), the
+trends page (`trended_figures`), the merge's pair requirements (`pair_requirements`) and the
 terminal summary (`title`) all read it; add a requirement here, then its judge, probe and
-suite test.
+suite test (`tests/unit/test_registry_complete.py` checks each entry is whole).
+
+The registry imports no judge: `judges` names each as `"module:function"` under
+`pytest_hpcnet.requirements`, and `judge_functions` imports them on first use, so the report
+and scope layers that read the catalogue pull in no judge. A facts section is named as its
+probe declares it (`GPU_QUERY.name`) where the probe has a `Section` constant.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import import_module
 from typing import TYPE_CHECKING, Literal
 
 import pytest
+
+from pytest_hpcnet.probes.gpu import GPU_QUERY
 
 if TYPE_CHECKING:
     from pytest_hpcnet.inventory.expectations import Expectations
@@ -21,16 +30,23 @@ if TYPE_CHECKING:
 Selector = Literal["static", "benchmark", "gpu_load"]
 GPUS_UNDER_LOAD = "gpus_under_load"
 """The certificate group of the requirements whose measurements fill its per-GPU table."""
+GPU_NODES = "gpu_nodes"
+"""The certificate group of the per-node GPU requirements (its GPUs table: count, model,
+driver, health, GPU-NIC map); the cluster-wide `versions` is in the versions table."""
+JUDGES_PACKAGE = "pytest_hpcnet.requirements"
+"""Where a requirement's `judges` references ("module:function") are looked up."""
 
 
 @dataclass(frozen=True)
 class Figure:
-    """A figure a requirement's judge records (the measurement's `name`): `trended` puts it on
-    the trends page (a `counter`, a total since boot, as deltas between runs); `column` is its
-    header in its group's certificate table, at `position` among the group's columns."""
+    """A figure a requirement's judge records (the measurement's `name`, in `unit`): `trended`
+    puts it on the trends page (a `counter`, a total since boot, as deltas between runs);
+    `column` is its header in its group's certificate table, at `position` among the group's
+    columns."""
 
     name: str
     label: str
+    unit: str
     trended: bool = False
     counter: bool = False
     column: str | None = None
@@ -45,7 +61,10 @@ class Requirement:
     that selects it; `row` whether the certificate's requirement table lists it (a row with
     no records shows "not run"); `within` the requirement whose exclusion leaves it out too
     (it reads that one's data, such as the cloud audit's snapshot); `figures` the figures its
-    judge records that a page shows; `group` the certificate table its measurements fill."""
+    judge records that a page shows; `group` the certificate table its measurements fill;
+    `judges` its judge functions, one per suite test that decides it ("module:function" under
+    `pytest_hpcnet.requirements`); `sections` the facts sections its tests read (by the name
+    each probe frames it under); `pair` whether a test of it is measured per node pair."""
 
     id: str
     title: str
@@ -55,30 +74,123 @@ class Requirement:
     within: str | None = None
     figures: tuple[Figure, ...] = ()
     group: str | None = None
+    judges: tuple[str, ...] = ()
+    sections: tuple[str, ...] = ()
+    pair: bool = False
 
 
 REQUIREMENTS: tuple[Requirement, ...] = (
-    Requirement("reachability", "Nodes reachable over SSH", (), "static"),
-    Requirement("erdma", "eRDMA devices", ("rdma",), "static"),
-    Requirement("erdma_identity", "Every ERI present (by driver)", ("rdma", "erdma"), "static"),
-    Requirement("erdma_driver", "eRDMA driver state", ("erdma",), "static"),
-    Requirement("erdma_port", "eRDMA active MTU, GID index, NUMA", ("mtu", "erdma"), "static"),
-    Requirement("erdma_gdr", "GPUDirect RDMA readiness", ("erdma",), "static"),
-    Requirement("mtu", "Jumbo MTU", ("mtu", "jumbo_frames"), "static"),
-    Requirement("path_mtu", "Path MTU", ("mtu",), "static"),
-    Requirement("security_group", "Security group", ("ports",), "static"),
-    Requirement("acl", "Network ACL", ("flows",), "static"),
-    Requirement("cloud_audit", "Cloud control plane", ("ports", "flows", "rdma"), "static"),
+    Requirement(
+        "reachability",
+        "Nodes reachable over SSH",
+        (),
+        "static",
+        judges=("network:judge_reachability",),
+        sections=("hostname", "kernel", "metadata"),
+    ),
+    Requirement(
+        "erdma",
+        "eRDMA devices",
+        ("rdma",),
+        "static",
+        judges=(
+            "rdma:judge_devices_present",
+            "rdma:judge_ports_active",
+            "rdma:judge_tools_agree",
+            "rdma:judge_kernel_module",
+            "rdma:judge_compat_mode",
+        ),
+        sections=("ibv_devinfo_v", "rdma_link", "erdma_module", "compat_mode"),
+    ),
+    Requirement(
+        "erdma_identity",
+        "Every ERI present (by driver)",
+        ("rdma", "erdma"),
+        "static",
+        judges=("erdma:judge_erdma_identity",),
+        sections=("erdma_identity",),
+    ),
+    Requirement(
+        "erdma_driver",
+        "eRDMA driver state",
+        ("erdma",),
+        "static",
+        judges=("erdma:judge_erdma_driver",),
+        sections=("erdma_driver",),
+    ),
+    Requirement(
+        "erdma_port",
+        "eRDMA active MTU, GID index, NUMA",
+        ("mtu", "erdma"),
+        "static",
+        judges=("erdma:judge_erdma_active_mtu", "erdma:judge_erdma_gid", "erdma:judge_erdma_numa"),
+        sections=("ibv_devinfo_v", "links", "rdma_link", "addr", "erdma_identity"),
+    ),
+    Requirement(
+        "erdma_gdr",
+        "GPUDirect RDMA readiness",
+        ("erdma",),
+        "static",
+        judges=("erdma:judge_erdma_gdr",),
+        sections=("erdma_gdr",),
+    ),
+    Requirement(
+        "mtu",
+        "Jumbo MTU",
+        ("mtu", "jumbo_frames"),
+        "static",
+        judges=("mtu:judge_interface_mtu", "mtu:judge_erdma_mtu_rule", "mtu:judge_mtu_same"),
+        sections=("links", "erdma_identity", "ibv_devinfo_v", "rdma_link"),
+    ),
+    Requirement(
+        "path_mtu", "Path MTU", ("mtu",), "static", judges=("mtu:judge_path_mtu",), pair=True
+    ),
+    Requirement(
+        "security_group",
+        "Security group",
+        ("ports",),
+        "static",
+        judges=("network:judge_required_ports",),
+        pair=True,
+    ),
+    Requirement("acl", "Network ACL", ("flows",), "static", judges=("network:judge_acl_flow",)),
+    Requirement(
+        "cloud_audit",
+        "Cloud control plane",
+        ("ports", "flows", "rdma"),
+        "static",
+        judges=(
+            "cloud:judge_flows_accepted",
+            "cloud:judge_planes_agree",
+            "cloud:judge_listed_flow",
+            "cloud:judge_external_flows",
+            "cloud:judge_eri_supported",
+        ),
+        pair=True,
+    ),
     Requirement(
         "erdma_nic_index",
         "ERIs attached: count and distinct NIC indexes",
         ("erdma",),
         "static",
         within="cloud_audit",
+        judges=("erdma:judge_eri_nic_indexes",),
     ),
-    Requirement("placement", "Placement", ("placement",), "static"),
     Requirement(
-        "instance_type", "Instance type matches the profile", ("instance_types",), "static"
+        "placement",
+        "Placement",
+        ("placement",),
+        "static",
+        judges=("network:judge_placement",),
+        sections=("metadata",),
+    ),
+    Requirement(
+        "instance_type",
+        "Instance type matches the profile",
+        ("instance_types",),
+        "static",
+        judges=("instance_types:judge_instance_types",),
+        sections=("metadata",),
     ),
     Requirement(
         "tuning",
@@ -86,27 +198,105 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ("sysctl", "nic_max_errors", "nic_max_dropped", "ping"),
         "static",
         figures=(
-            Figure("errors", "NIC errors (new since the previous run)", trended=True, counter=True),
-            Figure("dropped", "NIC drops (new since the previous run)", trended=True, counter=True),
+            Figure(
+                "errors",
+                "NIC errors (new since the previous run)",
+                "packets",
+                trended=True,
+                counter=True,
+            ),
+            Figure(
+                "dropped",
+                "NIC drops (new since the previous run)",
+                "packets",
+                trended=True,
+                counter=True,
+            ),
         ),
+        judges=("host:judge_sysctl", "host:judge_nic_counters", "host:judge_icmp_latency"),
+        sections=("sysctl", "links"),
+        pair=True,
     ),
     # GPU node health; a CPU-only profile (expect.gpu.count unset) skips them
-    Requirement("gpu_inventory", "GPU count, model and driver modules", ("gpu",), "static"),
-    Requirement("gpu_health", "GPU memory health (ECC, row remapping)", ("gpu",), "static"),
-    Requirement("gpu_xid", "No GPU Xid errors since boot", ("gpu",), "static"),
-    Requirement("gpu_clocks", "GPU clocks, persistence and MIG mode", ("gpu",), "static"),
     Requirement(
-        "pcie_links", "PCIe links at full speed (GPUs, RDMA devices)", ("gpu", "rdma"), "static"
+        "gpu_inventory",
+        "GPU count, model and driver modules",
+        ("gpu",),
+        "static",
+        group=GPU_NODES,
+        judges=("gpu:judge_count_model", "gpu_node:judge_modules"),
+        sections=(GPU_QUERY.name, "gpu_modules", "gpu_driver", "gpu_cuda"),
     ),
-    Requirement("memlock", "Locked memory for NCCL (ulimit -l)", ("gpu",), "static"),
-    Requirement("gpu_topology", "GPU-NIC topology (NUMA, NCCL_IB_HCA)", ("gpu",), "static"),
-    Requirement("versions", "Driver and library versions agree", ("versions",), "static"),
+    Requirement(
+        "gpu_health",
+        "GPU memory health (ECC, row remapping)",
+        ("gpu",),
+        "static",
+        group=GPU_NODES,
+        judges=("gpu:judge_ecc",),
+        sections=(GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
+    ),
+    Requirement(
+        "gpu_xid",
+        "No GPU Xid errors since boot",
+        ("gpu",),
+        "static",
+        group=GPU_NODES,
+        judges=("gpu:judge_xid",),
+        sections=("gpu_klog", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
+    ),
+    Requirement(
+        "gpu_clocks",
+        "GPU clocks, persistence and MIG mode",
+        ("gpu",),
+        "static",
+        group=GPU_NODES,
+        judges=("gpu:judge_throttle", "gpu:judge_persistence", "gpu:judge_mig"),
+        sections=(GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
+    ),
+    Requirement(
+        "pcie_links",
+        "PCIe links at full speed (GPUs, RDMA devices)",
+        ("gpu", "rdma"),
+        "static",
+        group=GPU_NODES,
+        judges=("gpu:judge_pcie", "gpu_node:judge_rdma_pcie"),
+        sections=(GPU_QUERY.name, "rdma_sysfs", "gpu_driver", "gpu_cuda"),
+    ),
+    Requirement(
+        "memlock",
+        "Locked memory for NCCL (ulimit -l)",
+        ("gpu",),
+        "static",
+        group=GPU_NODES,
+        judges=("gpu_node:judge_memlock",),
+        sections=("gpu_memlock", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
+    ),
+    Requirement(
+        "gpu_topology",
+        "GPU-NIC topology (NUMA, NCCL_IB_HCA)",
+        ("gpu",),
+        "static",
+        group=GPU_NODES,
+        judges=("gpu_node:judge_nccl_ib_hca", "gpu_node:judge_gpu_nic_numa"),
+        sections=("gpu_topo", "rdma_sysfs", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
+    ),
+    Requirement(
+        "versions",
+        "Driver and library versions agree",
+        ("versions",),
+        "static",
+        judges=("gpu_node:judge_versions",),
+        sections=("versions", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
+    ),
     Requirement(
         "ib_write_bw",
         "RDMA write bandwidth (ib_write_bw)",
         ("ib_write_bw",),
         "benchmark",
-        figures=(Figure("bw_avg", "ib_write_bw average bandwidth", trended=True),),
+        figures=(Figure("bw_avg", "ib_write_bw average bandwidth", "Gbit/s", trended=True),),
+        judges=("judges:judge_ib_write_bw",),
+        pair=True,
     ),
     Requirement(
         "ib_write_lat",
@@ -114,9 +304,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ("ib_write_lat",),
         "benchmark",
         figures=(
-            Figure("t_avg", "ib_write_lat average latency", trended=True),
-            Figure("t_p99", "ib_write_lat p99 latency", trended=True),
+            Figure("t_avg", "ib_write_lat average latency", "usec", trended=True),
+            Figure("t_p99", "ib_write_lat p99 latency", "usec", trended=True),
         ),
+        judges=("judges:judge_ib_write_lat",),
+        pair=True,
     ),
     Requirement(
         "perftest_localization",
@@ -124,23 +316,65 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ("ib_write_bw", "ib_write_lat"),
         "benchmark",
         row=False,
+        judges=("judges:judge_localization",),
     ),
-    Requirement("erdma_eri_bw", "Bandwidth of every ERI", ("erdma",), "benchmark"),
-    Requirement("erdma_instance_bw", "All ERIs of a node at once", ("erdma",), "benchmark"),
-    Requirement("erdma_gdr_bw", "GPUDirect RDMA bandwidth of every ERI", ("erdma",), "benchmark"),
+    Requirement(
+        "erdma_eri_bw",
+        "Bandwidth of every ERI",
+        ("erdma",),
+        "benchmark",
+        judges=("erdma:judge_eri_bw",),
+        pair=True,
+    ),
+    Requirement(
+        "erdma_instance_bw",
+        "All ERIs of a node at once",
+        ("erdma",),
+        "benchmark",
+        judges=("judges:judge_eri_count", "erdma:judge_instance_bw"),
+        sections=("erdma_identity", "ibv_devinfo_v"),
+    ),
+    Requirement(
+        "erdma_gdr_bw",
+        "GPUDirect RDMA bandwidth of every ERI",
+        ("erdma",),
+        "benchmark",
+        judges=("erdma:judge_gdr_bw",),
+    ),
     Requirement(
         "nccl_busbw",
         "NCCL bus bandwidth",
         ("nccl",),
         "benchmark",
         figures=(
-            Figure("avg_busbw", "NCCL all_reduce average bus bandwidth", trended=True),
-            Figure("busbw_largest", "NCCL all_reduce bus bandwidth, largest size", trended=True),
+            Figure("avg_busbw", "NCCL all_reduce average bus bandwidth", "GB/s", trended=True),
+            Figure(
+                "busbw_largest",
+                "NCCL all_reduce bus bandwidth, largest size",
+                "GB/s",
+                trended=True,
+            ),
         ),
+        judges=(
+            "judges:judge_nccl_avg_busbw",
+            "judges:judge_nccl_largest_busbw",
+            "judges:judge_nccl_correct",
+        ),
+        sections=("hostname",),
     ),
-    Requirement("nccl_transport", "NCCL on eRDMA, no socket fallback", ("erdma",), "benchmark"),
     Requirement(
-        "rdma_counters", "No RDMA/NIC error counter moved in benchmarks", ("erdma",), "benchmark"
+        "nccl_transport",
+        "NCCL on eRDMA, no socket fallback",
+        ("erdma",),
+        "benchmark",
+        judges=("erdma:judge_nccl_network", "erdma:judge_traffic"),
+    ),
+    Requirement(
+        "rdma_counters",
+        "No RDMA/NIC error counter moved in benchmarks",
+        ("erdma",),
+        "benchmark",
+        judges=("erdma:judge_counter_deltas",),
     ),
     Requirement(
         "cpfs",
@@ -148,9 +382,15 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ("cpfs",),
         "benchmark",
         figures=(
-            Figure("write_bw", "CPFS write throughput per node", trended=True),
-            Figure("read_bw", "CPFS read throughput per node", trended=True),
+            Figure("write_bw", "CPFS write throughput per node", "MB/s", trended=True),
+            Figure("read_bw", "CPFS read throughput per node", "MB/s", trended=True),
         ),
+        judges=(
+            "cpfs_mount:judge_cpfs_mount",
+            "cpfs:judge_node_throughput",
+            "cpfs:judge_aggregate_and_fairness",
+        ),
+        sections=("cpfs_mount",),
     ),
     # GPUs under load: every GPU of every node at once (campaigns/gpu_load)
     Requirement(
@@ -159,15 +399,34 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ("gpu_load",),
         "gpu_load",
         figures=(
-            Figure("bf16_tflops", "GPU bf16 GEMM under load", True, column="bf16 TFLOPS"),
             Figure(
-                "tf32_tflops", "GPU tf32 GEMM under load", True, column="tf32 TFLOPS", position=1
+                "bf16_tflops",
+                "GPU bf16 GEMM under load",
+                "TFLOPS",
+                trended=True,
+                column="bf16 TFLOPS",
             ),
-            Figure("sm_clock_mhz", "GPU SM clock under load", column="SM MHz", position=5),
-            Figure("power_w_max", "GPU power under load", column="Power W", position=6),
-            Figure("temperature_c_max", "GPU temperature under load", column="Temp C", position=7),
+            Figure(
+                "tf32_tflops",
+                "GPU tf32 GEMM under load",
+                "TFLOPS",
+                trended=True,
+                column="tf32 TFLOPS",
+                position=1,
+            ),
+            Figure("sm_clock_mhz", "GPU SM clock under load", "MHz", column="SM MHz", position=5),
+            Figure("power_w_max", "GPU power under load", "W", column="Power W", position=6),
+            Figure(
+                "temperature_c_max",
+                "GPU temperature under load",
+                "C",
+                column="Temp C",
+                position=7,
+            ),
         ),
         group=GPUS_UNDER_LOAD,
+        judges=("gpu_load:judge_gpu_compute",),
+        sections=("gpu_engines",),
     ),
     Requirement(
         "gpu_correctness",
@@ -175,6 +434,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         (),
         "gpu_load",
         group=GPUS_UNDER_LOAD,
+        judges=("gpu_load:judge_gpu_correctness",),
+        sections=("gpu_engines",),
     ),
     Requirement(
         "gpu_bandwidth",
@@ -183,12 +444,33 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "gpu_load",
         figures=(
             Figure(
-                "hbm_gbs", "GPU memory (HBM) copy bandwidth", True, column="HBM GB/s", position=2
+                "hbm_gbs",
+                "GPU memory (HBM) copy bandwidth",
+                "GB/s",
+                trended=True,
+                column="HBM GB/s",
+                position=2,
             ),
-            Figure("h2d_gbs", "GPU host-to-device bandwidth", True, column="H2D GB/s", position=3),
-            Figure("d2h_gbs", "GPU device-to-host bandwidth", True, column="D2H GB/s", position=4),
+            Figure(
+                "h2d_gbs",
+                "GPU host-to-device bandwidth",
+                "GB/s",
+                trended=True,
+                column="H2D GB/s",
+                position=3,
+            ),
+            Figure(
+                "d2h_gbs",
+                "GPU device-to-host bandwidth",
+                "GB/s",
+                trended=True,
+                column="D2H GB/s",
+                position=4,
+            ),
         ),
         group=GPUS_UNDER_LOAD,
+        judges=("gpu_load:judge_gpu_bandwidth",),
+        sections=("gpu_engines", GPU_QUERY.name),
     ),
     Requirement(
         "gpu_nvlink",
@@ -196,6 +478,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ("gpu_load",),
         "gpu_load",
         group=GPUS_UNDER_LOAD,
+        judges=("gpu_nvlink:judge_gpu_nvlink",),
+        sections=("gpu_nvlink_status", "gpu_nvlink_errors", GPU_QUERY.name),
     ),
     Requirement(
         "gpu_dcgm",
@@ -203,6 +487,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ("gpu_load",),
         "gpu_load",
         group=GPUS_UNDER_LOAD,
+        judges=("gpu_dcgm:judge_gpu_dcgm",),
+        sections=(GPU_QUERY.name, "gpu_engines"),
     ),
     Requirement(
         "gpu_nccl_node",
@@ -213,9 +499,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             Figure(
                 "busbw_largest",
                 "Single-node all-reduce bus bandwidth, largest size",
+                "GB/s",
                 trended=True,
             ),
         ),
+        judges=("gpu_nccl_node:judge_gpu_nccl_node",),
+        sections=("gpu_engines", GPU_QUERY.name),
     ),
     Requirement(
         "gpu_p2p",
@@ -223,6 +512,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ("gpu_load",),
         "gpu_load",
         group=GPUS_UNDER_LOAD,
+        judges=("gpu_p2p:judge_gpu_p2p",),
+        sections=("gpu_topo", GPU_QUERY.name, "gpu_engines"),
     ),
     Requirement(
         "gpu_fabric",
@@ -230,6 +521,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ("gpu_load",),
         "gpu_load",
         group=GPUS_UNDER_LOAD,
+        judges=("gpu_fabric:judge_gpu_fabric",),
+        sections=("gpu_fabric", GPU_QUERY.name),
     ),
 )
 
@@ -302,3 +595,18 @@ def group_columns(group: str) -> tuple[Figure, ...]:
     """The figure columns of a certificate group's table, by position."""
     figures = (f for r in REQUIREMENTS if r.group == group for f in r.figures if f.column)
     return tuple(sorted(figures, key=lambda f: f.position))
+
+
+def pair_requirements() -> tuple[str, ...]:
+    """The ids of the requirements measured per node pair, in registry order."""
+    return tuple(r.id for r in REQUIREMENTS if r.pair)
+
+
+def judge_functions(check_id: str) -> tuple[Callable[..., object], ...]:
+    """The requirement's judge functions, imported now (ImportError or AttributeError names a
+    reference that no longer resolves)."""
+    found = []
+    for reference in requirement(check_id).judges:
+        module, _, name = reference.partition(":")
+        found.append(getattr(import_module(f"{JUDGES_PACKAGE}.{module}"), name))
+    return tuple(found)
