@@ -13,14 +13,12 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
+from pytest_hpcnet.campaigns.facts import FactsCampaign, NodeFacts
 from pytest_hpcnet.campaigns.progress import phase as progress_phase
+from pytest_hpcnet.inventory.models import Inventory
 from pytest_hpcnet.transport.fanout import CommandResult
-
-if TYPE_CHECKING:
-    from pytest_hpcnet.campaigns.facts import FactsCampaign, NodeFacts
-    from pytest_hpcnet.inventory.models import Inventory
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -52,7 +50,7 @@ class Phase(Protocol[P, R]):
         """The command run on a planned node."""
 
     def read(self, node: str, plan: P, result: CommandResult, inventory: Inventory) -> R:
-        """The node's result from its command's (an unreachable or timed-out one included)."""
+        """The node's result from its command (an unreachable or timed-out one included)."""
 
     def versions(self, found: R) -> dict[str, str]:
         """Tool versions the result names, for the check's evidence."""
