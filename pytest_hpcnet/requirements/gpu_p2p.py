@@ -61,6 +61,15 @@ class NodeP2p:
     fix: str = ""
 
 
+NO_PAIRS = "not applicable: no GPU pairs with peer access (expect.gpu_load.p2p, expect.gpu.count)"
+
+
+def without_pairs(expect: Expectations) -> bool:
+    """No GPU pair to measure: the profile leaves peer access out or expects fewer than two
+    GPUs (the suite's not-applicable condition)."""
+    return not expect.gpu_load.p2p or (expect.gpu.count or 0) < 2
+
+
 def _matrix(run: NvbandwidthRun | None) -> BandwidthMatrix | None:
     """nvbandwidth's read-CE matrix, else the torch fallback's."""
     if run is None:

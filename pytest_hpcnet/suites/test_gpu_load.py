@@ -17,7 +17,7 @@ from pytest_hpcnet.requirements.gpu_dcgm import judge_gpu_dcgm
 from pytest_hpcnet.requirements.gpu_fabric import judge_gpu_fabric
 from pytest_hpcnet.requirements.gpu_nccl_node import judge_gpu_nccl_node
 from pytest_hpcnet.requirements.gpu_nvlink import judge_gpu_nvlink
-from pytest_hpcnet.requirements.gpu_p2p import judge_gpu_p2p
+from pytest_hpcnet.requirements.gpu_p2p import NO_PAIRS, judge_gpu_p2p, without_pairs
 from pytest_hpcnet.requirements.registry import mark, not_applicable_when
 
 NOT_APPLICABLE = "not applicable: the profile sets no GPUs (expect.gpu.count)"
@@ -78,10 +78,7 @@ def test_gpu_nccl_single_node(cluster, node, check):
 
 
 @mark("gpu_p2p")
-@not_applicable_when(
-    lambda expect: not expect.gpu_load.p2p or (expect.gpu.count or 0) < 2,
-    "not applicable: no GPU pairs with peer access (expect.gpu_load.p2p, expect.gpu.count)",
-)
+@not_applicable_when(without_pairs, NO_PAIRS)
 def test_gpu_to_gpu_bandwidth(cluster, node, check):
     runs = cluster.phase(P2pPhase, node, check)
     check.judge(judge_gpu_p2p(runs[node.name], runs, cluster.expect), node.name)
