@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import GPU_QUERY
+from pytest_hpcnet.probes.gpu_load import GPU_ENGINES
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.requirements.bounds import (
     NODES_MEDIAN,
@@ -27,7 +28,7 @@ from pytest_hpcnet.requirements.verdict import (
     passing,
 )
 
-SECTIONS = ("gpu_nccl_node", "gpu_engines", GPU_QUERY.name)
+SECTIONS = ("gpu_nccl_node", GPU_ENGINES.name, GPU_QUERY.name)
 INSTALL_NCCL_TESTS = (
     "build nccl-tests (all_reduce_perf) against the node's CUDA and NCCL and put it on PATH, "
     "or leave the check out with scope.exclude: [gpu_nccl_node]"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import GPU_QUERY, GpuQuery
+from pytest_hpcnet.probes.gpu_load import GPU_ENGINES
 from pytest_hpcnet.probes.gpu_p2p import (
     NVLINK,
     PCIE,
@@ -36,7 +37,7 @@ from pytest_hpcnet.requirements.verdict import (
     passing,
 )
 
-SECTIONS = ("gpu_p2p", "gpu_topo", GPU_QUERY.name, "gpu_engines")
+SECTIONS = ("gpu_p2p", "gpu_topo", GPU_QUERY.name, GPU_ENGINES.name)
 INSTALL_NVBANDWIDTH = (
     "install NVIDIA nvbandwidth (github.com/NVIDIA/nvbandwidth, built against the node's CUDA) "
     "on the node's PATH, or PyTorch with CUDA for python3 (the plugin's own copy program)"
