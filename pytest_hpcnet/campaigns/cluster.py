@@ -8,31 +8,28 @@ recorded into the `recorder` it passes (its `check`); nothing is recorded implic
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol, TypeVar
+from typing import Any, TypeVar
 
 from pytest_hpcnet.campaigns.bisection import Bisection
 from pytest_hpcnet.campaigns.eri_paths import EriPathCampaign, EriPathMtu
 from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, NodeFacts
-from pytest_hpcnet.campaigns.gpu_load import DcgmPhase, GpuLoadCampaign, NodeNcclPhase
+from pytest_hpcnet.campaigns.gpu_load import DcgmPhase, GpuLoadPhase, NodeNcclPhase
 from pytest_hpcnet.campaigns.gpu_p2p import P2pPhase
 from pytest_hpcnet.campaigns.nccl import NcclCampaign
 from pytest_hpcnet.campaigns.pairs import FlowFacts, PairCampaign, PairFacts
 from pytest_hpcnet.campaigns.partition import FactsSpool, Partition
 from pytest_hpcnet.campaigns.perftest import PerftestCampaign, PerftestCampaigns
 from pytest_hpcnet.campaigns.perftest_rounds import PairRun
+from pytest_hpcnet.campaigns.phase import Phase, PhaseRun
 from pytest_hpcnet.campaigns.progress import Reporter, silent
 from pytest_hpcnet.campaigns.recorder import Recorder
 from pytest_hpcnet.campaigns.storage import FioCampaign, FioRun
 from pytest_hpcnet.inventory.models import Inventory, Node
-from pytest_hpcnet.probes.gpu import GPU_QUERY
-from pytest_hpcnet.probes.gpu_dcgm import DcgmRun
 from pytest_hpcnet.probes.gpu_load import parse_engines
 from pytest_hpcnet.probes.metadata import MetadataFacts
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.probes.sections import Section
 from pytest_hpcnet.probes.versions import parse_versions
-from pytest_hpcnet.requirements.gpu_load import NodeLoad
-from pytest_hpcnet.requirements.gpu_p2p import NodeP2p
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable, Transport
 
 __all__ = ["Cluster", "MissingMeasurement", "NodeFacts"]
@@ -47,12 +44,11 @@ def _record(recorder: Recorder | None, result: CommandResult) -> None:
 
 
 T = TypeVar("T")
+P = TypeVar("P")
+R = TypeVar("R")
 
-
-class GpuPhase(Protocol):
-    """A GPU phase campaign: each node's command of it, once it ran."""
-
-    results: Mapping[str, CommandResult]
+PHASES: tuple[type[Phase[Any, Any]], ...] = (GpuLoadPhase, DcgmPhase, NodeNcclPhase, P2pPhase)
+"""The phases beyond the facts (`campaigns/phase`), each run once on every node together."""
 
 
 class ReadFacts:
@@ -104,10 +100,9 @@ class Cluster:
         self.perftests = PerftestCampaigns(self.facts_campaign)
         self.collective = NcclCampaign(self.facts_campaign)
         self.storage = FioCampaign(self.facts_campaign)
-        self.gpu_load = GpuLoadCampaign(self.facts_campaign)
-        self.dcgm = DcgmPhase(self.facts_campaign)
-        self.node_nccl = NodeNcclPhase(self.facts_campaign)
-        self.p2p = P2pPhase(self.facts_campaign)
+        self.phases: dict[type, PhaseRun[Any, Any]] = {
+            kind: PhaseRun(kind(), self.facts_campaign) for kind in PHASES
+        }
 
     @property
     def nodes(self) -> list[Node]:
@@ -235,43 +230,19 @@ class Cluster:
         CPFS mount (once)."""
         return self.storage.runs(only)
 
-    def gpu_loads(self, node: Node, recorder: Recorder | None = None) -> dict[str, NodeLoad]:
-        """Every node's GPU load phase (all at once, once), `node`'s load command recorded;
-        unreachable ends the test."""
-        return self._gpu_phase(node, recorder, self.gpu_load, self.gpu_load.loads)
-
-    def dcgm_run(
-        self, node: Node, level: int, recorder: Recorder | None = None
-    ) -> tuple[DcgmRun | None, str]:
-        """`node`'s `dcgmi diag -r LEVEL -j` (every node with dcgmi at once, once), its
-        command recorded; (None, why) where it did not run."""
-        return self._gpu_phase(node, recorder, self.dcgm, lambda: self.dcgm.runs(level))[node.name]
-
-    def node_nccl_runs(
-        self, node: Node, recorder: Recorder | None = None
-    ) -> dict[str, tuple[NcclResult | None, str]]:
-        """Every node's single-node all-reduce (all at once, once), `node`'s command recorded."""
-        return self._gpu_phase(node, recorder, self.node_nccl, self.node_nccl.runs)
-
-    def p2p_runs(self, node: Node, recorder: Recorder | None = None) -> dict[str, NodeP2p]:
-        """Every node's GPU-to-GPU matrix (all at once, once), `node`'s command recorded."""
-        return self._gpu_phase(node, recorder, self.p2p, self.p2p.runs, "gpu_topo")
-
-    def _gpu_phase(
-        self,
-        node: Node,
-        recorder: Recorder | None,
-        phase: GpuPhase,
-        run: Callable[[], T],
-        *read: str,
-    ) -> T:
-        """`run()` (a GPU phase over every node at once, once) after `node`'s facts it was
-        planned from; `node`'s command of it recorded and the facts sections it read named."""
+    def phase(
+        self, kind: type[Phase[P, R]], node: Node, recorder: Recorder | None = None
+    ) -> dict[str, R]:
+        """Every node's result of a phase (`PHASES`: all at once, once) after `node`'s facts
+        it was planned from; `node`'s command of it and tool versions recorded and the facts
+        sections it read named; unreachable ends the test."""
         self.facts(node, recorder)
-        found = run()
-        result = phase.results.get(node.name)
+        run = self.phases[kind]
+        found = run.found()
+        result = run.results.get(node.name)
         if result is not None:
             _record(recorder, result)
         if recorder is not None:
-            recorder.read("gpu_engines", GPU_QUERY.name, *read)
+            recorder.read(*run.phase.reads)
+            recorder.tool_versions.update(run.phase.versions(found[node.name]))
         return found

@@ -1,32 +1,30 @@
-"""The GPU load phase, every GPU of every reachable node loaded at once, and the DCGM phase
-(`dcgmi diag` on every node that has it, at once); each runs once per session.
+"""The GPU load phase (every GPU of every reachable node loaded at once), the DCGM phase
+(`dcgmi diag` on every node that has it) and the single-node all-reduce: phases of
+`campaigns/phase`, each run once per session on all its nodes together.
 
 Each node's engines come from its facts (`gpu_engines`); a node without PyTorch for
-`python3` is not loaded and is not measured, with what to install. The load command
-(`probes/gpu_load.load_command`) starts on all loadable nodes together, whatever
-`ssh.concurrency` says: a cluster median measured in batches would mix hot and cold halls.
+`python3` is not loaded and is not measured, with what to install.
 """
 
 from __future__ import annotations
 
 import re
-import threading
-import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from pytest_hpcnet.campaigns.facts import FactsCampaign, NodeFacts
-from pytest_hpcnet.campaigns.progress import phase
+from pytest_hpcnet.campaigns.facts import NodeFacts
+from pytest_hpcnet.campaigns.phase import Skip
+from pytest_hpcnet.inventory.models import Inventory
 from pytest_hpcnet.probes.gpu import GPU_QUERY, GpuQuery
 from pytest_hpcnet.probes.gpu_dcgm import LEVEL_TIMEOUT_S, DcgmRun, dcgm_command, parse_dcgm_json
 from pytest_hpcnet.probes.gpu_load import (
+    GPU_ENGINES,
     Engines,
     LoadSamples,
     load_command,
-    parse_engines,
     parse_load,
     parse_samples,
 )
-from pytest_hpcnet.probes.gpu_nccl_node import node_nccl_command, parse_node_nccl
+from pytest_hpcnet.probes.gpu_nccl_node import nccl_code_version, node_nccl_command, parse_node_nccl
 from pytest_hpcnet.probes.gpu_topo import Topology, parse_topo
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.probes.sections import MARK, split_sections
@@ -36,6 +34,8 @@ from pytest_hpcnet.transport.fanout import CommandResult
 ENGINE = "torch"
 EXTRA_S = 200.0
 """Beyond twice the load time: torch import, CUDA start-up, the checksums, the copies."""
+GPU_FACTS = (GPU_ENGINES.name, GPU_QUERY.name)
+"""The facts sections every GPU phase plans from."""
 
 
 def gpu_affinity(topo: Topology) -> dict[int, str]:
@@ -53,10 +53,11 @@ def gpu_facts(facts: NodeFacts) -> tuple[Engines | None, GpuQuery | None, str]:
     where its facts cannot plan a GPU phase (unreachable, a section missing or cut short)."""
     if facts.result.unreachable:
         return None, None, f"unreachable: {facts.result.unreachable}"
-    engines, query = facts.whole("gpu_engines"), facts.whole(GPU_QUERY.name)
+    engines, query = facts.whole(GPU_ENGINES.name), facts.whole(GPU_QUERY.name)
     if engines is None or query is None:
-        return None, None, f"facts lack section gpu_engines or {GPU_QUERY.name} (output cut short)"
-    return parse_engines(engines), GPU_QUERY.parse(query), ""
+        why = f"facts lack section {GPU_ENGINES.name} or {GPU_QUERY.name} (output cut short)"
+        return None, None, why
+    return GPU_ENGINES.parse(engines), GPU_QUERY.parse(query), ""
 
 
 def planned_gpus(query: GpuQuery, expected: int | None) -> tuple[int, str]:
@@ -70,90 +71,64 @@ def planned_gpus(query: GpuQuery, expected: int | None) -> tuple[int, str]:
     return want, ""
 
 
-class GpuLoadCampaign:
-    """Every node's load phase (measured on first use) and the command each ran."""
+@dataclass(frozen=True)
+class LoadPlan:
+    """What a node is loaded with: the GPUs nvidia-smi lists, those it should have, its
+    listing and each GPU's CPU affinity (`nvidia-smi topo -m`), where known."""
 
-    def __init__(self, facts: FactsCampaign):
-        self.facts = facts
-        self.inventory = facts.inventory
-        self._loads: dict[str, NodeLoad] | None = None
-        self.results: dict[str, CommandResult] = {}
-        self.wall_s: float | None = None
-        self.queries: dict[str, GpuQuery] = {}
-        self.affinity: dict[str, dict[int, str]] = {}
-        self.expected: dict[str, int] = {}
-        """Node -> the GPUs it should have (`planned_gpus`); the load runs on those listed."""
-        self._lock = threading.Lock()
+    gpus: int
+    expected: int
+    query: GpuQuery
+    affinity: dict[int, str] | None
 
-    def _plan(self) -> tuple[dict[str, NodeLoad], dict[str, int]]:
-        """(nodes that cannot be loaded -> why, nodes to load -> their GPU count)."""
-        skipped: dict[str, NodeLoad] = {}
-        plan: dict[str, int] = {}
-        gathered = self.facts.gather()
-        for node in self.inventory.nodes:
-            facts = gathered[node.name]
-            engines, query, why = gpu_facts(facts)
-            if engines is None or query is None:
-                skipped[node.name] = NodeLoad(node.name, missing=why)
-                continue
-            if not engines.has(ENGINE):
-                others = ", ".join(f"{k} {v}" for k, v in engines.found.items()) or "none"
-                why = f"no load engine: python3 has no {ENGINE} (found: {others})"
-                skipped[node.name] = NodeLoad(node.name, missing=why, fix=INSTALL_TORCH)
-                continue
-            if not query.gpus:
-                skipped[node.name] = NodeLoad(node.name, missing="nvidia-smi lists no GPU to load")
-                continue
-            plan[node.name] = len(query.gpus)
-            self.expected[node.name] = planned_gpus(query, self.inventory.expect.gpu.count)[0]
-            self.queries[node.name] = query
-            topo = facts.whole("gpu_topo")
-            if topo is not None:
-                self.affinity[node.name] = gpu_affinity(parse_topo(topo))
-        return skipped, plan
 
-    def loads(self) -> dict[str, NodeLoad]:
-        """{node: NodeLoad} for every node of the inventory (the load runs once)."""
-        with self._lock:
-            if self._loads is None:
-                self._loads = self._measure()
-            return self._loads
+class GpuLoadPhase:
+    """Every GPU of every node with PyTorch under the load program at once."""
 
-    def _measure(self) -> dict[str, NodeLoad]:
-        settings = self.inventory.benchmarks.gpu_load
-        skipped, plan = self._plan()
-        loads = dict(skipped)
-        if plan:
-            what = (
-                f"GPU load on {len(plan)} nodes, {sum(plan.values())} GPUs, {settings.seconds:g} s"
-            )
-            t0 = time.monotonic()
-            with phase(self.facts.progress, what) as outcome:
-                self.results = self.facts.transport.run_on_all(
-                    lambda node: load_command(
-                        plan[node.name],
-                        settings.seconds,
-                        settings.size,
-                        settings.copy_mib,
-                        self.affinity.get(node.name),
-                    ),
-                    nodes=list(plan),
-                    timeout_s=settings.seconds * 2 + EXTRA_S,
-                    together=True,
-                )
-                lost = sum(1 for r in self.results.values() if r.unreachable)
-                outcome.text = f"{len(self.results) - lost} answered, {lost} lost"
-            self.wall_s = time.monotonic() - t0
-        for name in plan:
-            loads[name] = replace(
-                node_load(name, self.results[name]),
-                query=self.queries[name],
-                expected_gpus=self.expected[name],
-            )
-        count = self.inventory.expect.gpu.count
-        for name, found in skipped.items():  # the majority checksum counts them as planned
-            loads[name] = replace(found, expected_gpus=count)
-        return {n.name: loads[n.name] for n in self.inventory.nodes if n.name in loads}
+    reads = GPU_FACTS
+
+    def plan(self, facts: NodeFacts, inventory: Inventory) -> LoadPlan | Skip[NodeLoad]:
+        count = inventory.expect.gpu.count  # the majority checksum counts skipped nodes too
+        engines, query, why = gpu_facts(facts)
+        if engines is None or query is None:
+            return Skip(NodeLoad(facts.node, missing=why, expected_gpus=count))
+        if not engines.has(ENGINE):
+            others = ", ".join(f"{k} {v}" for k, v in engines.found.items()) or "none"
+            why = f"no load engine: python3 has no {ENGINE} (found: {others})"
+            return Skip(NodeLoad(facts.node, missing=why, fix=INSTALL_TORCH, expected_gpus=count))
+        if not query.gpus:
+            why = "nvidia-smi lists no GPU to load"
+            return Skip(NodeLoad(facts.node, missing=why, expected_gpus=count))
+        topo = facts.whole("gpu_topo")
+        return LoadPlan(
+            len(query.gpus),
+            planned_gpus(query, count)[0],
+            query,
+            gpu_affinity(parse_topo(topo)) if topo is not None else None,
+        )
+
+    def describe(self, plans: dict[str, LoadPlan], inventory: Inventory) -> str:
+        gpus = sum(p.gpus for p in plans.values())
+        seconds = inventory.benchmarks.gpu_load.seconds
+        return f"GPU load on {len(plans)} nodes, {gpus} GPUs, {seconds:g} s"
+
+    def timeout_s(self, inventory: Inventory) -> float:
+        return inventory.benchmarks.gpu_load.seconds * 2 + EXTRA_S
+
+    def command(self, node: str, plan: LoadPlan, inventory: Inventory) -> str:
+        settings = inventory.benchmarks.gpu_load
+        return load_command(
+            plan.gpus, settings.seconds, settings.size, settings.copy_mib, plan.affinity
+        )
+
+    def read(
+        self, node: str, plan: LoadPlan, result: CommandResult, inventory: Inventory
+    ) -> NodeLoad:
+        return replace(node_load(node, result), query=plan.query, expected_gpus=plan.expected)
+
+    def versions(self, found: NodeLoad) -> dict[str, str]:
+        run = found.run
+        return {"gpu_load_engine": run.engine} if run is not None and run.gpus else {}
 
 
 def node_load(name: str, result: CommandResult) -> NodeLoad:
@@ -181,102 +156,87 @@ def node_load(name: str, result: CommandResult) -> NodeLoad:
 
 
 class DcgmPhase:
-    """`dcgmi diag -r LEVEL -j` on every node that has dcgmi, all at once (once)."""
+    """`dcgmi diag -r LEVEL -j` (`expect.gpu_load.dcgm_level`) on every node with dcgmi."""
 
-    def __init__(self, facts: FactsCampaign):
-        self.facts = facts
-        self.results: dict[str, CommandResult] = {}
-        self._runs: dict[str, tuple[DcgmRun | None, str]] | None = None
-        self._lock = threading.Lock()
+    reads = GPU_FACTS
 
-    def runs(self, level: int) -> dict[str, tuple[DcgmRun | None, str]]:
-        """{node: (its DCGM run, or None and why it did not run)}."""
-        with self._lock:
-            if self._runs is None:
-                self._runs = self._measure(level)
-            return self._runs
+    def plan(
+        self, facts: NodeFacts, inventory: Inventory
+    ) -> int | Skip[tuple[DcgmRun | None, str]]:
+        engines, _, why = gpu_facts(facts)
+        if engines is None:
+            return Skip((None, why))
+        if not engines.has("dcgmi"):
+            return Skip((None, "no dcgmi on the node's PATH"))
+        return inventory.expect.gpu_load.dcgm_level
 
-    def _measure(self, level: int) -> dict[str, tuple[DcgmRun | None, str]]:
-        out: dict[str, tuple[DcgmRun | None, str]] = {}
-        ready = []
-        for name, facts in self.facts.gather().items():
-            engines, _, why = gpu_facts(facts)
-            if engines is None:
-                out[name] = (None, why)
-            elif not engines.has("dcgmi"):
-                out[name] = (None, "no dcgmi on the node's PATH")
-            else:
-                ready.append(name)
-        if ready:
-            with phase(self.facts.progress, f"dcgmi diag -r {level} on {len(ready)} nodes"):
-                self.results = self.facts.transport.run_on_all(
-                    dcgm_command(level),
-                    nodes=ready,
-                    timeout_s=LEVEL_TIMEOUT_S[level],
-                    together=True,
-                )
-        for name in ready:
-            result = self.results[name]
-            if result.unreachable:
-                out[name] = (None, f"unreachable during dcgmi: {result.unreachable}")
-            elif result.timed_out:
-                out[name] = (None, f"dcgmi diag -r {level} timed out")
-            else:
-                out[name] = (parse_dcgm_json(result.stdout), "")
-        return out
+    def describe(self, plans: dict[str, int], inventory: Inventory) -> str:
+        return f"dcgmi diag -r {inventory.expect.gpu_load.dcgm_level} on {len(plans)} nodes"
+
+    def timeout_s(self, inventory: Inventory) -> float:
+        return LEVEL_TIMEOUT_S[inventory.expect.gpu_load.dcgm_level]
+
+    def command(self, node: str, plan: int, inventory: Inventory) -> str:
+        return dcgm_command(plan)
+
+    def read(
+        self, node: str, plan: int, result: CommandResult, inventory: Inventory
+    ) -> tuple[DcgmRun | None, str]:
+        if result.unreachable:
+            return None, f"unreachable during dcgmi: {result.unreachable}"
+        if result.timed_out:
+            return None, f"dcgmi diag -r {plan} timed out"
+        return parse_dcgm_json(result.stdout), ""
+
+    def versions(self, found: tuple[DcgmRun | None, str]) -> dict[str, str]:
+        run = found[0]
+        return {"dcgm": run.version} if run is not None and run.version else {}
 
 
 class NodeNcclPhase:
-    """`all_reduce_perf -g <GPUs>` on every node that has it, all at once (once)."""
+    """`all_reduce_perf -g <GPUs>` on every node that has it and all its GPUs listed."""
 
-    def __init__(self, facts: FactsCampaign):
-        self.facts = facts
-        self.results: dict[str, CommandResult] = {}
-        self._runs: dict[str, tuple[NcclResult | None, str]] | None = None
-        self._lock = threading.Lock()
+    reads = GPU_FACTS
 
-    def runs(self) -> dict[str, tuple[NcclResult | None, str]]:
-        """{node: (its single-node run, or None and why it did not run)}."""
-        with self._lock:
-            if self._runs is None:
-                self._runs = self._measure()
-            return self._runs
+    def plan(
+        self, facts: NodeFacts, inventory: Inventory
+    ) -> int | Skip[tuple[NcclResult | None, str]]:
+        engines, query, why = gpu_facts(facts)
+        if engines is None or query is None:
+            return Skip((None, why))
+        if not engines.has("all_reduce_perf"):
+            return Skip((None, "no all_reduce_perf on the node's PATH"))
+        if not len(query.gpus):
+            return Skip((None, "nvidia-smi lists no GPU"))
+        count, short = planned_gpus(query, inventory.expect.gpu.count)
+        if short:
+            return Skip((None, f"{short}: all_reduce_perf -g {count} cannot run"))
+        return count
 
-    def _measure(self) -> dict[str, tuple[NcclResult | None, str]]:
-        settings = self.facts.inventory.benchmarks.gpu_load.nccl
-        out: dict[str, tuple[NcclResult | None, str]] = {}
-        gpus: dict[str, int] = {}
-        for name, facts in self.facts.gather().items():
-            engines, query, why = gpu_facts(facts)
-            if engines is None or query is None:
-                out[name] = (None, why)
-            elif not engines.has("all_reduce_perf"):
-                out[name] = (None, "no all_reduce_perf on the node's PATH")
-            elif not len(query.gpus):
-                out[name] = (None, "nvidia-smi lists no GPU")
-            else:
-                count, short = planned_gpus(query, self.facts.inventory.expect.gpu.count)
-                if short:
-                    out[name] = (None, f"{short}: all_reduce_perf -g {count} cannot run")
-                else:
-                    gpus[name] = count
-        if gpus:
-            what = f"single-node all_reduce_perf on {len(gpus)} nodes"
-            with phase(self.facts.progress, what):
-                self.results = self.facts.transport.run_on_all(
-                    lambda node: node_nccl_command(
-                        gpus[node.name], settings.b, settings.e, settings.f, settings.n, settings.w
-                    ),
-                    nodes=list(gpus),
-                    timeout_s=settings.timeout_s,
-                    together=True,
-                )
-        for name, count in gpus.items():
-            result = self.results[name]
-            if result.unreachable:
-                out[name] = (None, f"unreachable during all_reduce_perf: {result.unreachable}")
-            elif result.timed_out:
-                out[name] = (None, f"all_reduce_perf timed out after {settings.timeout_s} s")
-            else:
-                out[name] = (parse_node_nccl(result.stdout, count, settings.e), "")
+    def describe(self, plans: dict[str, int], inventory: Inventory) -> str:
+        return f"single-node all_reduce_perf on {len(plans)} nodes"
+
+    def timeout_s(self, inventory: Inventory) -> float:
+        return inventory.benchmarks.gpu_load.nccl.timeout_s
+
+    def command(self, node: str, plan: int, inventory: Inventory) -> str:
+        s = inventory.benchmarks.gpu_load.nccl
+        return node_nccl_command(plan, s.b, s.e, s.f, s.n, s.w)
+
+    def read(
+        self, node: str, plan: int, result: CommandResult, inventory: Inventory
+    ) -> tuple[NcclResult | None, str]:
+        settings = inventory.benchmarks.gpu_load.nccl
+        if result.unreachable:
+            return None, f"unreachable during all_reduce_perf: {result.unreachable}"
+        if result.timed_out:
+            return None, f"all_reduce_perf timed out after {settings.timeout_s} s"
+        return parse_node_nccl(result.stdout, plan, settings.e), ""
+
+    def versions(self, found: tuple[NcclResult | None, str]) -> dict[str, str]:
+        result, out = found[0], {}
+        if result is not None and result.tests_version:
+            out["nccl_tests"] = result.tests_version
+        if result is not None and (library := nccl_code_version(result.nccl_version)):
+            out["nccl_tests_nccl"] = library
         return out

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from pytest_hpcnet.probes.gpu import smi_state
+from pytest_hpcnet.probes.sections import Section
 
 FABRIC_COMMAND = (
     "nvidia-smi -q 2>&1 | awk '/^[^ ]/ || /^    Fabric *$/ || /^        (State|Status) +:/'; "
@@ -100,3 +101,6 @@ def parse_fabric(text: str) -> FabricState:
     if manager is None:
         problems.append("no fabricmanager line (cut short?)")
     return FabricState(tuple(out), manager, tuple(problems))
+
+
+GPU_FABRIC: Section[FabricState] = Section("gpu_fabric", parse_fabric)

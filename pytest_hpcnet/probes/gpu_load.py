@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_hpcnet.probes.gpu import CLOCK_EVENT_BITS, OLD_NAMES, value_or_none
-from pytest_hpcnet.probes.sections import MARK
+from pytest_hpcnet.probes.sections import MARK, Section
 
 PROGRAM = Path(__file__).with_name("gpu_load_program.py")
 PROGRAM_FORMAT = "hpcnet-gpu-load 1"
@@ -398,3 +398,7 @@ def parse_samples(text: str) -> LoadSamples:
     if len(set(bus_ids)) < len(bus_ids):
         problems.append("two GPU indices name one bus id")
     return LoadSamples(tuple(gpus), tuple(problems))
+
+
+GPU_ENGINES: Section[Engines] = Section("gpu_engines", parse_engines)
+"""The facts section of the engines each node has (`ENGINES_COMMAND`)."""

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from pytest_hpcnet.probes.sections import Section
+
 STATUS_COMMAND = "nvidia-smi nvlink -s 2>&1"
 ERRORS_COMMAND = "nvidia-smi nvlink -e 2>&1"
 
@@ -160,3 +162,7 @@ def parse_nvlink_errors(text: str) -> NvlinkErrors:
             elif not _ALL_DOWN.search(line):
                 _unread(line, problems)
     return NvlinkErrors(gpus, tuple(problems))
+
+
+NVLINK_STATUS: Section[NvlinkStatus] = Section("gpu_nvlink_status", parse_nvlink_status)
+NVLINK_ERRORS: Section[NvlinkErrors] = Section("gpu_nvlink_errors", parse_nvlink_errors)

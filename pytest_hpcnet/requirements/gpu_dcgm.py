@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pytest_hpcnet.probes.gpu import GPU_QUERY, GpuQuery
 from pytest_hpcnet.probes.gpu_dcgm import DcgmRun, planned_tests
+from pytest_hpcnet.probes.gpu_load import GPU_ENGINES
 from pytest_hpcnet.requirements.gpu_load import gpu_label
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
@@ -19,7 +20,7 @@ from pytest_hpcnet.requirements.verdict import (
     passing,
 )
 
-SECTIONS = ("gpu_dcgm", GPU_QUERY.name, "gpu_engines")
+SECTIONS = ("gpu_dcgm", GPU_QUERY.name, GPU_ENGINES.name)
 INSTALL_DCGM = (
     "install DCGM (datacenter-gpu-manager-4) and start nv-hostengine, or leave DCGM out with "
     "expect.gpu_load.dcgm_level: null"

@@ -8,7 +8,7 @@ verdict says so."""
 from __future__ import annotations
 
 from pytest_hpcnet.probes.gpu import GPU_QUERY, GpuQuery
-from pytest_hpcnet.probes.gpu_fabric import FabricState, GpuFabric
+from pytest_hpcnet.probes.gpu_fabric import GPU_FABRIC, FabricState, GpuFabric
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
     Verdict,
@@ -17,7 +17,7 @@ from pytest_hpcnet.requirements.verdict import (
     passing,
 )
 
-SECTIONS = ("gpu_fabric", GPU_QUERY.name)
+SECTIONS = (GPU_FABRIC.name, GPU_QUERY.name)
 FIX = (
     "start nvidia-fabricmanager (systemctl enable --now nvidia-fabricmanager; its version must "
     "equal the driver's), read its log (/var/log/fabricmanager.log); a GPU that stays In "

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import GpuQuery
 from pytest_hpcnet.probes.gpu_load import (
+    GPU_ENGINES,
     POWER_CAP_BIT,
     SLOWDOWN_BITS,
     GpuLoad,
@@ -35,7 +36,7 @@ from pytest_hpcnet.requirements.verdict import (
     passing,
 )
 
-SECTIONS = ("gpu_load", "gpu_samples", "gpu_engines")
+SECTIONS = ("gpu_load", "gpu_samples", GPU_ENGINES.name)
 INSTALL_TORCH = (
     "install PyTorch with CUDA for the node's python3 (pip install torch), or run the load "
     "phase on an image that has it"

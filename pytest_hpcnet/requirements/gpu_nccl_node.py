@@ -5,8 +5,11 @@ judged (not measured)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import GPU_QUERY
+from pytest_hpcnet.probes.gpu_load import GPU_ENGINES
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.requirements.bounds import (
     NODES_MEDIAN,
@@ -25,7 +28,7 @@ from pytest_hpcnet.requirements.verdict import (
     passing,
 )
 
-SECTIONS = ("gpu_nccl_node", "gpu_engines", GPU_QUERY.name)
+SECTIONS = ("gpu_nccl_node", GPU_ENGINES.name, GPU_QUERY.name)
 INSTALL_NCCL_TESTS = (
     "build nccl-tests (all_reduce_perf) against the node's CUDA and NCCL and put it on PATH, "
     "or leave the check out with scope.exclude: [gpu_nccl_node]"
@@ -36,11 +39,12 @@ FIX = "check the node's NVLink/NVSwitch (nvidia-smi nvlink -s, nvidia-fabricmana
 def judge_gpu_nccl_node(
     node: str,
     result: NcclResult | None,
-    peers: dict[str, NcclResult | None],
+    peers: Mapping[str, tuple[NcclResult | None, str]],
     expect: Expectations,
     missing: str = "",
 ) -> Verdict:
-    """The node's own all-reduce: complete, validated, and within tolerance of its peers."""
+    """The node's own all-reduce: complete, validated, and within tolerance of its peers
+    (every node's run, or None and why it did not run)."""
     kw = {"sections": SECTIONS, "subject": node}
     if missing or result is None:
         return not_measured(missing or "all_reduce_perf did not run", INSTALL_NCCL_TESTS, **kw)
@@ -51,7 +55,7 @@ def judge_gpu_nccl_node(
     value = result.busbw_at_max_size_gbs
     load = expect.gpu_load
     ceiling = Ceiling(load.max_node_busbw_gbs, "expect.gpu_load.max_node_busbw_gbs")
-    others = [r.busbw_at_max_size_gbs for n, r in peers.items() if r is not None and r.ok]
+    others = [r.busbw_at_max_size_gbs for r, _ in peers.values() if r is not None and r.ok]
     peer, why = peer_bound(
         others, ceiling, load.peer_tolerance, load.min_peer_nodes, basis=NODES_MEDIAN
     )

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import GPU_QUERY, GpuQuery
-from pytest_hpcnet.probes.gpu_nvlink import COUNTERS, NvlinkErrors, NvlinkStatus, sku_link_gbs
+from pytest_hpcnet.probes.gpu_nvlink import (
+    COUNTERS,
+    NVLINK_ERRORS,
+    NVLINK_STATUS,
+    NvlinkErrors,
+    NvlinkStatus,
+    sku_link_gbs,
+)
 from pytest_hpcnet.requirements.gpu_load import gpu_label
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
@@ -17,7 +24,7 @@ from pytest_hpcnet.requirements.verdict import (
     passing,
 )
 
-SECTIONS = ("gpu_nvlink_status", "gpu_nvlink_errors", GPU_QUERY.name)
+SECTIONS = (NVLINK_STATUS.name, NVLINK_ERRORS.name, GPU_QUERY.name)
 FIX = (
     "reset the GPU (nvidia-smi -r) or the node; a link still down or counting errors: "
     "reseat or replace the GPU or baseboard (and check nvidia-fabricmanager on NVSwitch systems)"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import GPU_QUERY, GpuQuery
+from pytest_hpcnet.probes.gpu_load import GPU_ENGINES
 from pytest_hpcnet.probes.gpu_p2p import (
     NVLINK,
     PCIE,
@@ -36,7 +37,7 @@ from pytest_hpcnet.requirements.verdict import (
     passing,
 )
 
-SECTIONS = ("gpu_p2p", "gpu_topo", GPU_QUERY.name, "gpu_engines")
+SECTIONS = ("gpu_p2p", "gpu_topo", GPU_QUERY.name, GPU_ENGINES.name)
 INSTALL_NVBANDWIDTH = (
     "install NVIDIA nvbandwidth (github.com/NVIDIA/nvbandwidth, built against the node's CUDA) "
     "on the node's PATH, or PyTorch with CUDA for python3 (the plugin's own copy program)"
@@ -59,6 +60,15 @@ class NodeP2p:
     query: GpuQuery | None = None
     missing: str | None = None
     fix: str = ""
+
+
+NO_PAIRS = "not applicable: no GPU pairs with peer access (expect.gpu_load.p2p, expect.gpu.count)"
+
+
+def without_pairs(expect: Expectations) -> bool:
+    """No GPU pair to measure: the profile leaves peer access out or expects fewer than two
+    GPUs (the suite's not-applicable condition)."""
+    return not expect.gpu_load.p2p or (expect.gpu.count or 0) < 2
 
 
 def _matrix(run: NvbandwidthRun | None) -> BandwidthMatrix | None:

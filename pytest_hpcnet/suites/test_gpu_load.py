@@ -1,22 +1,23 @@
 """GPUs under load: compute, result agreement, memory and host-link bandwidth per GPU
 (docs/checks.md, "GPUs under load"). Every GPU of every node is loaded at once, once per
-session (`campaigns/gpu_load`); each test hands its judge's verdict to the check.
+session (`Cluster.phase`, `campaigns/phase`); each test hands its judge's verdict to the check.
 
 A CPU-only profile (`expect.gpu.count` unset) skips them as not applicable.
 """
 
 import pytest
 
+from pytest_hpcnet.campaigns.gpu_load import DcgmPhase, GpuLoadPhase, NodeNcclPhase
+from pytest_hpcnet.campaigns.gpu_p2p import P2pPhase
 from pytest_hpcnet.probes.gpu import GPU_QUERY
-from pytest_hpcnet.probes.gpu_fabric import parse_fabric
-from pytest_hpcnet.probes.gpu_nccl_node import nccl_code_version
-from pytest_hpcnet.probes.gpu_nvlink import parse_nvlink_errors, parse_nvlink_status
+from pytest_hpcnet.probes.gpu_fabric import GPU_FABRIC
+from pytest_hpcnet.probes.gpu_nvlink import NVLINK_ERRORS, NVLINK_STATUS
 from pytest_hpcnet.requirements import gpu_load
 from pytest_hpcnet.requirements.gpu_dcgm import judge_gpu_dcgm
 from pytest_hpcnet.requirements.gpu_fabric import judge_gpu_fabric
 from pytest_hpcnet.requirements.gpu_nccl_node import judge_gpu_nccl_node
 from pytest_hpcnet.requirements.gpu_nvlink import judge_gpu_nvlink
-from pytest_hpcnet.requirements.gpu_p2p import judge_gpu_p2p
+from pytest_hpcnet.requirements.gpu_p2p import NO_PAIRS, judge_gpu_p2p, without_pairs
 from pytest_hpcnet.requirements.registry import mark, not_applicable_when
 
 NOT_APPLICABLE = "not applicable: the profile sets no GPUs (expect.gpu.count)"
@@ -26,30 +27,21 @@ pytestmark = [
 ]
 
 
-def engine_used(check, load) -> None:
-    """Name the engine in the record's tool versions."""
-    if load.run is not None and load.run.gpus:
-        check.tool_versions["gpu_load_engine"] = load.run.engine
-
-
 @mark("gpu_compute")
 def test_gpu_compute_under_load(cluster, node, check):
-    loads = cluster.gpu_loads(node, check)
-    engine_used(check, loads[node.name])
+    loads = cluster.phase(GpuLoadPhase, node, check)
     check.judge(gpu_load.judge_gpu_compute(loads[node.name], loads, cluster.expect), node.name)
 
 
 @mark("gpu_correctness")
 def test_gpu_results_agree(cluster, node, check):
-    loads = cluster.gpu_loads(node, check)
-    engine_used(check, loads[node.name])
+    loads = cluster.phase(GpuLoadPhase, node, check)
     check.judge(gpu_load.judge_gpu_correctness(loads[node.name], loads), node.name)
 
 
 @mark("gpu_bandwidth")
 def test_gpu_bandwidth_under_load(cluster, node, check):
-    loads = cluster.gpu_loads(node, check)
-    engine_used(check, loads[node.name])
+    loads = cluster.phase(GpuLoadPhase, node, check)
     check.judge(gpu_load.judge_gpu_bandwidth(loads[node.name], loads, cluster.expect), node.name)
 
 
@@ -60,8 +52,7 @@ def test_gpu_bandwidth_under_load(cluster, node, check):
 )
 def test_gpu_nvlink_up_and_error_free(cluster, node, check):
     facts = cluster.facts(node, check)
-    status = parse_nvlink_status(facts.text("gpu_nvlink_status"))
-    errors = parse_nvlink_errors(facts.text("gpu_nvlink_errors"))
+    status, errors = facts.get(NVLINK_STATUS), facts.get(NVLINK_ERRORS)
     query = facts.get(GPU_QUERY)
     check.judge(judge_gpu_nvlink(node.name, status, errors, query, cluster.expect), node.name)
 
@@ -72,41 +63,25 @@ def test_gpu_nvlink_up_and_error_free(cluster, node, check):
     "not applicable: DCGM is left out (expect.gpu_load.dcgm_level: null)",
 )
 def test_gpu_dcgm_diagnostics(cluster, node, check):
-    level = cluster.expect.gpu_load.dcgm_level
-    run, missing = cluster.dcgm_run(node, level, check)
-    if run is not None and run.version:
-        check.tool_versions["dcgm"] = run.version
+    run, missing = cluster.phase(DcgmPhase, node, check)[node.name]
     query = cluster.facts(node, check).get(GPU_QUERY)
-    count = cluster.expect.gpu.count
-    verdict = judge_gpu_dcgm(node.name, run, query, level, missing, expected_gpus=count)
+    load, count = cluster.expect.gpu_load, cluster.expect.gpu.count
+    verdict = judge_gpu_dcgm(node.name, run, query, load.dcgm_level, missing, expected_gpus=count)
     check.judge(verdict, node.name)
 
 
 @mark("gpu_nccl_node")
 def test_gpu_nccl_single_node(cluster, node, check):
-    runs = cluster.node_nccl_runs(node, check)
+    runs = cluster.phase(NodeNcclPhase, node, check)
     result, missing = runs[node.name]
-    if result is not None and result.tests_version:
-        check.tool_versions["nccl_tests"] = result.tests_version
-    if result is not None and (library := nccl_code_version(result.nccl_version)):
-        check.tool_versions["nccl_tests_nccl"] = library
-    peers = {name: found for name, (found, _) in runs.items()}
-    verdict = judge_gpu_nccl_node(node.name, result, peers, cluster.expect, missing)
-    check.judge(verdict, node.name)
+    check.judge(judge_gpu_nccl_node(node.name, result, runs, cluster.expect, missing), node.name)
 
 
 @mark("gpu_p2p")
-@not_applicable_when(
-    lambda expect: not expect.gpu_load.p2p or (expect.gpu.count or 0) < 2,
-    "not applicable: no GPU pairs with peer access (expect.gpu_load.p2p, expect.gpu.count)",
-)
+@not_applicable_when(without_pairs, NO_PAIRS)
 def test_gpu_to_gpu_bandwidth(cluster, node, check):
-    runs = cluster.p2p_runs(node, check)
-    found = runs[node.name]
-    if found.run is not None and found.run.version:
-        engine = "gpu_p2p_engine" if found.run.version.startswith("torch") else "nvbandwidth"
-        check.tool_versions[engine] = found.run.version
-    check.judge(judge_gpu_p2p(found, runs, cluster.expect), node.name)
+    runs = cluster.phase(P2pPhase, node, check)
+    check.judge(judge_gpu_p2p(runs[node.name], runs, cluster.expect), node.name)
 
 
 @mark("gpu_fabric")
@@ -116,6 +91,5 @@ def test_gpu_to_gpu_bandwidth(cluster, node, check):
 )
 def test_gpu_nvswitch_fabric_ready(cluster, node, check):
     facts = cluster.facts(node, check)
-    fabric = parse_fabric(facts.text("gpu_fabric"))
-    query = facts.get(GPU_QUERY)
+    fabric, query = facts.get(GPU_FABRIC), facts.get(GPU_QUERY)
     check.judge(judge_gpu_fabric(node.name, fabric, query), node.name)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from pytest_hpcnet.campaigns.gpu_load import GpuLoadCampaign, NodeNcclPhase
+from pytest_hpcnet.campaigns.gpu_load import GpuLoadPhase, NodeNcclPhase
+from pytest_hpcnet.campaigns.phase import PhaseRun
 from pytest_hpcnet.inventory.bench_settings import BenchmarkSettings
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu_load import GpuLoad, LoadRun, parse_samples
@@ -59,7 +60,7 @@ def seven() -> str:
 
 def test_single_node_all_reduce_is_not_run_over_fewer_gpus_than_expected():
     facts = campaign(seven())
-    runs = NodeNcclPhase(facts).runs()
+    runs = PhaseRun(NodeNcclPhase(), facts).found()
     result, why = runs["node03"]
     assert result is None and "7 of the 8 GPUs expected" in why
     assert "node03" not in facts.transport.commands
@@ -67,13 +68,13 @@ def test_single_node_all_reduce_is_not_run_over_fewer_gpus_than_expected():
 
 def test_single_node_all_reduce_uses_the_expected_count():
     facts = campaign((GPU / "query-8gpu-h200.csv").read_text())
-    NodeNcclPhase(facts).runs()
+    PhaseRun(NodeNcclPhase(), facts).found()
     assert " -g 8 " in facts.transport.commands["node03"]
 
 
 def test_the_load_names_the_gpu_nvidia_smi_does_not_list():
     facts = campaign(seven())
-    loads = GpuLoadCampaign(facts).loads()
+    loads = PhaseRun(GpuLoadPhase(), facts).found()
     assert "--gpus 7 " in facts.transport.commands["node03"]
     assert loads["node03"].expected_gpus == 8
 

@@ -15,6 +15,11 @@ H100 = (FIXTURES / "nccl-tests-h100-sxm-x8-g8-128M-4G-nvls-issue290.txt").read_t
 A100 = (FIXTURES / "nccl-tests-a100-sxm4-40gb-x8-g8-10G-single-size-oci.txt").read_text()
 
 
+def ran(found: dict) -> dict:
+    """Every node's run as the phase gives it: (result, why it did not run)."""
+    return {name: (result, "") for name, result in found.items()}
+
+
 def test_published_single_node_runs():
     h100 = parse_node_nccl(H100, 8, "4G")
     assert h100.ok and h100.busbw_at_max_size_gbs == 473.6 and h100.hosts == ("node005",)
@@ -26,7 +31,7 @@ def test_published_single_node_runs():
 
 def test_judged_against_the_nodes_and_the_floor():
     fast, slow = parse_node_nccl(H100, 8, "4G"), parse_node_nccl(A100, 8, "10G")
-    peers = {"a": fast, "b": fast, "c": slow, "d": fast}
+    peers = ran({"a": fast, "b": fast, "c": slow, "d": fast})
     expect = Expectations()
     assert judge_gpu_nccl_node("a", fast, peers, expect).outcome == "pass"
     verdict = judge_gpu_nccl_node("c", slow, peers, expect)
@@ -49,7 +54,7 @@ def test_too_few_peers_and_no_floor_is_measured_not_judged():
     """Three nodes are too few to stand in for a floor: without one, 2 of 3 nodes at 30 %
     are not judged (not measured); with the profile's floor they fail."""
     fast, slow = parse_node_nccl(H100, 8, "4G"), parse_node_nccl(A100, 8, "10G")
-    peers = {"a": fast, "b": slow, "c": slow}
+    peers = ran({"a": fast, "b": slow, "c": slow})
     verdict = judge_gpu_nccl_node("b", slow, peers, Expectations())
     assert verdict.outcome == "not_measured" and "3 peer figure(s), 4 needed" in verdict.reason
     assert "expect.gpu_load.min_node_busbw_gbs" in verdict.reason
@@ -61,7 +66,7 @@ def test_too_few_peers_and_no_floor_is_measured_not_judged():
 def test_an_absurd_figure_is_not_measured_and_blames_no_peer():
     fast = parse_node_nccl(H100, 8, "4G")
     absurd = replace(fast, busbw_at_max_size_gbs=1e300)
-    peers = {"a": fast, "b": fast, "c": fast, "e": fast, "d": absurd}
+    peers = ran({"a": fast, "b": fast, "c": fast, "e": fast, "d": absurd})
     verdict = judge_gpu_nccl_node("d", absurd, peers, Expectations())
     assert verdict.outcome == "not_measured" and "implausible" in verdict.reason
     assert judge_gpu_nccl_node("a", fast, peers, Expectations()).outcome == "pass"
@@ -75,7 +80,7 @@ def test_lab_emulation_and_its_fault(tmp_path):
     assert healthy.ok and healthy.hosts == ("node01",) and len(healthy.ranks) == 8
     assert 460 < healthy.busbw_at_max_size_gbs < 470
     slow = parse_node_nccl(lab_node(tmp_path / "slow", {"nccl-node-slow": "4"})(command), 8, "1G")
-    peers = {"node01": healthy, "node02": healthy, "node03": slow, "node04": healthy}
+    peers = ran({"node01": healthy, "node02": healthy, "node03": slow, "node04": healthy})
     verdict = judge_gpu_nccl_node("node03", slow, peers, Expectations())
     assert verdict.outcome == "fail" and "below 0.90 x the nodes' median" in verdict.reason
 

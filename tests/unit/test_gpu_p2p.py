@@ -260,3 +260,12 @@ def test_topo_with_an_empty_cpu_affinity_keeps_its_numa_columns():
     gpu0 = topo.row("GPU0")
     assert (gpu0.cpu_affinity, gpu0.numa_affinity, gpu0.gpu_numa_id) == (None, "0", "N/A")
     assert topo.row("GPU1").gpu_numa_id == "N/A"
+
+
+def test_pairs_are_not_applicable_without_peer_access_or_a_second_gpu():
+    from pytest_hpcnet.requirements.gpu_p2p import without_pairs
+
+    assert not without_pairs(Expectations(gpu={"count": 8}, gpu_load={"p2p": True}))
+    assert without_pairs(Expectations(gpu={"count": 1}, gpu_load={"p2p": True}))
+    assert without_pairs(Expectations(gpu={"count": None}, gpu_load={"p2p": True}))
+    assert without_pairs(Expectations(gpu={"count": 8}, gpu_load={"p2p": False}))
