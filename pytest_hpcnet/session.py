@@ -450,6 +450,10 @@ class HpcnetState:
         self.verdict = summary.verdict
         _write_digest(self)
         _write_trends(self)
+        # Every item, report and record lives to the end of the run: out of the collector's
+        # sight, the collections after this (pytest's own check for unraisable exceptions at
+        # unconfigure, the certificate's) walk only what the end of the run allocates.
+        gc.freeze()
 
     # -- pytest-xdist ---------------------------------------------------------------------
 

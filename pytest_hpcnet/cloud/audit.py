@@ -84,15 +84,9 @@ class AuditReader(AliyunReader):
 
     def vswitch_network_acl_id(self, vswitch_id: str) -> str | None:
         """The id of the network ACL bound to `vswitch_id`, None when it has none."""
-        from alibabacloud_vpc20160428 import models
-
-        request = models.DescribeVSwitchAttributesRequest(
-            region_id=self.region_id, v_switch_id=vswitch_id
+        body = self._rpc(
+            "vpc:DescribeVSwitchAttributes", {"RegionId": self.region_id, "VSwitchId": vswitch_id}
         )
-        body = self._call(
-            "vpc:DescribeVSwitchAttributes",
-            lambda: self._vpc.describe_vswitch_attributes(request),
-        ).body.to_map()
         return str(body.get("NetworkAclId") or "").strip() or None
 
 

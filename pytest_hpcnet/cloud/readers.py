@@ -1,8 +1,9 @@
 """Read instances, interfaces, instance types, security groups (rules and type), prefix
 lists, port lists and network ACLs through the SDK.
 
-Uses the official `alibabacloud_ecs20140526` and `alibabacloud_vpc20160428` clients
-(imported lazily: the evaluators do not need them). Credentials come from the
+Each call is the official SDK core's generic RPC call (`alibabacloud_tea_openapi`'s
+`call_api`, imported lazily: the evaluators do not need it), with the ECS (2014-05-26) and
+VPC (2016-04-28) API versions and parameters the generated clients send. Credentials come from the
 `alibabacloud_credentials` default chain unless a credential client is given. Calls
 are retried with tenacity on `Throttling*` error codes; a permission error becomes a
 one-line `CloudPermissionError` naming the RAM action to grant.
@@ -10,6 +11,7 @@ one-line `CloudPermissionError` naming the RAM action to grant.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -27,6 +29,8 @@ INSTANCE_TYPE_BATCH = 10  # InstanceTypes.N accepts up to 10 types per call
 GROUP_ID_BATCH = 100  # DescribeSecurityGroups SecurityGroupIds takes up to 100 ids
 GROUP_PAGE_SIZE = 100  # DescribeSecurityGroups MaxResults upper bound
 ENI_PAGE_SIZE = 500  # DescribeNetworkInterfaces MaxResults upper bound
+API_VERSIONS = {"ecs": "2014-05-26", "vpc": "2016-04-28"}
+"""The RPC API version of each service the readers call."""
 PERMISSION_CODES = ("Forbidden.RAM", "NoPermission", "Forbidden.NoPermission")
 
 T = TypeVar("T")
@@ -118,25 +122,56 @@ class AliyunReader:
         wait_multiplier: float = 0.5,
     ) -> None:
         from alibabacloud_credentials.client import Client as CredentialClient
-        from alibabacloud_ecs20140526.client import Client as EcsClient
+        from alibabacloud_tea_openapi.client import Client as OpenApiClient
         from alibabacloud_tea_openapi.utils_models import Config
-        from alibabacloud_vpc20160428.client import Client as VpcClient
 
         self.region_id = region_id
         self._attempts = attempts
         self._wait = wait_exponential(multiplier=wait_multiplier, max=max_wait_seconds)
         credential = credential if credential is not None else CredentialClient()
 
-        def config(endpoint: str | None, service: str) -> Any:
-            return Config(
-                credential=credential,
-                region_id=region_id,
-                endpoint=endpoint or f"{service}.{region_id}.aliyuncs.com",
-                protocol=protocol,
+        def client(endpoint: str | None, service: str) -> Any:
+            return OpenApiClient(
+                Config(
+                    credential=credential,
+                    region_id=region_id,
+                    endpoint=endpoint or f"{service}.{region_id}.aliyuncs.com",
+                    protocol=protocol,
+                )
             )
 
-        self._ecs = EcsClient(config(ecs_endpoint, "ecs"))
-        self._vpc = VpcClient(config(vpc_endpoint, "vpc"))
+        self._clients = {"ecs": client(ecs_endpoint, "ecs"), "vpc": client(vpc_endpoint, "vpc")}
+
+    def _rpc(self, ram_action: str, query: dict[str, Any]) -> dict[str, Any]:
+        """The body of one RPC-style call, `ram_action` being `service:Action`.
+
+        The SDK core's generic call (`call_api`, the same request the ECS and VPC clients'
+        `*_with_options` methods build): the generated ECS and VPC packages import their
+        whole API's models, about 4,000 modules and half a second of every run's start."""
+        from alibabacloud_tea_openapi.utils import Utils
+        from alibabacloud_tea_openapi.utils_models import OpenApiRequest, Params
+        from darabonba.runtime import RuntimeOptions
+
+        service, action = ram_action.split(":")
+        params = Params(
+            action=action,
+            version=API_VERSIONS[service],
+            protocol="HTTPS",
+            pathname="/",
+            method="POST",
+            auth_type="AK",
+            style="RPC",
+            req_body_type="formData",
+            body_type="json",
+        )
+        request = OpenApiRequest(
+            query=Utils.query({k: v for k, v in query.items() if v is not None})
+        )
+        client = self._clients[service]
+        response = self._call(
+            ram_action, lambda: client.call_api(params, request, RuntimeOptions())
+        )
+        return dict(response.get("body") or {})
 
     def _call(self, ram_action: str, call: Callable[[], T]) -> T:
         retrying = Retrying(
@@ -160,19 +195,10 @@ class AliyunReader:
             raise
 
     def _instance_pages(self, **filters: Any) -> Iterator[dict[str, Any]]:
-        from alibabacloud_ecs20140526 import models
-
         token: str | None = None
         while True:
-            request = models.DescribeInstancesRequest(
-                region_id=self.region_id,
-                max_results=INSTANCE_PAGE_SIZE,
-                next_token=token,
-                **filters,
-            )
-            body = self._call(
-                "ecs:DescribeInstances", lambda r=request: self._ecs.describe_instances(r)
-            ).body.to_map()
+            query = {"RegionId": self.region_id, "MaxResults": INSTANCE_PAGE_SIZE}
+            body = self._rpc("ecs:DescribeInstances", {**query, "NextToken": token, **filters})
             yield body
             token = body.get("NextToken") or None
             if not token:
@@ -184,11 +210,9 @@ class AliyunReader:
         """Instances of the region, optionally only `instance_ids` or one VPC."""
         filters: dict[str, Any] = {}
         if instance_ids is not None:
-            import json
-
-            filters["instance_ids"] = json.dumps(list(instance_ids))
+            filters["InstanceIds"] = json.dumps(list(instance_ids))
         if vpc_id is not None:
-            filters["vpc_id"] = vpc_id
+            filters["VpcId"] = vpc_id
         found = []
         for body in self._instance_pages(**filters):
             for item in (body.get("Instances") or {}).get("Instance") or []:
@@ -197,21 +221,15 @@ class AliyunReader:
 
     def eri_quantity(self, instance_types: Iterable[str]) -> dict[str, int]:
         """`EriQuantity` (elastic RDMA interfaces) of each instance type."""
-        from alibabacloud_ecs20140526 import models
-
         wanted = sorted(set(instance_types))
         quantities: dict[str, int] = {}
         for start in range(0, len(wanted), INSTANCE_TYPE_BATCH):
             batch = wanted[start : start + INSTANCE_TYPE_BATCH]
             token: str | None = None
             while True:
-                request = models.DescribeInstanceTypesRequest(
-                    instance_types=batch, next_token=token
+                body = self._rpc(
+                    "ecs:DescribeInstanceTypes", {"InstanceTypes": batch, "NextToken": token}
                 )
-                body = self._call(
-                    "ecs:DescribeInstanceTypes",
-                    lambda r=request: self._ecs.describe_instance_types(r),
-                ).body.to_map()
                 for item in (body.get("InstanceTypes") or {}).get("InstanceType") or []:
                     quantities[item["InstanceTypeId"]] = int(item.get("EriQuantity") or 0)
                 token = body.get("NextToken") or None
@@ -223,21 +241,18 @@ class AliyunReader:
         self, security_group_id: str, *, group_type: str | None = None
     ) -> SecurityGroup:
         """A security group with all its rules (pages joined through NextToken)."""
-        from alibabacloud_ecs20140526 import models
-
         pages: list[dict[str, Any]] = []
         token: str | None = None
         while True:
-            request = models.DescribeSecurityGroupAttributeRequest(
-                region_id=self.region_id,
-                security_group_id=security_group_id,
-                max_results=SG_PAGE_SIZE,
-                next_token=token,
-            )
-            body = self._call(
+            body = self._rpc(
                 "ecs:DescribeSecurityGroupAttribute",
-                lambda r=request: self._ecs.describe_security_group_attribute(r),
-            ).body.to_map()
+                {
+                    "RegionId": self.region_id,
+                    "SecurityGroupId": security_group_id,
+                    "MaxResults": SG_PAGE_SIZE,
+                    "NextToken": token,
+                },
+            )
             pages.append(body)
             token = body.get("NextToken") or None
             if not token:
@@ -246,41 +261,31 @@ class AliyunReader:
 
     def network_acl(self, network_acl_id: str) -> NetworkAcl:
         """A network ACL with its entries and bound vSwitches."""
-        from alibabacloud_vpc20160428 import models
-
-        request = models.DescribeNetworkAclAttributesRequest(
-            region_id=self.region_id, network_acl_id=network_acl_id
-        )
-        body = self._call(
+        body = self._rpc(
             "vpc:DescribeNetworkAclAttributes",
-            lambda: self._vpc.describe_network_acl_attributes(request),
-        ).body.to_map()
+            {"RegionId": self.region_id, "NetworkAclId": network_acl_id},
+        )
         return network_acl_from_api(body)
 
     def security_group_types(self, security_group_ids: Iterable[str]) -> dict[str, str]:
         """`SecurityGroupType` (`normal` or `enterprise`) of each group, from
         DescribeSecurityGroups (the attribute call does not return it); a group the
         answer leaves out is missing from the result."""
-        import json
-
-        from alibabacloud_ecs20140526 import models
-
         wanted = sorted(set(security_group_ids))
         types: dict[str, str] = {}
         for start in range(0, len(wanted), GROUP_ID_BATCH):
             batch = wanted[start : start + GROUP_ID_BATCH]
             token: str | None = None
             while True:
-                request = models.DescribeSecurityGroupsRequest(
-                    region_id=self.region_id,
-                    security_group_ids=json.dumps(batch),
-                    max_results=GROUP_PAGE_SIZE,
-                    next_token=token,
-                )
-                body = self._call(
+                body = self._rpc(
                     "ecs:DescribeSecurityGroups",
-                    lambda r=request: self._ecs.describe_security_groups(r),
-                ).body.to_map()
+                    {
+                        "RegionId": self.region_id,
+                        "SecurityGroupIds": json.dumps(batch),
+                        "MaxResults": GROUP_PAGE_SIZE,
+                        "NextToken": token,
+                    },
+                )
                 for item in (body.get("SecurityGroups") or {}).get("SecurityGroup") or []:
                     kind = str(item.get("SecurityGroupType") or "").strip()
                     if item.get("SecurityGroupId") and kind:
@@ -292,21 +297,18 @@ class AliyunReader:
 
     def network_interfaces(self, instance_id: str) -> list[NetworkInterface]:
         """Every ENI attached to `instance_id` (primary, secondary, ERIs), all pages."""
-        from alibabacloud_ecs20140526 import models
-
         found: list[NetworkInterface] = []
         token: str | None = None
         while True:
-            request = models.DescribeNetworkInterfacesRequest(
-                region_id=self.region_id,
-                instance_id=instance_id,
-                max_results=ENI_PAGE_SIZE,
-                next_token=token,
-            )
-            body = self._call(
+            body = self._rpc(
                 "ecs:DescribeNetworkInterfaces",
-                lambda r=request: self._ecs.describe_network_interfaces(r),
-            ).body.to_map()
+                {
+                    "RegionId": self.region_id,
+                    "InstanceId": instance_id,
+                    "MaxResults": ENI_PAGE_SIZE,
+                    "NextToken": token,
+                },
+            )
             sets = (body.get("NetworkInterfaceSets") or {}).get("NetworkInterfaceSet") or []
             found.extend(interface_from_api(item) for item in sets)
             token = body.get("NextToken") or None
@@ -315,15 +317,10 @@ class AliyunReader:
 
     def prefix_list(self, prefix_list_id: str) -> tuple[str, ...]:
         """The CIDR blocks of a prefix list (DescribePrefixListAttributes `Entries.Entry[]`)."""
-        from alibabacloud_ecs20140526 import models
-
-        request = models.DescribePrefixListAttributesRequest(
-            region_id=self.region_id, prefix_list_id=prefix_list_id
-        )
-        body = self._call(
+        body = self._rpc(
             "ecs:DescribePrefixListAttributes",
-            lambda: self._ecs.describe_prefix_list_attributes(request),
-        ).body.to_map()
+            {"RegionId": self.region_id, "PrefixListId": prefix_list_id},
+        )
         entries = (body.get("Entries") or {}).get("Entry") or []
         cidrs = tuple(str(entry.get("Cidr") or "").strip() for entry in entries)
         for cidr in cidrs:
@@ -332,14 +329,9 @@ class AliyunReader:
 
     def port_range_list(self, port_range_list_id: str) -> tuple[PortRange, ...]:
         """The port ranges of a port list (DescribePortRangeListEntries `Entries[]`)."""
-        from alibabacloud_ecs20140526 import models
-
-        request = models.DescribePortRangeListEntriesRequest(
-            region_id=self.region_id, port_range_list_id=port_range_list_id
-        )
-        body = self._call(
+        body = self._rpc(
             "ecs:DescribePortRangeListEntries",
-            lambda: self._ecs.describe_port_range_list_entries(request),
-        ).body.to_map()
+            {"RegionId": self.region_id, "PortRangeListId": port_range_list_id},
+        )
         entries = body.get("Entries") or []
         return tuple(PortRange.parse(str(entry.get("PortRange") or "")) for entry in entries)

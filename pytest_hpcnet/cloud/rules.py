@@ -8,6 +8,7 @@ evaluators judge.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -149,14 +150,16 @@ class PortRange:
 ALL_PORTS = PortRange(-1, -1)
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_ip(text: str | IpAddress) -> IpAddress:
-    """An IPv4 or IPv6 address from text."""
+    """An IPv4 or IPv6 address from text (parsed once: each pair's flows ask again)."""
     try:
         return ipaddress.ip_address(text)
     except ValueError:
         raise CloudModelError(f"not an IP address: {text!r}") from None
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_cidr(text: str) -> IpNetwork:
     """A CIDR block (`10.0.0.0/8`, a bare address as /32 or /128); host bits tolerated."""
     try:
