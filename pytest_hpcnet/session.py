@@ -47,8 +47,10 @@ from pytest_hpcnet.report.recording import (
     attach,
     decide,
     detach,
+    one_line,
     show_verdict,
     subject_of,
+    test_status,
 )
 from pytest_hpcnet.report.records import RunSummary
 from pytest_hpcnet.report.signing import load_private_key
@@ -379,10 +381,14 @@ class HpcnetState:
         )
         verdict, message = record["verdict"], record["message"]
         show_verdict(report, verdict, message, waiver)
-        if verdict == "fail" and item.config.option.tbstyle == "auto":
-            report.longrepr = f"{_failing_line(item, call)}: {message}"  # the criterion, one line
+        if verdict in ("fail", "not_measured") and report.failed:  # one line, whatever --tb
+            report.longrepr = one_line(_failing_line(item, call), verdict, message)
         attach(report, record, check.unreachable)
         html_extras(report, record)
+
+    def pytest_report_teststatus(self, report: pytest.TestReport):
+        """A check not measured is counted and shown as such, not as failed."""
+        return test_status(report)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Count outcomes; the controller appends each check's record to the evidence."""
