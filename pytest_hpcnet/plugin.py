@@ -342,7 +342,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         return
     from pytest_hpcnet.report.terminal_summary import write_summary
 
-    write_summary(state, terminalreporter)
+    write_summary(state.summary_lines(), terminalreporter)
 
 
 @pytest.hookimpl(optionalhook=True)
