@@ -3,7 +3,7 @@
 # a wheel built and installed into a fresh venv with [cloud] (the README's commands), and once
 # more into a venv with the runtime dependencies only (no test extras, no pytest-xdist). In
 # each: an unrelated project's tests still pass with the plugin installed, a bad inventory is
-# exit 4 with one line, and `pytest --inventory lab.yaml` from an empty folder runs the shipped
+# exit 4 with one line, and `pytest --hpcnet-inventory lab.yaml` from an empty folder runs the shipped
 # suites and writes a certificate. Then the static suite with pytest-ansible installed beside it
 # (which owns --inventory: ours is --hpcnet-inventory), and a site's own check beside the
 # shipped suites.
@@ -59,7 +59,7 @@ check_venv() {  # $1: venv (made if missing); $2: pip requirement
     || fail "unrelated project with -p no:xdist"
 
   step "a bad inventory is exit 4 with one line"
-  out=$(cd "$work/unrelated" && "$venv/bin/pytest" --inventory "$work/bad.yaml" 2>&1) || status=$?
+  out=$(cd "$work/unrelated" && "$venv/bin/pytest" --hpcnet-inventory "$work/bad.yaml" 2>&1) || status=$?
   echo "$out"
   [ "$status" -eq 4 ] || fail "bad inventory gave exit $status, not 4"
   grep -q "ssh.identity_file: /nonexistent/id_ed25519: no such file" <<<"$out" || fail "message"
@@ -102,11 +102,11 @@ trap '"$work/venv/bin/hpcnet" lab down --state-dir "$work/lab-state" >/dev/null;
 # each venv brings the lab up itself: with [cloud] the lab inventory names the lab's own
 # ECS/VPC control plane; without the SDK it leaves the audit out of scope
 "$work/venv-cloud/bin/hpcnet" lab up --nodes 4 --state-dir "$work/lab-state" \
-  --inventory "$work/lab.yaml" >/dev/null
+  --hpcnet-inventory "$work/lab.yaml" >/dev/null
 lab_run "$work/venv-cloud" audit
 "$work/venv-cloud/bin/hpcnet" lab down --state-dir "$work/lab-state" >/dev/null
 "$work/venv/bin/hpcnet" lab up --nodes 4 --state-dir "$work/lab-state" \
-  --inventory "$work/lab.yaml" >/dev/null
+  --hpcnet-inventory "$work/lab.yaml" >/dev/null
 lab_run "$work/venv" no-sdk
 
 step "pytest-ansible beside the wheel: --inventory is pytest-ansible's, --hpcnet-inventory ours"
@@ -126,8 +126,8 @@ step "the README's site checks (suites/, copied to site_checks/) beside the ship
 cp -r "$checkout/suites" "$work/site_checks/examples"
 step "a site's own check beside the shipped suites (--pyargs pytest_hpcnet.suites site_checks/)"
 status=0
-out=$(cd "$work" && "$work/venv/bin/pytest" --inventory "$work/lab.yaml" -p no:cacheprovider \
-  -m static --reports-dir "$work/site-reports" --pyargs pytest_hpcnet.suites site_checks/ 2>&1) \
+out=$(cd "$work" && "$work/venv/bin/pytest" --hpcnet-inventory "$work/lab.yaml" -p no:cacheprovider \
+  -m static --hpcnet-reports-dir "$work/site-reports" --pyargs pytest_hpcnet.suites site_checks/ 2>&1) \
   || status=$?
 grep -E "^(checks|verdict): " <<<"$out" || true
 # -m static is a partial run: PASSED, never a handover certificate
