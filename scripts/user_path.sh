@@ -5,8 +5,9 @@
 # each: an unrelated project's tests still pass with the plugin installed, a bad inventory is
 # exit 4 with one line, and `pytest --hpcnet-inventory lab.yaml` from an empty folder runs the shipped
 # suites and writes a certificate. Then the static suite with pytest-ansible installed beside it
-# (which owns --inventory: ours is --hpcnet-inventory), and a site's own check beside the
-# shipped suites.
+# (which owns --inventory: ours is --hpcnet-inventory; `--inventory` alone says so), a
+# not-measured-heavy `connection: local` run (one line per check, pytest's counts agree with
+# the plugin's), and a site's own check beside the shipped suites.
 # Run as root after scripts/install.sh (it needs the lab's Debian packages). CI runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -102,11 +103,11 @@ trap '"$work/venv/bin/hpcnet" lab down --state-dir "$work/lab-state" >/dev/null;
 # each venv brings the lab up itself: with [cloud] the lab inventory names the lab's own
 # ECS/VPC control plane; without the SDK it leaves the audit out of scope
 "$work/venv-cloud/bin/hpcnet" lab up --nodes 4 --state-dir "$work/lab-state" \
-  --hpcnet-inventory "$work/lab.yaml" >/dev/null
+  --inventory "$work/lab.yaml" >/dev/null
 lab_run "$work/venv-cloud" audit
 "$work/venv-cloud/bin/hpcnet" lab down --state-dir "$work/lab-state" >/dev/null
 "$work/venv/bin/hpcnet" lab up --nodes 4 --state-dir "$work/lab-state" \
-  --hpcnet-inventory "$work/lab.yaml" >/dev/null
+  --inventory "$work/lab.yaml" >/dev/null
 lab_run "$work/venv" no-sdk
 
 step "pytest-ansible beside the wheel: --inventory is pytest-ansible's, --hpcnet-inventory ours"
@@ -121,6 +122,32 @@ out=$(cd "$work/unrelated" && "$work/venv-ansible/bin/pytest" -p no:cacheprovide
 grep -E "^(checks|verdict): " <<<"$out" || true
 [ "$status" -eq 0 ] && grep -q "^verdict: PASSED (static checks passed" <<<"$out" \
   || fail "$(tail -n 30 <<<"$out")"
+out=$(cd "$work/unrelated" && "$work/venv-ansible/bin/pytest" -p no:cacheprovider \
+  --inventory "$work/lab.yaml" 2>&1) || true
+grep -qx "hpcnet: --inventory $work/lab.yaml went to another plugin; type --hpcnet-inventory $work/lab.yaml" \
+  <<<"$out" || fail "no line naming --hpcnet-inventory: $(tail -n 10 <<<"$out")"
+
+step "a connection: local run on this host (no GPU, no eRDMA here): one line per check"
+cat > "$work/local.yaml" <<'YAML'
+cluster: {name: local, region: cn-lab}
+nodes:
+  - {name: controller, connection: local}
+YAML
+status=0
+out=$(cd "$work/unrelated" && "$work/venv-ansible/bin/pytest" -p no:cacheprovider -m static \
+  --tb=long --hpcnet-inventory "$work/local.yaml" --hpcnet-reports-dir "$work/local-reports" 2>&1) \
+  || status=$?
+grep -E "^(checks|verdict): |^=+ .* in [0-9.]+s" <<<"$out" || true
+[ "$status" -le 1 ] || fail "the local run exited $status: $(tail -n 30 <<<"$out")"
+if grep -Eq "Traceback|Verdict\(|object at 0x" <<<"$out"; then fail "a check printed a traceback"; fi
+# pytest's last line counts what the plugin counts: failed and not measured apart
+checks=$(grep -E "^checks: " <<<"$out")
+last=$(grep -E "^=+ .* in [0-9.]+s" <<<"$out" | tail -n 1)
+for what in failed "not measured"; do
+  ours=$(grep -Eo "[0-9]+ $what" <<<"$checks" | head -n 1 | cut -d' ' -f1)
+  theirs=$(grep -Eo "[0-9]+ $what" <<<"$last" | head -n 1 | cut -d' ' -f1)
+  [ "${ours:-0}" = "${theirs:-0}" ] || fail "pytest says ${theirs:-0} $what, the plugin ${ours:-0}"
+done
 
 step "the README's site checks (suites/, copied to site_checks/) beside the shipped suites"
 cp -r "$checkout/suites" "$work/site_checks/examples"
