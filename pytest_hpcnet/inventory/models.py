@@ -240,8 +240,22 @@ def check_node_specs(nodes: list[NodeSpec]) -> None:
                 f"[{i}].host {spec.host!r} is not a host name or address "
                 "(no spaces, shell characters or leading '-')"
             )
+        port = _host_port(RANGE.sub("0", spec.host)) if spec.host is not None else None
+        if port is not None and not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise ValueError(
+                f"[{i}].host {spec.host!r}: port {port!r} is not a number from 1 to 65535 "
+                "(host:port, or ssh.port)"
+            )
         if not INTERFACE.match(spec.interface):
             raise ValueError(f"[{i}].interface {spec.interface!r} is not a Linux interface name")
+
+
+def _host_port(host: str) -> str | None:
+    """The port written after a host name or IPv4 address (`10.0.0.1:2222`), as fabric reads
+    it; None when there is none (an IPv6 address has more than one colon)."""
+    if host.count(":") != 1:
+        return None
+    return host.partition(":")[2]
 
 
 class Inventory(BaseModel):

@@ -92,3 +92,17 @@ def test_every_stage_reports_its_problems_at_once(tmp_path):
     assert any(ln.startswith("nodes[2].name:") for ln in lines), joined
     assert "'a1' and 'b1'" in joined
     assert any(ln.startswith("waivers[0]") and "reason" in ln for ln in lines), joined
+
+
+@pytest.mark.parametrize("host", ["10.0.0.1:abc", "n1:0", "n1:99999"])
+def test_a_host_with_a_bad_port_names_the_key(tmp_path, host):
+    text = f"cluster: {{name: c, region: r}}\nnodes:\n  - {{name: n1, host: '{host}'}}\n"
+    (line,) = refused(tmp_path, text)
+    assert line.startswith("nodes: [0].host") and host in line, line
+
+
+@pytest.mark.parametrize("host", ["10.0.0.1:2222", "fd00::1", "n1"])
+def test_hosts_with_a_port_or_ipv6_load(tmp_path, host):
+    path = tmp_path / "inv.yaml"
+    path.write_text(f"cluster: {{name: c, region: r}}\nnodes:\n  - {{name: n1, host: '{host}'}}\n")
+    assert load_inventory(path).nodes[0].host == host
