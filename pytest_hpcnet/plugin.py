@@ -24,6 +24,9 @@ NO_INVENTORY = (
     "no cluster inventory: run with --inventory PATH (or set hpcnet_inventory in pytest.ini)"
 )
 STATE = pytest.StashKey["HpcnetState"]()
+TAKEN = pytest.StashKey[dict[str, str]]()
+"""Our short aliases another plugin owns: alias -> that plugin's `dest`."""
+HINT = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -84,6 +87,13 @@ def _taken(parser: pytest.Parser) -> set[str]:
     return {name for group in groups for option in group.options for name in option.names()}
 
 
+def _owners(parser: pytest.Parser, names: set[str]) -> dict[str, str]:
+    """The `dest` of the option registered under each of `names`."""
+    groups = [parser._anonymous, *parser._groups]
+    options = [option for group in groups for option in group.options]
+    return {n: o.dest for o in options for n in o.names() if n in names and o.dest}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser) -> None:
     """Add the short aliases once every installed plugin has registered its options."""
@@ -92,6 +102,17 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     for alias, dest in ALIASES.items():
         if alias not in taken:
             group.addoption(alias, dest=dest, help=argparse.SUPPRESS)
+    early_config.stash[TAKEN] = _owners(parser, taken & set(ALIASES))
+
+
+def taken_alias_hint(config: pytest.Config) -> str:
+    """One line when `--inventory` went to the plugin that owns it (pytest-ansible) and no
+    hpcnet inventory was given: the run would check nothing and say nothing."""
+    dest = config.stash.get(TAKEN, {}).get("--inventory")
+    value = config.getoption(dest, None) if dest else None
+    if not value or not isinstance(value, str):
+        return ""
+    return f"hpcnet: --inventory {value} went to another plugin; type --hpcnet-inventory {value}"
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -114,6 +135,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--hpcnet-concurrency must be at least 1")
     check_metrics_path(config.getoption("hpcnet_metrics"))
     if not path:
+        config.stash[HINT] = taken_alias_hint(config)
         return
     from pytest_hpcnet.session import start_run
 
@@ -338,11 +360,14 @@ def shorten_tracebacks(config: pytest.Config, most: int = FULL_TRACEBACKS_MAX) -
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
+    hint = config.stash.get(HINT, "")
+    if hint and not hasattr(config, "workerinput"):
+        terminalreporter.write_line(hint, yellow=True)
     if state is None or state.is_worker or config.option.collectonly:
         return
     from pytest_hpcnet.report.terminal_summary import write_summary
 
-    write_summary(state, terminalreporter)
+    write_summary(state.summary_lines(), terminalreporter)
 
 
 @pytest.hookimpl(optionalhook=True)

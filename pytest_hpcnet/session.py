@@ -47,12 +47,19 @@ from pytest_hpcnet.report.recording import (
     attach,
     decide,
     detach,
+    one_line,
     show_verdict,
     subject_of,
+    test_status,
 )
 from pytest_hpcnet.report.records import RunSummary
 from pytest_hpcnet.report.signing import load_private_key
-from pytest_hpcnet.report.terminal_summary import FAILURE_LINES, failure_line
+from pytest_hpcnet.report.terminal_summary import (
+    FAILURE_LINES,
+    RunLines,
+    cause_of,
+    failure_line,
+)
 from pytest_hpcnet.report.verdict import run_date, verdict_line
 from pytest_hpcnet.run_scope import (
     check_exclusions,
@@ -233,7 +240,8 @@ class HpcnetState:
         self.overlap_pairs = False
         self.extra_summary: dict[str, str] = {}  # gate keys: baseline choice, trends page
         self.planned: dict[str, list[str]] = {}  # the collected subjects per requirement
-        self.failures: list[str] = []  # one line per record that did not pass (the first ones)
+        self.failures: list[str] = []  # one line per record that failed (the first ones)
+        self.not_measured: dict[str, list[str]] = {}  # cause -> the check ids it left
         self.partition: Partition | None = None  # an xdist worker's share of the nodes
         self.spool: FactsSpool | None = None  # the facts the workers share (one host)
         self.worker_placement: dict[str, MetadataFacts] = {}  # from the workers' facts
@@ -379,10 +387,14 @@ class HpcnetState:
         )
         verdict, message = record["verdict"], record["message"]
         show_verdict(report, verdict, message, waiver)
-        if verdict == "fail" and item.config.option.tbstyle == "auto":
-            report.longrepr = f"{_failing_line(item, call)}: {message}"  # the criterion, one line
+        if verdict in ("fail", "not_measured") and report.failed:  # one line, whatever --tb
+            report.longrepr = one_line(_failing_line(item, call), verdict, message)
         attach(report, record, check.unreachable)
         html_extras(report, record)
+
+    def pytest_report_teststatus(self, report: pytest.TestReport):
+        """A check not measured is counted and shown as such, not as failed."""
+        return test_status(report)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Count outcomes; the controller appends each check's record to the evidence."""
@@ -393,10 +405,13 @@ class HpcnetState:
         carried = detach(report)
         if carried is None or self.bundle is None or self.is_worker:
             return  # only the controller writes the evidence
-        if carried.verdict in ("fail", "not_measured", "error"):
+        if carried.verdict in ("fail", "error"):
             self.failing[carried.check_id] += 1
             if len(self.failures) < FAILURE_LINES:
                 self.failures.append(failure_line(carried.record()))
+        elif carried.verdict == "not_measured":
+            cause = cause_of(carried.record())
+            self.not_measured.setdefault(cause, []).append(carried.check_id)
         self.contacted = self.contacted or carried.contacted
         self.unreachable.update(carried.unreachable)
         self.bundle.append_line(carried.line)
@@ -486,6 +501,26 @@ class HpcnetState:
         for name, text in output.get("metadata", {}).items():
             self.worker_placement[name] = parse_metadata(text)
         self.contacted = self.contacted or bool(output.get("contacted"))
+
+    def summary_lines(self) -> RunLines:
+        """What the terminal summary shows of this run, as plain values."""
+        assert self.inventory is not None
+        inv = self.inventory
+        return RunLines(
+            cluster=inv.cluster.name,
+            region=inv.cluster.region,
+            nodes=len(inv.nodes),
+            contacted=self.cluster is not None or self.contacted,
+            run_dir=self.run_dir,
+            summary=self.summary or RunSummary(run_id=self.run_dir.name),
+            outcomes=self.outcomes,
+            unreachable=self.unreachable,
+            retries=self.retries(),
+            failing=self.failing,
+            failures=self.failures,
+            not_measured=self.not_measured,
+            header=self.header,
+        )
 
     def retries(self) -> dict[str, int]:
         """Connection retries per node: this process's, else its workers'."""

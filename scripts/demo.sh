@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh
 .venv/bin/hpcnet lab up --nodes "${HPCNET_LAB_NODES:-4}"
 status=0
-.venv/bin/python -m pytest --inventory inventories/lab.yaml "$@" || status=$?
+.venv/bin/python -m pytest --hpcnet-inventory inventories/lab.yaml "$@" || status=$?
 latest=$(ls -td reports/*/ 2>/dev/null | head -n 1)
 echo "reports: ${latest:-reports/} (certificate.html, report.html, junit.xml, evidence.jsonl)"
 exit $status

@@ -3,10 +3,11 @@
 # a wheel built and installed into a fresh venv with [cloud] (the README's commands), and once
 # more into a venv with the runtime dependencies only (no test extras, no pytest-xdist). In
 # each: an unrelated project's tests still pass with the plugin installed, a bad inventory is
-# exit 4 with one line, and `pytest --inventory lab.yaml` from an empty folder runs the shipped
+# exit 4 with one line, and `pytest --hpcnet-inventory lab.yaml` from an empty folder runs the shipped
 # suites and writes a certificate. Then the static suite with pytest-ansible installed beside it
-# (which owns --inventory: ours is --hpcnet-inventory), and a site's own check beside the
-# shipped suites.
+# (which owns --inventory: ours is --hpcnet-inventory; `--inventory` alone says so), a
+# not-measured-heavy `connection: local` run (one line per check, pytest's counts agree with
+# the plugin's), and a site's own check beside the shipped suites.
 # Run as root after scripts/install.sh (it needs the lab's Debian packages). CI runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,7 +60,7 @@ check_venv() {  # $1: venv (made if missing); $2: pip requirement
     || fail "unrelated project with -p no:xdist"
 
   step "a bad inventory is exit 4 with one line"
-  out=$(cd "$work/unrelated" && "$venv/bin/pytest" --inventory "$work/bad.yaml" 2>&1) || status=$?
+  out=$(cd "$work/unrelated" && "$venv/bin/pytest" --hpcnet-inventory "$work/bad.yaml" 2>&1) || status=$?
   echo "$out"
   [ "$status" -eq 4 ] || fail "bad inventory gave exit $status, not 4"
   grep -q "ssh.identity_file: /nonexistent/id_ed25519: no such file" <<<"$out" || fail "message"
@@ -121,13 +122,39 @@ out=$(cd "$work/unrelated" && "$work/venv-ansible/bin/pytest" -p no:cacheprovide
 grep -E "^(checks|verdict): " <<<"$out" || true
 [ "$status" -eq 0 ] && grep -q "^verdict: PASSED (static checks passed" <<<"$out" \
   || fail "$(tail -n 30 <<<"$out")"
+out=$(cd "$work/unrelated" && "$work/venv-ansible/bin/pytest" -p no:cacheprovider \
+  --inventory "$work/lab.yaml" 2>&1) || true
+grep -qx "hpcnet: --inventory $work/lab.yaml went to another plugin; type --hpcnet-inventory $work/lab.yaml" \
+  <<<"$out" || fail "no line naming --hpcnet-inventory: $(tail -n 10 <<<"$out")"
+
+step "a connection: local run on this host (no GPU, no eRDMA here): one line per check"
+cat > "$work/local.yaml" <<'YAML'
+cluster: {name: local, region: cn-lab}
+nodes:
+  - {name: controller, connection: local}
+YAML
+status=0
+out=$(cd "$work/unrelated" && "$work/venv-ansible/bin/pytest" -p no:cacheprovider -m static \
+  --tb=long --hpcnet-inventory "$work/local.yaml" --hpcnet-reports-dir "$work/local-reports" 2>&1) \
+  || status=$?
+grep -E "^(checks|verdict): |^=+ .* in [0-9.]+s" <<<"$out" || true
+[ "$status" -le 1 ] || fail "the local run exited $status: $(tail -n 30 <<<"$out")"
+if grep -Eq "Traceback|Verdict\(|object at 0x" <<<"$out"; then fail "a check printed a traceback"; fi
+# pytest's last line counts what the plugin counts: failed and not measured apart
+checks=$(grep -E "^checks: " <<<"$out")
+last=$(grep -E "^=+ .* in [0-9.]+s" <<<"$out" | tail -n 1)
+for what in failed "not measured"; do
+  ours=$(grep -Eo "[0-9]+ $what" <<<"$checks" | head -n 1 | cut -d' ' -f1)
+  theirs=$(grep -Eo "[0-9]+ $what" <<<"$last" | head -n 1 | cut -d' ' -f1)
+  [ "${ours:-0}" = "${theirs:-0}" ] || fail "pytest says ${theirs:-0} $what, the plugin ${ours:-0}"
+done
 
 step "the README's site checks (suites/, copied to site_checks/) beside the shipped suites"
 cp -r "$checkout/suites" "$work/site_checks/examples"
 step "a site's own check beside the shipped suites (--pyargs pytest_hpcnet.suites site_checks/)"
 status=0
-out=$(cd "$work" && "$work/venv/bin/pytest" --inventory "$work/lab.yaml" -p no:cacheprovider \
-  -m static --reports-dir "$work/site-reports" --pyargs pytest_hpcnet.suites site_checks/ 2>&1) \
+out=$(cd "$work" && "$work/venv/bin/pytest" --hpcnet-inventory "$work/lab.yaml" -p no:cacheprovider \
+  -m static --hpcnet-reports-dir "$work/site-reports" --pyargs pytest_hpcnet.suites site_checks/ 2>&1) \
   || status=$?
 grep -E "^(checks|verdict): " <<<"$out" || true
 # -m static is a partial run: PASSED, never a handover certificate

@@ -30,6 +30,11 @@ from pytest_hpcnet.inventory.loader import InventoryError, load_inventory
 EXIT_LOCKED = 5
 PYTEST_USAGE = 4  # pytest.ExitCode.USAGE_ERROR
 PYTEST_OK = (0, 1)  # all passed, some failed: the run closed
+NOTHING_TO_ACT = (
+    "hpcnet gate: --act: the inventory has no scheduler: (kind: slurm) and no actions: "
+    "command, so nothing will be drained, resumed or run; the run is only judged "
+    "(docs/gate.md)"
+)
 
 
 def add_command(gate_sub: argparse._SubParsersAction) -> None:
@@ -82,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     except InventoryError as exc:
         print(f"hpcnet gate: {exc}", flush=True)
         return gate_apply.EXIT_USAGE
+    if args.act and inventory.scheduler.kind == "none" and inventory.actions.command is None:
+        print(NOTHING_TO_ACT, flush=True)
     reports: Path = args.reports_dir
     try:
         lock = take_run_lock(reports, inventory.cluster.name)

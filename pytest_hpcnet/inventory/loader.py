@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from pytest_hpcnet.inventory.expectations import (
     DEFAULT_SYSCTL,
@@ -29,13 +29,16 @@ from pytest_hpcnet.inventory.expectations import (
 )
 from pytest_hpcnet.inventory.models import (
     RANGE,
+    WAIVER_HORIZON_DAYS,
     ClusterInfo,
     Inventory,
     InventoryFile,
     Node,
     NodeSpec,
     SshSettings,
+    Waiver,
     check_node_specs,
+    duplicate_nodes,
     waiver_problem,
 )
 from pytest_hpcnet.inventory.sources import (
@@ -111,42 +114,53 @@ def _range_items(name: str, body: str) -> list[str]:
     return out
 
 
-def _expand_nodes(specs: list[NodeSpec]) -> list[Node]:
+def _expand_every_node(
+    specs: list[NodeSpec], indexes: list[int] | None = None
+) -> tuple[list[Node], list[str]]:
+    """The nodes of every spec that expands, and one problem per spec that does not
+    (`indexes`: each spec's place in the file's `nodes:` list)."""
     nodes: list[Node] = []
-    for i, spec in enumerate(specs):
+    problems: list[str] = []
+    for i, spec in zip(indexes or range(len(specs)), specs, strict=True):
         try:
-            names = expand_range(spec.name)
+            nodes += _expand_spec(i, spec)
+        except InventoryError as exc:
+            problems += exc.problems
+    return nodes, problems
+
+
+def _expand_spec(i: int, spec: NodeSpec) -> list[Node]:
+    try:
+        names = expand_range(spec.name)
+    except ValueError as exc:
+        raise InventoryError(f"nodes[{i}].name: {exc}") from None
+    hosts: list[str]
+    if spec.host is None:
+        hosts = names
+    elif RANGE.search(spec.host):
+        try:
+            hosts = expand_range(spec.host)
         except ValueError as exc:
-            raise InventoryError(f"nodes[{i}].name: {exc}") from None
-        hosts: list[str]
-        if spec.host is None:
-            hosts = names
-        elif RANGE.search(spec.host):
-            try:
-                hosts = expand_range(spec.host)
-            except ValueError as exc:
-                raise InventoryError(f"nodes[{i}].host: {exc}") from None
-            if len(hosts) != len(names):
-                raise InventoryError(
-                    f"nodes[{i}].host: range gives {len(hosts)} hosts for {len(names)} names"
-                )
-        else:
-            hosts = [spec.host.replace("{name}", n) for n in names]
-            if len(names) > 1 and "{name}" not in spec.host:
-                raise InventoryError(
-                    f"nodes[{i}].host: {len(names)} nodes share one host {spec.host!r}; "
-                    "use a range ([11-138]) or {name}"
-                )
-        for host in hosts:
-            if "[" in host or "]" in host:
-                raise InventoryError(
-                    f"nodes[{i}].host: {host!r} is not a host name or address "
-                    "(a range is written [11-26], [11-14,20] or [11:26])"
-                )
-        for name, host in zip(names, hosts, strict=False):
-            fields = spec.model_dump(exclude={"name", "host"})
-            nodes.append(Node(name=name, host=host, **fields))
-    return nodes
+            raise InventoryError(f"nodes[{i}].host: {exc}") from None
+        if len(hosts) != len(names):
+            raise InventoryError(
+                f"nodes[{i}].host: range gives {len(hosts)} hosts for {len(names)} names"
+            )
+    else:
+        hosts = [spec.host.replace("{name}", n) for n in names]
+        if len(names) > 1 and "{name}" not in spec.host:
+            raise InventoryError(
+                f"nodes[{i}].host: {len(names)} nodes share one host {spec.host!r}; "
+                "use a range ([11-138]) or {name}"
+            )
+    for host in hosts:
+        if "[" in host or "]" in host:
+            raise InventoryError(
+                f"nodes[{i}].host: {host!r} is not a host name or address "
+                "(a range is written [11-26], [11-14,20] or [11:26])"
+            )
+    fields = spec.model_dump(exclude={"name", "host"})
+    return [Node(name=n, host=h, **fields) for n, h in zip(names, hosts, strict=False)]
 
 
 def _substitute_env(value: Any, where: str) -> Any:
@@ -266,7 +280,8 @@ def _load(path: Path, raw_bytes: bytes) -> Inventory:
         parsed = InventoryFile.model_validate(data)
     except ValidationError as exc:
         problems = every_error(exc, InventoryFile) + _expect_problems(data.get("expect"))
-        raise InventoryError(*problems) from None
+        problems += _later_problems(data)
+        raise InventoryError(*dict.fromkeys(problems)) from None
     digest = hashlib.sha256(raw_bytes)
     known_hosts_named = "known_hosts" in parsed.ssh.model_fields_set
     if parsed.nodes_from is not None:  # the digest covers the node source too
@@ -274,21 +289,73 @@ def _load(path: Path, raw_bytes: bytes) -> Inventory:
     return _build(path, digest.hexdigest(), parsed, known_hosts_named)
 
 
+def _waiver_problems(waivers: list[tuple[int, Waiver]], horizon_days: int) -> list[str]:
+    """Each waiver's own problem (reason, grantor, expiry), judged on the controller's UTC
+    date, as a run's."""
+    today = datetime.now(timezone.utc).date()
+    found = ((i, w, waiver_problem(w, today, horizon_days)) for i, w in waivers)
+    return [f"waivers[{i}] ({w.check}): {problem}" for i, w, problem in found if problem]
+
+
+def _valid_part(model: type[BaseModel], raw: Any) -> tuple[Any, bool]:
+    """`raw` validated as `model` with its invalid keys left out (their errors are already
+    shown), and whether it was valid whole; None where nothing of it validates."""
+    if not isinstance(raw, dict):
+        return None, False
+    try:
+        return model.model_validate(raw), True
+    except ValidationError as exc:
+        bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
+    try:
+        return model.model_validate({k: v for k, v in raw.items() if k not in bad}), False
+    except ValidationError:
+        return None, False
+
+
+def _later_problems(data: dict[str, Any]) -> list[str]:
+    """The problems of the later stages (node ranges, key files, duplicate hosts, waivers)
+    in a file whose shape has errors: each part valid on its own is taken through them, so
+    one schema error hides nothing else."""
+    ssh, _ = _valid_part(SshSettings, data.get("ssh", {}))
+    raw_nodes = data.get("nodes")
+    specs: list[tuple[int, NodeSpec]] = []
+    for i, raw in enumerate(raw_nodes if isinstance(raw_nodes, list) else []):
+        spec, whole = _valid_part(NodeSpec, raw)
+        if whole:
+            specs.append((i, spec))
+    nodes, problems = _expand_every_node([s for _, s in specs], [i for i, _ in specs])
+    if ssh is not None:
+        named = isinstance(data.get("ssh"), dict) and "known_hosts" in data["ssh"]
+        problems += ssh_file_problems(ssh, nodes, named)
+        problems += [f"nodes: {p}" for p in duplicate_nodes(nodes, ssh)]
+    raw_waivers = data.get("waivers")
+    waivers: list[tuple[int, Waiver]] = []
+    for i, raw in enumerate(raw_waivers if isinstance(raw_waivers, list) else []):
+        waiver, whole = _valid_part(Waiver, raw)
+        if whole:
+            waivers.append((i, waiver))
+    horizon = data.get("waiver_horizon_days", WAIVER_HORIZON_DAYS)
+    if isinstance(horizon, int) and not isinstance(horizon, bool) and horizon >= 1:
+        problems += _waiver_problems(waivers, horizon)
+    return problems
+
+
 def _build(
     path: Path, sha256: str, parsed: InventoryFile, known_hosts_named: bool = False
 ) -> Inventory:
     assert parsed.nodes is not None
     register_secret(parsed.ssh.passphrase)
-    today = datetime.now(timezone.utc).date()  # the controller's UTC date, as a run's
-    for i, waiver in enumerate(parsed.waivers):
-        problem = waiver_problem(waiver, today, parsed.waiver_horizon_days)
-        if problem:
-            raise InventoryError(f"waivers[{i}] ({waiver.check}): {problem}")
-    expect, expect_digest = _merged_expectations(parsed.expect)
-    nodes = _expand_nodes(parsed.nodes)
-    problems = ssh_file_problems(parsed.ssh, nodes, known_hosts_named)
+    problems = _waiver_problems(list(enumerate(parsed.waivers)), parsed.waiver_horizon_days)
+    try:
+        expect, expect_digest = _merged_expectations(parsed.expect)
+    except InventoryError as exc:
+        problems += exc.problems
+    nodes, found = _expand_every_node(parsed.nodes)
+    problems += found
+    problems += ssh_file_problems(parsed.ssh, nodes, known_hosts_named)
+    problems += [f"nodes: {p}" for p in duplicate_nodes(nodes, parsed.ssh)]
     if problems:
-        raise InventoryError(problems[0])
+        raise InventoryError(*problems)
     try:
         return Inventory(
             path=path,

@@ -32,6 +32,23 @@ RANGE = re.compile(r"\[([^\[\]]*)\]")
 """A bracketed range in a node name or host: Slurm `[001-004,010]` or Ansible `[01:16]`."""
 
 
+JUMP_HOST = re.compile(
+    r"^(?:[A-Za-z0-9_][A-Za-z0-9._-]*@)?[A-Za-z0-9_][A-Za-z0-9._-]{0,252}(?::(?P<port>\d{1,5}))?$"
+)
+"""`[user@]host[:port]`, as fabric splits a gateway's address."""
+
+
+def check_jump_host(value: str | None) -> str | None:
+    """A jump host fabric can split (`[user@]host[:port]`, port 1-65535): a typo is found
+    when the inventory is read, not on every node at run time."""
+    if value is None:
+        return None
+    found = JUMP_HOST.match(value)
+    if found is None or (found["port"] is not None and not 1 <= int(found["port"]) <= 65535):
+        raise ValueError(f"{value!r} is not [user@]host[:port] (port 1-65535)")
+    return value
+
+
 class SshSettings(Strict):
     """How to reach nodes; every field may be overridden per node."""
 
@@ -47,6 +64,8 @@ class SshSettings(Strict):
     connect_retries: Annotated[int, Field(ge=1, le=10)] = 3
     jump_host: str | None = None
     config_file: str | None = None  # None: ~/.ssh/config and /etc/ssh/ssh_config
+
+    _jump_host = field_validator("jump_host")(check_jump_host)
 
     @field_validator("config_file")
     @classmethod
@@ -67,6 +86,8 @@ class SshOverride(Strict):
     port: Annotated[int, Field(ge=1, le=65535)] | None = None
     identity_file: str | None = None
     jump_host: str | None = None
+
+    _jump_host = field_validator("jump_host")(check_jump_host)
 
 
 class NodeRdma(Strict):
@@ -219,8 +240,22 @@ def check_node_specs(nodes: list[NodeSpec]) -> None:
                 f"[{i}].host {spec.host!r} is not a host name or address "
                 "(no spaces, shell characters or leading '-')"
             )
+        port = _host_port(RANGE.sub("0", spec.host)) if spec.host is not None else None
+        if port is not None and not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise ValueError(
+                f"[{i}].host {spec.host!r}: port {port!r} is not a number from 1 to 65535 "
+                "(host:port, or ssh.port)"
+            )
         if not INTERFACE.match(spec.interface):
             raise ValueError(f"[{i}].interface {spec.interface!r} is not a Linux interface name")
+
+
+def _host_port(host: str) -> str | None:
+    """The port written after a host name or IPv4 address (`10.0.0.1:2222`), as fabric reads
+    it; None when there is none (an IPv6 address has more than one colon)."""
+    if host.count(":") != 1:
+        return None
+    return host.partition(":")[2]
 
 
 class Inventory(BaseModel):
@@ -243,12 +278,10 @@ class Inventory(BaseModel):
 
     @model_validator(mode="after")
     def _unique(self) -> Inventory:
-        seen: set[str] = set()
-        for node in self.nodes:
-            if node.name in seen:
-                raise ValueError(f"duplicate node name {node.name!r}")
-            seen.add(node.name)
-        self._hosts_unique()
+        problems = duplicate_nodes(self.nodes, self.ssh)
+        if problems:
+            raise ValueError(problems[0])
+        seen = {node.name for node in self.nodes}
         for kind in ("allow", "deny"):
             for i, flow in enumerate(getattr(self.expect.flows, kind)):
                 for end in ("source", "target"):
@@ -259,22 +292,32 @@ class Inventory(BaseModel):
                         )
         return self
 
-    def _hosts_unique(self) -> None:
-        """Two nodes on one address (same port, same jump host) would test one machine twice."""
-        where: dict[tuple[str, int | None, str | None], str] = {}
-        for node in self.nodes:
-            port = node.ssh.port or self.ssh.port
-            key = (node.host, port, node.ssh.jump_host or self.ssh.jump_host)
-            if key in where:
-                on = f"{node.host}:{port}" if port else node.host
-                raise ValueError(
-                    f"{where[key]!r} and {node.name!r} have the same host {on!r} "
-                    "(a copied line? each node needs its own address)"
-                )
-            where[key] = node.name
-
     def node(self, name: str) -> Node:
         for node in self.nodes:
             if node.name == name:
                 return node
         raise KeyError(name)
+
+
+def duplicate_nodes(nodes: list[Node], ssh: SshSettings) -> list[str]:
+    """Every repeated node name, and every two nodes on one address (same port, same jump
+    host: one machine tested twice)."""
+    problems: list[str] = []
+    names: set[str] = set()
+    where: dict[tuple[str, int | None, str | None], str] = {}
+    for node in nodes:
+        if node.name in names:
+            problems.append(f"duplicate node name {node.name!r}")
+            continue
+        names.add(node.name)
+        port = node.ssh.port or ssh.port
+        key = (node.host, port, node.ssh.jump_host or ssh.jump_host)
+        if key in where:
+            on = f"{node.host}:{port}" if port else node.host
+            problems.append(
+                f"{where[key]!r} and {node.name!r} have the same host {on!r} "
+                "(a copied line? each node needs its own address)"
+            )
+        else:
+            where[key] = node.name
+    return problems

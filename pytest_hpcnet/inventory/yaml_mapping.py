@@ -27,6 +27,14 @@ def _mapping_no_duplicates(loader: UniqueKeyLoader, node: yaml.MappingNode) -> d
     return loader.construct_mapping(node)
 
 
+TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != TIMESTAMP_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+"""A date stays the text it was written as: pydantic reads it and names the key when it is
+no date (`2026-13-01`), where YAML's own timestamp parsing would raise past the loader."""
+
 UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_no_duplicates
 )

@@ -293,6 +293,27 @@ def show_verdict(
         report.longrepr = message
 
 
+NOT_MEASURED_CATEGORY = "not measured"
+"""pytest's own category for a check not measured: its last line counts them apart
+(`1 failed, 1 passed, 3 not measured`); the report stays failed, so the exit status does too."""
+
+
+def one_line(where: str, verdict: str, message: str) -> str:
+    """What pytest shows of a check that failed or was not measured, whatever `--tb` says:
+    `suite.py:42: not measured: n1: GPU 3: nvidia-smi is not installed (fix: ...)`."""
+    said = " ".join(message.split()) or verdict
+    return f"{where}: not measured: {said}" if verdict == NOT_MEASURED else f"{where}: {said}"
+
+
+def test_status(report: pytest.TestReport) -> tuple[str, str, tuple[str, dict]] | None:
+    """`pytest_report_teststatus` for a check not measured: its own category, letter `N` and
+    word `NOT MEASURED`; None for every other report (pytest's own status)."""
+    brief = getattr(report, BRIEF_ATTR, None)
+    if not brief or brief.split("\t", 1)[0] != NOT_MEASURED:
+        return None
+    return NOT_MEASURED_CATEGORY, "N", ("NOT MEASURED", {"yellow": True})
+
+
 def attach(report: pytest.TestReport, record: dict[str, Any], unreachable: dict[str, str]) -> None:
     """Put the record's evidence line on the report, what the controller reads of it for
     every check (verdict, id, whether it ran a command), and the nodes it found unreachable,

@@ -1,1 +1,1 @@
-"""The acceptance suites, shipped with the plugin: `pytest --inventory x.yaml` runs them."""
+"""The acceptance suites, shipped with the plugin: `pytest --hpcnet-inventory x.yaml` runs them."""
