@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from pytest_hpcnet.cloud.flows import CloudExpect
 from pytest_hpcnet.inventory.citations import with_sources
+from pytest_hpcnet.inventory.cloud_flows import CloudExpect
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]

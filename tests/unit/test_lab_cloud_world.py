@@ -23,8 +23,8 @@ from alibabacloud_credentials.models import Config as CredentialConfig
 
 from pytest_hpcnet.cloud import audit
 from pytest_hpcnet.cloud.audit import NodeLocator
-from pytest_hpcnet.cloud.flows import CloudExpect
 from pytest_hpcnet.inventory.bench_settings import CloudSettings
+from pytest_hpcnet.inventory.cloud_flows import CloudExpect
 from pytest_hpcnet.lab import cluster, control_plane, firewall
 from pytest_hpcnet.lab.cloud_api import FakeAliyun
 from pytest_hpcnet.lab.cloud_world import fault_rule_id, lab_world
