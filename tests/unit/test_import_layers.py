@@ -10,6 +10,8 @@ parent packages.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +40,8 @@ layer and every layer listed before it, never one listed after it."""
 LAB = "lab"
 """The lab stands beside the ladder: it may import any layer below the entry points, and only
 `cli` imports it, inside the `lab` verb (never at start-up)."""
+LAB_VERB = ("cli", "lab_verb")
+"""The module and function that alone import the lab."""
 
 MAY_IMPORT: dict[str, frozenset[str]] = {
     part: frozenset().union(*(parts for _, parts in LADDER[: rank + 1]))
@@ -61,10 +65,15 @@ class Import:
     importer: str
     imported: str
     line: int
-    deferred: bool
+    function: str | None
+    """The outermost function the import is written in (None: at module level)."""
+
+    @property
+    def deferred(self) -> bool:
+        return self.function is not None
 
     def __str__(self) -> str:
-        where = "inside a function" if self.deferred else "at module level"
+        where = f"in {self.function}()" if self.deferred else "at module level"
         return f"{self.importer} -> {self.imported} (line {self.line}, {where})"
 
 
@@ -105,20 +114,21 @@ def _with_parents(module: str) -> list[str]:
 class _Collector(ast.NodeVisitor):
     def __init__(self, module: str, path: Path) -> None:
         self.module, self.path = module, path
-        self.depth = 0
+        self.functions: list[str] = []
         self.found: list[Import] = []
 
-    def _function(self, node: ast.AST) -> None:
-        self.depth += 1
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.functions.append(node.name)
         self.generic_visit(node)
-        self.depth -= 1
+        self.functions.pop()
 
     visit_FunctionDef = visit_AsyncFunctionDef = _function
 
     def _add(self, target: str, node: ast.stmt) -> None:
         known = [name for name in _with_parents(target) if name in MODULES]
         if known and known[-1] != self.module:
-            self.found.append(Import(self.module, known[-1], node.lineno, self.depth > 0))
+            function = self.functions[0] if self.functions else None
+            self.found.append(Import(self.module, known[-1], node.lineno, function))
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -195,15 +205,18 @@ def test_the_collector_sees_deferred_and_relative_imports():
     source = (
         "from . import nccl\n"
         "from ..inventory.models import Inventory\n"
+        "if TYPE_CHECKING:\n"
+        "    from pytest_hpcnet.probes.fio import FioResult\n"
         "def later():\n"
         "    import pytest_hpcnet.redact\n"
     )
     collector = _Collector(f"{PACKAGE}.probes.gpu", ROOT / "probes" / "gpu.py")
     collector.visit(ast.parse(source))
-    assert {(i.imported, i.deferred) for i in collector.found} == {
-        (f"{PACKAGE}.probes.nccl", False),
-        (f"{PACKAGE}.inventory.models", False),
-        (f"{PACKAGE}.redact", True),
+    assert {(i.imported, i.function) for i in collector.found} == {
+        (f"{PACKAGE}.probes.nccl", None),
+        (f"{PACKAGE}.inventory.models", None),
+        (f"{PACKAGE}.probes.fio", None),
+        (f"{PACKAGE}.redact", "later"),
     }
 
 
@@ -235,9 +248,21 @@ def test_only_the_lab_verb_imports_the_lab():
         for i in IMPORTS
         if _part(i.imported) == LAB
         and _part(i.importer) != LAB
-        and not (_short(i.importer) == "cli" and i.deferred)
+        and (_short(i.importer), i.function) != LAB_VERB
     ]
     assert not outside, "the lab imported outside the `lab` verb:\n" + "\n".join(outside)
+
+
+def test_the_command_loads_no_lab_before_its_verb():
+    code = (
+        "import sys\n"
+        "from pytest_hpcnet import cli\n"
+        "cli._parser().parse_args(['verify', 'run'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pytest_hpcnet.lab')))\n"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "[]"
 
 
 def test_no_import_cycle():
