@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from pytest_hpcnet.gate.apply import apply
-from pytest_hpcnet.gate.config import ActionSettings, SchedulerSettings
+from pytest_hpcnet.inventory.gate_settings import ActionSettings, SchedulerSettings
 from pytest_hpcnet.lab import cluster as lab
 from pytest_hpcnet.lab import slurm as lab_slurm
 from pytest_hpcnet.lab.system import LabError

@@ -1,5 +1,5 @@
 """The `hpcnet` command: `hpcnet lab up|status|down|fault|heal`, `hpcnet verify|keygen|merge`,
-`hpcnet gate apply|run`, `hpcnet trends`."""
+`hpcnet gate apply|run`, `hpcnet trends`. The lab is imported by its own verb only."""
 
 from __future__ import annotations
 
@@ -11,21 +11,28 @@ from pytest_hpcnet import __version__
 from pytest_hpcnet.gate import apply as gate_cli
 from pytest_hpcnet.gate import history as trends_cli
 from pytest_hpcnet.gate import run as gate_run
-from pytest_hpcnet.lab import cluster, faults
-from pytest_hpcnet.lab import slurm as lab_slurm
-from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR
-from pytest_hpcnet.lab.system import LabError
 from pytest_hpcnet.report import commands as bundle_cli
+
+LAB_HELP = "the embedded lab cluster (network namespaces, needs root)"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hpcnet", description="pytest_hpcnet tools")
     parser.add_argument("--version", action="version", version=f"hpcnet {__version__}")
     sub = parser.add_subparsers(dest="area", required=True)
-    lab = sub.add_parser("lab", help="the embedded lab cluster (network namespaces, needs root)")
+    lab = sub.add_parser("lab", help=LAB_HELP, add_help=False)
+    lab.add_argument("lab_args", nargs=argparse.REMAINDER, help="see `hpcnet lab --help`")
+    bundle_cli.add_commands(sub)
+    gate_run.add_command(gate_cli.add_commands(sub))
+    trends_cli.add_command(sub)
+    return parser
+
+
+def _lab_parser(kinds: str, default_state_dir: Path) -> argparse.ArgumentParser:
+    lab = argparse.ArgumentParser(prog="hpcnet lab", description=LAB_HELP)
     lab_sub = lab.add_subparsers(dest="action", required=True)
     state = argparse.ArgumentParser(add_help=False)
-    state.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="lab state folder")
+    state.add_argument("--state-dir", type=Path, default=default_state_dir, help="lab state folder")
     up = lab_sub.add_parser("up", parents=[state], help="create the lab (cleans a stale one first)")
     up.add_argument("--nodes", type=int, default=4, help="number of nodes (default 4)")
     up.add_argument("--mtu", type=int, default=8500, help="node MTU (default 8500)")
@@ -36,7 +43,6 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--slurm", action="store_true", help="also run a real Slurm (docs/gate.md)")
     lab_sub.add_parser("status", parents=[state], help="show the lab's nodes")
     lab_sub.add_parser("down", parents=[state], help="remove the lab (idempotent)")
-    kinds = "\n".join(f"  {k.usage:<26} {k.summary}" for k in faults.KINDS.values())
     fault = lab_sub.add_parser(
         "fault",
         parents=[state],
@@ -49,13 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     fault.add_argument("arg", nargs="*", help="kind argument (MTU, PROTO/PORT, ID, KEY=VALUE)")
     heal = lab_sub.add_parser("heal", parents=[state], help="undo the faults of a node or all")
     heal.add_argument("node", help="node name or `all`")
-    bundle_cli.add_commands(sub)
-    gate_run.add_command(gate_cli.add_commands(sub))
-    trends_cli.add_command(sub)
-    return parser
+    return lab
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["lab"]:  # its own parser: every option of a lab verb goes to it
+        return lab_verb(argv[1:])
     args = _parser().parse_args(argv)
     if args.area in bundle_cli.COMMANDS:
         return bundle_cli.run(args)
@@ -63,6 +69,18 @@ def main(argv: list[str] | None = None) -> int:
         return trends_cli.run(args)
     if args.area == "gate":
         return gate_run.run(args) if args.action == "run" else gate_cli.run(args)
+    return lab_verb(args.lab_args)
+
+
+def lab_verb(argv: list[str]) -> int:
+    """`hpcnet lab ...`: the one place the lab is imported, so no other verb loads it."""
+    from pytest_hpcnet.lab import cluster, faults
+    from pytest_hpcnet.lab import slurm as lab_slurm
+    from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR
+    from pytest_hpcnet.lab.system import LabError
+
+    kinds = "\n".join(f"  {k.usage:<26} {k.summary}" for k in faults.KINDS.values())
+    args = _lab_parser(kinds, DEFAULT_STATE_DIR).parse_args(argv)
     try:
         if args.action == "up":
             state = cluster.up(args.nodes, args.mtu, args.state_dir, args.inventory, args.eris)

@@ -18,10 +18,6 @@ from pytest_hpcnet.probes.fio import (
 )
 from pytest_hpcnet.transport.fanout import CommandResult, Transport
 
-PER_CLIENT_MAX_MBS = 25_000
-READ_MBS_PER_TIB, READ_MAX_MBS = 400, 400_000
-WRITE_MBS_PER_TIB, WRITE_MAX_MBS = 200, 200_000
-
 
 @dataclass(frozen=True)
 class FioRun:
@@ -50,15 +46,6 @@ def job(directory: str, rw: str, settings: FioSettings) -> FioJobSpec:
 
 def node_directory(mount: str, node: str) -> str:
     return f"{mount.rstrip('/')}/hpcnet-fio-{node}"
-
-
-def rated_aggregate_mbs(rw: str, capacity_tib: float, clients: int) -> float:
-    """Published CPFS (Lingjun) throughput: read min(400 MB/s per TiB, 400 GB/s), write
-    min(200 MB/s per TiB, 200 GB/s), and at most 25 GB/s per client."""
-    per_tib, ceiling = (
-        (READ_MBS_PER_TIB, READ_MAX_MBS) if rw == "read" else (WRITE_MBS_PER_TIB, WRITE_MAX_MBS)
-    )
-    return min(per_tib * capacity_tib, ceiling, PER_CLIENT_MAX_MBS * clients)
 
 
 def run_fio(

@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pytest_hpcnet.cloud import nacl, secgroup
-from pytest_hpcnet.cloud.flows import ExternalFlow, RequiredFlow
 from pytest_hpcnet.cloud.interfaces import NetworkInterface
 from pytest_hpcnet.cloud.plane import ControlPlane
 from pytest_hpcnet.cloud.rules import (
@@ -33,6 +32,7 @@ from pytest_hpcnet.cloud.rules import (
     Protocol,
     parse_ip,
 )
+from pytest_hpcnet.inventory.cloud_flows import ExternalFlow, RequiredFlow
 
 if TYPE_CHECKING:
     from pytest_hpcnet.probes.ports import Reachability

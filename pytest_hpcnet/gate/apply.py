@@ -28,9 +28,9 @@ from typing import Any
 
 from pytest_hpcnet.gate import confirm as confirming
 from pytest_hpcnet.gate import hook, slurm
-from pytest_hpcnet.gate.config import ActionSettings, SchedulerSettings
 from pytest_hpcnet.gate.confirm import GATE_DIR, Confirmer
 from pytest_hpcnet.gate.judge import NodeJudgement, judge
+from pytest_hpcnet.inventory.gate_settings import ActionSettings, SchedulerSettings
 from pytest_hpcnet.inventory.loader import InventoryError, load_inventory
 from pytest_hpcnet.report.evidence import (
     EvidenceBundle,

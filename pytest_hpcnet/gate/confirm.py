@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_hpcnet.gate.config import SchedulerSettings
 from pytest_hpcnet.gate.judge import NodeJudgement, judge
+from pytest_hpcnet.inventory.gate_settings import SchedulerSettings
 from pytest_hpcnet.report.evidence import (
     CheckRecord,
     EvidenceError,

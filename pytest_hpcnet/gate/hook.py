@@ -17,8 +17,8 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass
 
-from pytest_hpcnet.gate.config import PLACEHOLDERS, ActionSettings
 from pytest_hpcnet.gate.judge import NodeJudgement
+from pytest_hpcnet.inventory.gate_settings import PLACEHOLDERS, ActionSettings
 from pytest_hpcnet.redact import redact
 from pytest_hpcnet.report.evidence import bound_output
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pytest_hpcnet.gate.config import SchedulerSettings
 from pytest_hpcnet.gate.judge import NodeJudgement, short
+from pytest_hpcnet.inventory.gate_settings import SchedulerSettings
 
 PREFIX = "hpcnet:"
 REASON_MAX = 160

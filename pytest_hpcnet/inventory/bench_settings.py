@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from pytest_hpcnet.cloud.flows import ExternalFlow
+from pytest_hpcnet.inventory.cloud_flows import ExternalFlow
 from pytest_hpcnet.inventory.expectations import Port, Strict
 
 ScheduleKind = str

@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from pytest_hpcnet.cloud.flows import CloudExpect
 from pytest_hpcnet.inventory.citations import with_sources
+from pytest_hpcnet.inventory.cloud_flows import CloudExpect
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
@@ -182,6 +182,22 @@ class CpfsExpect(Strict):
     min_fairness: Annotated[float, Field(gt=0, le=1)] = 0.5
     capacity_tib: PositiveFloat | None = None
     aggregate_lower: Annotated[float, Field(gt=-1, le=0)] = -0.5
+
+
+CPFS_PER_CLIENT_MAX_MBS = 25_000
+CPFS_READ_MBS_PER_TIB, CPFS_READ_MAX_MBS = 400, 400_000
+CPFS_WRITE_MBS_PER_TIB, CPFS_WRITE_MAX_MBS = 200, 200_000
+
+
+def rated_aggregate_mbs(rw: str, capacity_tib: float, clients: int) -> float:
+    """Published CPFS (Lingjun) throughput: read min(400 MB/s per TiB, 400 GB/s), write
+    min(200 MB/s per TiB, 200 GB/s), and at most 25 GB/s per client (docs/sources.md, S20)."""
+    per_tib, ceiling = (
+        (CPFS_READ_MBS_PER_TIB, CPFS_READ_MAX_MBS)
+        if rw == "read"
+        else (CPFS_WRITE_MBS_PER_TIB, CPFS_WRITE_MAX_MBS)
+    )
+    return min(per_tib * capacity_tib, ceiling, CPFS_PER_CLIENT_MAX_MBS * clients)
 
 
 class GpuExpect(Strict):

@@ -21,9 +21,9 @@ from pydantic import (
     model_validator,
 )
 
-from pytest_hpcnet.gate.config import ActionSettings, SchedulerSettings
 from pytest_hpcnet.inventory.bench_settings import BenchmarkSettings, CloudSettings
 from pytest_hpcnet.inventory.expectations import Expectations, Strict
+from pytest_hpcnet.inventory.gate_settings import ActionSettings, SchedulerSettings
 from pytest_hpcnet.inventory.sources import NodesFrom
 from pytest_hpcnet.inventory.ssh_files import file_problem
 

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from pytest_hpcnet.lab import links
+from pytest_hpcnet.lab.inventory_file import write_inventory
 from pytest_hpcnet.lab.state import MAX_NODES_TWO_ERIS, LabNode, LabState, node_address, node_mac
 
 TOOLS_DIR = Path(__file__).with_name("tools")
@@ -230,8 +231,6 @@ def set_eris(state_dir: Path, eris: int) -> int:
 def _rewrite_inventory(state: LabState) -> None:
     """The lab inventory again, with `expect.erdma.eris` the new count (and the control
     plane's ERIs with it)."""
-    from pytest_hpcnet.lab.cluster import write_inventory  # cluster imports this module
-
     if Path(state.inventory).exists():
         write_inventory(state)
 

@@ -8,10 +8,8 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from pytest_hpcnet.probes.nccl import NcclExpected, NcclRank, NcclRow
+from pytest_hpcnet.probes.nccl_table import NcclExpected, NcclRank, NcclRow
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping
 
-from pytest_hpcnet.campaigns.storage import rated_aggregate_mbs
-from pytest_hpcnet.inventory.expectations import CpfsExpect
+from pytest_hpcnet.inventory.expectations import CpfsExpect, rated_aggregate_mbs
 from pytest_hpcnet.probes.fio import FioResult
 from pytest_hpcnet.requirements.judges import at_least
 from pytest_hpcnet.requirements.verdict import Measurement, Verdict, combine, not_measured

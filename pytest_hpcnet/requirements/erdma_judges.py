@@ -2,8 +2,8 @@
 and device.
 
 Figures come from the caller (the profile, with its source), never from the port `rate`
-file (nominal "100 Gb/sec (4X EDR)"). Per-ERI bandwidth is judged against the per-ERI
-figure, a node's devices run at once against the per-instance figure (on ebmgn7ex 160
+file (nominal "100 Gb/sec (4X EDR)"). A node's devices run at once are judged against the
+per-instance figure (on ebmgn7ex 160
 Gbit/s with the two ERIs on different NIC indexes, 100 when they share one: docs/sources.md
 section 2, S1; 160 when the indexes are unknown). NCCL must be on the expected network on
 every node (a socket fallback names the nodes), the GID index used must be the IPv4 one, bad
@@ -30,23 +30,6 @@ def finding(ok: bool, reason: str, node: str, device: str | None = None) -> Verd
 def _f(ok: bool, node: str, device: str | None, why: str) -> Verdict:
     where = f"{node} {device}" if device else node
     return finding(ok, f"{where}: {why}", node, device)
-
-
-def judge_eri_bandwidth(
-    node: str, device: str, gbps: float | None, per_eri_gbps: float, fraction: float
-) -> Verdict:
-    """One ERI's measured Gbit/s at least `fraction` of the per-ERI figure."""
-    floor = per_eri_gbps * fraction
-    if gbps is None:
-        why = f"{node} {device}: no bandwidth measured"
-        return Verdict(outcome=NOT_MEASURED, reason=why, subject=f"{node} {device}")
-    verdict = "at least" if gbps >= floor else "below"
-    return _f(
-        gbps >= floor,
-        node,
-        device,
-        f"{gbps:.1f} Gbit/s, {verdict} {floor:.1f} ({fraction:.0%} of {per_eri_gbps:g} per ERI)",
-    )
 
 
 def instance_figure(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.lab import faults
 from pytest_hpcnet.lab.benchmarks import plm_rsh_args
 from pytest_hpcnet.lab.emulation import set_eris
@@ -27,9 +28,9 @@ from pytest_hpcnet.probes.perftest import PerftestOptions, client_command, serve
 from pytest_hpcnet.probes.perftest_parsers import parse_bandwidth
 from pytest_hpcnet.probes.rdma import ibv_devinfo_command
 from pytest_hpcnet.probes.rdma_parsers import parse_ibv_devinfo
+from pytest_hpcnet.requirements.erdma import judge_eri_bw
 from pytest_hpcnet.requirements.erdma_judges import (
     judge_counters,
-    judge_eri_bandwidth,
     judge_gid_index,
     judge_nccl_transport,
     judge_rdma_traffic,
@@ -103,7 +104,8 @@ def test_eri_down_names_the_node_and_device(lab):
         down += [f"{node} {d.name}" for d in devinfo.devices if d.port(1).state != "ACTIVE"]
     assert down == ["node03 erdma_1"]
     result = _bw_pair(state, transport, "node04", "node03", "erdma_1", 18641)
-    finding = judge_eri_bandwidth("node03", "erdma_1", result.avg_gbps, 1.0, 0.5)
+    per_eri = Expectations(erdma={"per_eri_gbps": 1.0, "bw_fraction": 0.5})
+    finding = judge_eri_bw("node03", "erdma_1", result.avg_gbps, None, per_eri)
     assert not finding.ok and finding.reason == "node03 erdma_1: no bandwidth measured"
 
 
@@ -156,10 +158,9 @@ def test_eri_slow_and_rate_limit_drops_name_the_device(lab):
     after = _counters(transport)
     # lab per-ERI figure: the median of this round (calibrated, as on a real cluster)
     figure = statistics.median(measured.values())
-    slow = [
-        judge_eri_bandwidth(node, dev, gbps, figure, 0.5) for (node, dev), gbps in measured.items()
-    ]
-    assert [f.subject for f in slow if not f.ok] == ["node02 erdma_1"], measured
+    per_eri = Expectations(erdma={"per_eri_gbps": figure, "bw_fraction": 0.5})
+    slow = [judge_eri_bw(node, dev, gbps, None, per_eri) for (node, dev), gbps in measured.items()]
+    assert [f.reason.split(":")[0] for f in slow if not f.ok] == ["node02 erdma_1"], measured
     assert measured[("node02", "erdma_1")] < 0.15
     found = [f for n in NODES for f in judge_counters(n, counter_delta(before[n], after[n]))]
     assert [f.subject for f in found if not f.ok] == ["node03 erdma_0"]

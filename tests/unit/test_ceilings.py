@@ -66,10 +66,8 @@ def test_an_absurd_peer_is_no_reference():
 
 
 def test_a_run_not_measured_is_quoted_and_a_missing_device_is_no_failure():
-    from pytest_hpcnet.requirements.erdma_judges import (
-        judge_eri_bandwidth,
-        judge_instance_bandwidth,
-    )
+    from pytest_hpcnet.requirements.erdma import judge_eri_bw
+    from pytest_hpcnet.requirements.erdma_judges import judge_instance_bandwidth
 
     @dataclass
     class Unread(Run):
@@ -82,7 +80,8 @@ def test_a_run_not_measured_is_quoted_and_a_missing_device_is_no_failure():
         "n1", {"erdma_0": 78.0, "erdma_1": None}, ["erdma_0", "erdma_1"], 160, 0.8
     )
     assert both.outcome == "not_measured" and "erdma_1" in both.reason
-    assert judge_eri_bandwidth("n1", "erdma_1", None, 80, 0.8).outcome == "not_measured"
+    per_eri = Expectations(erdma={"per_eri_gbps": 80})
+    assert judge_eri_bw("n1", "erdma_1", None, None, per_eri).outcome == "not_measured"
 
 
 def test_nccl_busbw_above_its_ceiling_is_not_measured():

@@ -8,21 +8,11 @@ from pytest_hpcnet.probes.nccl_debug import parse_nccl_debug
 from pytest_hpcnet.requirements.erdma_judges import (
     instance_figure,
     judge_counters,
-    judge_eri_bandwidth,
     judge_gid_index,
     judge_instance_bandwidth,
     judge_nccl_transport,
     judge_rdma_traffic,
 )
-
-
-def test_per_eri_bandwidth():
-    ok = judge_eri_bandwidth("node07", "erdma_1", 75.0, 80, 0.9)
-    assert ok.ok and ok.subject == "node07 erdma_1"
-    low = judge_eri_bandwidth("node07", "erdma_1", 70.0, 80, 0.9)
-    assert not low.ok
-    assert low.reason == "node07 erdma_1: 70.0 Gbit/s, below 72.0 (90% of 80 per ERI)"
-    assert not judge_eri_bandwidth("node07", "erdma_0", None, 80, 0.9).ok
 
 
 def test_instance_figure_ebmgn7ex_same_nic_index():

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_hpcnet import cli
 from pytest_hpcnet.gate import apply as gate
-from pytest_hpcnet.gate.config import ActionSettings, SchedulerSettings
+from pytest_hpcnet.inventory.gate_settings import ActionSettings, SchedulerSettings
 from pytest_hpcnet.report.evidence import EvidenceBundle
 
 NODES = ["node01", "node02", "node03"]

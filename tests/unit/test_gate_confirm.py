@@ -14,9 +14,9 @@ import pytest
 
 from pytest_hpcnet.gate import apply as gate
 from pytest_hpcnet.gate import confirm
-from pytest_hpcnet.gate.config import ActionSettings, SchedulerSettings
 from pytest_hpcnet.gate.judge import NodeJudgement, judge
 from pytest_hpcnet.gate.slurm import drain_reason
+from pytest_hpcnet.inventory.gate_settings import ActionSettings, SchedulerSettings
 from pytest_hpcnet.report.evidence import CheckRecord, EvidenceBundle, RunSummary
 from tests.unit.test_gate_apply import NODES, SLURM, FakeSlurm
 

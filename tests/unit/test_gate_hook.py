@@ -6,9 +6,9 @@ import shlex
 import sys
 import time
 
-from pytest_hpcnet.gate.config import ActionSettings
 from pytest_hpcnet.gate.hook import hook_argv, run_hook
 from pytest_hpcnet.gate.judge import NodeJudgement
+from pytest_hpcnet.inventory.gate_settings import ActionSettings
 
 HOSTILE = NodeJudgement("node02", "fail", ["mtu", "tuning"], ["a'b $(reboot)", "c; rm -rf /"])
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.gate import slurm
-from pytest_hpcnet.gate.config import NodeNames, SchedulerSettings
 from pytest_hpcnet.gate.judge import NodeJudgement
+from pytest_hpcnet.inventory.gate_settings import NodeNames, SchedulerSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 SETTINGS = SchedulerSettings(kind="slurm", act=True)

@@ -23,11 +23,12 @@ from alibabacloud_credentials.models import Config as CredentialConfig
 
 from pytest_hpcnet.cloud import audit
 from pytest_hpcnet.cloud.audit import NodeLocator
-from pytest_hpcnet.cloud.flows import CloudExpect
 from pytest_hpcnet.inventory.bench_settings import CloudSettings
-from pytest_hpcnet.lab import cluster, control_plane, firewall
+from pytest_hpcnet.inventory.cloud_flows import CloudExpect
+from pytest_hpcnet.lab import control_plane, firewall
 from pytest_hpcnet.lab.cloud_api import FakeAliyun
 from pytest_hpcnet.lab.cloud_world import fault_rule_id, lab_world
+from pytest_hpcnet.lab.inventory_file import lab_inventory
 from pytest_hpcnet.lab.state import LabNode, LabState, node_address, node_mac, node_names
 from pytest_hpcnet.redact import clear_secrets, redact
 
@@ -150,7 +151,7 @@ def test_the_daemon_serves_the_lab_live_through_its_credentials_file(served):
 
 
 def test_the_lab_inventory_points_the_sdk_at_the_lab(served):
-    data = cluster.lab_inventory(served)
+    data = lab_inventory(served)
     cloud = data["cloud"]
     assert "scope" not in data  # the audit is in scope
     assert cloud["ecs_endpoint"] == f"127.0.0.1:{served.cloud_api_port}"
@@ -163,7 +164,7 @@ def test_the_lab_inventory_points_the_sdk_at_the_lab(served):
 
 def test_without_the_sdk_the_lab_leaves_the_audit_out_saying_why(served, monkeypatch):
     monkeypatch.setattr(control_plane, "missing_sdk", lambda: "alibabacloud_ecs20140526")
-    data = cluster.lab_inventory(served)
+    data = lab_inventory(served)
     assert data["cloud"] == {"enabled": False}
     assert data["scope"]["exclude"] == ["cloud_audit"]
     assert "the cloud SDK is not installed (alibabacloud_ecs20140526" in data["scope"]["reason"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
-from pytest_hpcnet.lab.cluster import lab_concurrency
+from pytest_hpcnet.lab.inventory_file import lab_concurrency
 from pytest_hpcnet.lab.links import bridge_address_commands, node_address_commands
 from pytest_hpcnet.lab.state import (
     BRIDGE,

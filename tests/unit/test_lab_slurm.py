@@ -68,5 +68,6 @@ def test_missing_packages_give_one_line(monkeypatch):
 def test_lab_up_takes_slurm():
     from pytest_hpcnet import cli
 
-    assert cli._parser().parse_args(["lab", "up", "--slurm"]).slurm is True
-    assert cli._parser().parse_args(["lab", "up"]).slurm is False
+    lab = cli._lab_parser("", Path("lab"))
+    assert lab.parse_args(["up", "--slurm"]).slurm is True
+    assert lab.parse_args(["up"]).slurm is False
