@@ -185,7 +185,9 @@ def _substitute_env(value: Any, where: str) -> Any:
     return ENV_REF.sub(lookup, value)
 
 
-def _merged_expectations(raw: dict[str, Any]) -> tuple[Expectations, str]:
+def merged_expectations(raw: dict[str, Any]) -> tuple[Expectations, str]:
+    """The `expect:` block merged over its profile and the defaults, validated, and its digest;
+    `InventoryError` names every problem."""
     data: dict[str, Any] = {"sysctl": dict(DEFAULT_SYSCTL)}
     profile = raw.get("profile")
     if profile is not None:
@@ -214,7 +216,7 @@ def _expect_problems(raw: Any) -> list[str]:
     if not isinstance(raw, dict):
         return []
     try:
-        _merged_expectations(raw)
+        merged_expectations(raw)
     except InventoryError as exc:
         return exc.problems
     return []
@@ -347,7 +349,7 @@ def _build(
     register_secret(parsed.ssh.passphrase)
     problems = _waiver_problems(list(enumerate(parsed.waivers)), parsed.waiver_horizon_days)
     try:
-        expect, expect_digest = _merged_expectations(parsed.expect)
+        expect, expect_digest = merged_expectations(parsed.expect)
     except InventoryError as exc:
         problems += exc.problems
     nodes, found = _expand_every_node(parsed.nodes)
