@@ -296,6 +296,20 @@ class HpcnetState:
                 self.cluster.pairs.prefetch()
         return self.cluster
 
+    def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
+        """Under `--collect-only`, the hops whose host keys are not recorded: found before
+        the run instead of as unreachable nodes during it (no node is contacted)."""
+        if not config.option.collectonly or self.inventory is None or self.is_worker:
+            return []
+        from pytest_hpcnet.transport.fanout import Transport
+
+        transport = Transport(self.inventory)
+        try:
+            missing = transport.unrecorded_host_keys()
+        finally:
+            transport.close()
+        return [host_keys_line(missing, self.inventory.ssh.known_hosts)]
+
     @pytest.hookimpl(tryfirst=True)  # an xdist worker's groups are written before it reports
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """With pair checks selected, the controller probes the pairs alongside the facts; an
@@ -556,6 +570,19 @@ class HpcnetState:
             metrics=self.config.getoption("hpcnet_metrics"),
             sign_key=self.config.getoption("hpcnet_sign_key"),
         )
+
+
+def host_keys_line(missing: list[str], known_hosts: str) -> str:
+    """One line: every host key recorded, or the hosts whose keys are not and how to add them."""
+    if not missing:
+        return f"{PREFIX}host keys: every node and jump host is recorded in {known_hosts}"
+    more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+    shown = ", ".join(missing[:10]) + more
+    return (
+        f"{PREFIX}host keys: {len(missing)} not recorded in {known_hosts}: {shown} (the run "
+        f"refuses them: record each with `ssh-keyscan -t ed25519 HOST >> {known_hosts}`, or set "
+        "ssh.host_key_policy: accept-new)"
+    )
 
 
 def planned_subjects(items: list[pytest.Item]) -> dict[str, list[str]]:

@@ -214,6 +214,23 @@ class Transport:
         else:
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
 
+    def unrecorded_host_keys(self) -> list[str]:
+        """Every hop (node or jump host, as ssh_config resolves it) whose key known_hosts
+        does not record, under the strict policy; nothing is connected. `accept-new`: []."""
+        if self.ssh.host_key_policy != "strict":
+            return []
+        known = Path(self.ssh.known_hosts).expanduser()
+        recorded = self._known_hosts(known) if known.exists() else paramiko.HostKeys()
+        missing: dict[str, None] = {}
+        for node in self.inventory.nodes:
+            if node.connection == LOCAL:
+                continue
+            for hop in gateway_chain(self._connection_for(node)):
+                name = hop.host if int(hop.port or 22) == 22 else f"[{hop.host}]:{hop.port}"
+                if not recorded.lookup(name):
+                    missing[name] = None
+        return list(missing)
+
     def _known_hosts(self, path: Path) -> paramiko.HostKeys:
         """known_hosts parsed once, again when it changes (`accept-new` appends to it)."""
         stat = path.stat()
