@@ -152,7 +152,7 @@ class FactsCampaign:
         with self._lock:
             if not self._facts:
                 nodes = self.inventory.nodes
-                with phase(self.progress, f"facts from {len(nodes)} nodes") as outcome:
+                with phase(self.progress, _facts_from(nodes)) as outcome:
                     results = self._fan_out() if self._arrivals else self._fan_out_at_once()
                     down = sum(1 for f in results.values() if f.result.unreachable)
                     outcome.text = f"{len(results) - down} answered, {down} unreachable"
@@ -188,7 +188,7 @@ class FactsCampaign:
 
     def _fan_out_nodes(self, nodes: list[Node]) -> dict[str, NodeFacts]:
         expect = self.inventory.expect
-        with phase(self.progress, f"facts from {len(nodes)} nodes") as outcome:
+        with phase(self.progress, _facts_from(nodes)) as outcome:
             results = self.transport.run_on_all(
                 lambda node: facts_command(node, expect), nodes=[n.name for n in nodes]
             )
@@ -420,3 +420,8 @@ class _PartitionedFacts(Mapping[str, NodeFacts]):
 
     def __len__(self) -> int:
         return len(self._partition.names)
+
+
+def _facts_from(nodes: list) -> str:
+    """The facts phase's progress label: `facts from 1 node`, `facts from 64 nodes`."""
+    return f"facts from {len(nodes)} node{'' if len(nodes) == 1 else 's'}"
