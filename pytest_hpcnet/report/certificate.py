@@ -35,6 +35,7 @@ from pytest_hpcnet.report.certificate_header import (
     certified_verdict,
     run_facts,
     scope_line,
+    unsigned_evidence_line,
     verdict_reasons,
 )
 from pytest_hpcnet.report.certificate_node_facts import (
@@ -68,10 +69,12 @@ from pytest_hpcnet.report.certificate_summary import (
 from pytest_hpcnet.report.certificate_versions import (
     ToolVersions,
     describe_nodes,
+    tool_commit,
     version_rows,
     versions_table,
 )
 from pytest_hpcnet.report.evidence import (
+    INVENTORY_COPY,
     RunSummary,
     _write_atomic,
     count_verdicts,
@@ -81,6 +84,7 @@ from pytest_hpcnet.report.evidence import (
     redact_data,
     run_date_of,
     utc_now,
+    write_inventory_copy,
 )
 from pytest_hpcnet.report.heatmap import (
     MAX_HEATMAP_NODES,
@@ -137,7 +141,9 @@ class CertificateContext(BaseModel):
     vswitch_id: str = ""
     zone: str = ""
     nodes: list[NodeInfo] = Field(default_factory=list)
-    operator: str = ""
+    operator: str = ""  # the person who ran it ("" when none was named)
+    login: str = ""  # the controller's user@host: where it ran, not who answers for it
+    inventory_copy: str = ""  # the inventory's text, put in the bundle redacted
     contacts: list[Contact] = Field(default_factory=list)
     inventory_sha256: str = ""
     expectations_sha256: str = ""
@@ -152,8 +158,8 @@ class CertificateContext(BaseModel):
 
 
 def generator_info() -> dict[str, str]:
-    """Name and version of what renders the certificate."""
-    return {"name": "pytest_hpcnet", "version": __version__}
+    """Name, version and (where known) git commit of what renders the certificate."""
+    return {"name": "pytest_hpcnet", "version": __version__, "commit": tool_commit()}
 
 
 def _as_context(context: CertificateContext | Mapping[str, Any] | None) -> CertificateContext:
@@ -217,6 +223,8 @@ def build_facts(
             sorted(Counter(n.instance_type for n in ctx.nodes if n.instance_type).items())
         ),
         "operator": ctx.operator,
+        "login": ctx.login,
+        "inventory_copy": INVENTORY_COPY if (root / INVENTORY_COPY).is_file() else "",
         "started_at": started.isoformat() if isinstance(started, datetime) else None,
         "ended_at": ended.isoformat() if isinstance(ended, datetime) else None,
         "run_date": run_date.isoformat(),
@@ -248,6 +256,7 @@ def _environment() -> Environment:
             "names": name_list,
             "threshold": format_threshold,
             "count": counted,
+            "unsigned_evidence": unsigned_evidence_line,
         },
         {"fact_titles": FACT_TITLES, "lab_notice": LAB_NOTICE, "node_titles": NODE_TITLES},
     )
@@ -435,7 +444,10 @@ def render_certificate(
     `certificate.html` for a closed (or interrupted) run; return the page's path. Sign
     afterwards; any later change to the bundle breaks it."""
     root = Path(run_dir)
-    facts = build_facts(root, context)
+    ctx = _as_context(context)
+    if ctx.inventory_copy:
+        write_inventory_copy(root, ctx.inventory_copy)
+    facts = build_facts(root, ctx)
     _write_atomic(root / EVIDENCE_HTML, render_evidence(root, facts).encode("utf-8"))
     facts["evidence_files"] = bundle_manifest(root)
     facts[DIGEST_KEY] = compute_digest(facts["evidence_files"], facts)
