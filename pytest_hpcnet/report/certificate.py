@@ -20,6 +20,7 @@ from markupsafe import Markup
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_hpcnet import __version__
+from pytest_hpcnet.inventory.models import Waiver
 from pytest_hpcnet.redact import redact
 from pytest_hpcnet.report.certificate_evidence import evidence_sections
 from pytest_hpcnet.report.certificate_format import (
@@ -116,8 +117,9 @@ ROW_CAPS: dict[str, tuple[int, int]] = {
     "excluded": (5, 1),
     "versions": (4, 1),
     "node_groups": (3, 1),
-    "waivers": (5, 1),
 }
+#: The failures a waiver covered that the signed pages name (the rest: counted, in the appendix).
+WAIVER_COVERED_SHOWN = 4
 ROW_BUDGET = 10
 PAGE_ROWS = 38
 
@@ -144,6 +146,7 @@ class CertificateContext(BaseModel):
     operator: str = ""  # the person who ran it ("" when none was named)
     login: str = ""  # the controller's user@host: where it ran, not who answers for it
     inventory_copy: str = ""  # the inventory's text, put in the bundle redacted
+    waivers: list[Waiver] = Field(default_factory=list)  # the inventory's, each listed once
     contacts: list[Contact] = Field(default_factory=list)
     inventory_sha256: str = ""
     expectations_sha256: str = ""
@@ -240,7 +243,7 @@ def build_facts(
             f.model_dump(mode="json")
             for f in node_facts(records, names, {n.name: n.instance_type for n in ctx.nodes})
         ],
-        "waivers": [w.model_dump(mode="json") for w in waiver_rows(records, run_date)],
+        "waivers": [w.model_dump(mode="json") for w in waiver_rows(records, run_date, ctx.waivers)],
         "contacts": [c.model_dump(mode="json") for c in ctx.contacts],
     }
     return json.loads(json.dumps(redact_data(facts)))
@@ -421,10 +424,11 @@ def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> st
                     "excluded": page["excluded"],
                     "versions": page["version_rows"],
                     "node_groups": node_groups(facts.get("node_facts", [])),
-                    "waivers": facts.get("waivers", []),
                 },
                 max(ROW_BUDGET, PAGE_ROWS - judged),
             ),
+            waivers=facts.get("waivers", []),
+            covered_shown=WAIVER_COVERED_SHOWN,
             pair_suspects=pair_suspects,
             needed=page["needed"],
             appendix=EVIDENCE_HTML,

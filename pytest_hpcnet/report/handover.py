@@ -52,6 +52,7 @@ def run_context(
         operator=(operator or inv.cluster.operator or "").strip(),
         login=f"{getpass.getuser()}@{socket.gethostname()}",
         inventory_copy=_inventory_text(inv.path),
+        waivers=list(inv.waivers),
         contacts=[{"name": c.name, "role": c.role or ""} for c in inv.cluster.contacts],
         inventory_sha256=inv.sha256,
         expectations_sha256=inv.expect_sha256,

@@ -113,3 +113,13 @@ def test_the_tools_version_and_commit_are_on_the_certificate(tmp_path):
     footer = re.search(r"<footer>(.*?)</footer>", (out / "certificate.html").read_text(), re.S)
     assert f"pytest_hpcnet {__version__}" in footer.group(1)
     assert f"commit {head[:12]}" in footer.group(1)
+
+
+def test_the_inventorys_waivers_reach_the_certificate_even_when_they_matched_nothing(tmp_path):
+    text = INVENTORY + (
+        "waivers:\n"
+        "  - {check: 'mtu[gpu-a]', reason: NIC swap booked, by: Ops lead, expires: 2026-12-15}\n"
+    )
+    (waiver,) = facts_of(run(tmp_path, text))["waivers"]
+    assert waiver["check"] == "mtu[gpu-a]" and waiver["by"] == "Ops lead"
+    assert waiver["note"] == "matched nothing in this run"
