@@ -119,7 +119,7 @@ ROW_CAPS: dict[str, tuple[int, int]] = {
     "node_groups": (3, 1),
 }
 #: The failures a waiver covered that the signed pages name (the rest: counted, in the appendix).
-WAIVER_COVERED_SHOWN = 4
+WAIVER_COVERED_SHOWN = 2
 ROW_BUDGET = 10
 PAGE_ROWS = 38
 
@@ -297,6 +297,41 @@ def fit_rows(lists: Mapping[str, Sequence[Any]], budget: int = ROW_BUDGET) -> di
     }
 
 
+def waiver_groups(waivers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The waivers as the signed pages list them: each once, those granted by the same
+    person for the same reason until the same day sharing a row (their checks listed,
+    what each covered named by its check)."""
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for waiver in waivers:
+        key = (waiver["reason"], waiver["by"], waiver["expires"], waiver["expired"])
+        group = groups.setdefault(
+            key,
+            {
+                "checks": [],
+                "reason": waiver["reason"],
+                "by": waiver["by"],
+                "expires": waiver["expires"],
+                "expired": waiver["expired"],
+                "covered": [],
+                "waived": 0,
+                "notes": [],
+            },
+        )
+        group["checks"].append(waiver["check"])
+        group["waived"] += len(waiver["covered"]) if waiver["applied"] else 0
+        group["covered"].append((waiver["check"], waiver["covered"]))
+        if waiver["note"] and not waiver["expired"] and waiver["note"] not in group["notes"]:
+            group["notes"].append(waiver["note"])
+    for group in groups.values():
+        alone = len(group["checks"]) == 1
+        group["covered"] = [
+            item if alone else f"{check.split('[', 1)[0]} {item}"
+            for check, items in group["covered"]
+            for item in items
+        ]
+    return list(groups.values())
+
+
 def _scope_entries(facts: Mapping[str, Any], key: str) -> list[ScopeGroup]:
     return scope_groups(ScopeEntry.model_validate(e) for e in facts["scope"].get(key, []))
 
@@ -410,6 +445,7 @@ def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> st
     page = _page_context(root, facts)
     pair_suspects = sorted({n for p in page["pairs"] for n in p.suspects})
     judged = sum(r.verdict not in ("skipped", "not_run") for r in page["rows"])
+    waivers = waiver_groups(facts.get("waivers", []))
     html = (
         _environment()
         .get_template("certificate.html.j2")
@@ -425,9 +461,9 @@ def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> st
                     "versions": page["version_rows"],
                     "node_groups": node_groups(facts.get("node_facts", [])),
                 },
-                max(ROW_BUDGET, PAGE_ROWS - judged),
+                max(ROW_BUDGET, PAGE_ROWS - judged) - len(waivers),
             ),
-            waivers=facts.get("waivers", []),
+            waivers=waivers,
             covered_shown=WAIVER_COVERED_SHOWN,
             pair_suspects=pair_suspects,
             needed=page["needed"],
