@@ -297,12 +297,17 @@ def fit_rows(lists: Mapping[str, Sequence[Any]], budget: int = ROW_BUDGET) -> di
     }
 
 
+LEGACY_WAIVER = {"check": "", "check_id": "", "expired": False, "covered": [], "note": ""}
+
+
 def waiver_groups(waivers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The waivers as the signed pages list them: each once, those granted by the same
     person for the same reason until the same day sharing a row (their checks listed,
     what each covered named by its check)."""
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for waiver in waivers:
+    for found in waivers:
+        waiver = {**LEGACY_WAIVER, **found}  # a bundle rendered before `covered` was recorded
+        waiver["check"] = waiver["check"] or waiver["check_id"]
         key = (waiver["reason"], waiver["by"], waiver["expires"], waiver["expired"])
         group = groups.setdefault(
             key,

@@ -161,3 +161,29 @@ def test_one_waiver_over_a_waived_and_an_unmeasured_subject_is_one_row():
 def test_thresholds_never_read_true_false_or_none(threshold, comparison, shown):
     m = Measurement(name="x", value=1, threshold=threshold, comparison=comparison)
     assert format_threshold(m) == shown
+
+
+def test_facts_written_before_the_waiver_figures_and_the_operators_login_still_render(tmp_path):
+    import json
+
+    from pytest_hpcnet.report.certificate import render_html
+
+    rendered(tmp_path)
+    run = tmp_path / "run"
+    facts = json.loads((run / "certificate.json").read_text())
+    for key in ("unsigned_inputs", "login", "inventory_copy"):
+        facts.pop(key)
+    facts["generator"].pop("commit")
+    facts["waivers"] = [
+        {
+            "check_id": "mtu",
+            "subject": "gpu-b",
+            "reason": "NIC swap booked",
+            "by": "Ops lead",
+            "expires": "2026-12-15",
+            "applied": True,
+            "note": "",
+        }
+    ]
+    page = render_html(run, facts)
+    assert "NIC swap booked" in page and "Carol Operator" in page
