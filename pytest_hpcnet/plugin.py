@@ -57,6 +57,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Ed25519 private key: sign the certificate's evidence digest",
     )
     group.addoption(
+        "--hpcnet-operator",
+        metavar='"NAME <MAIL>"',
+        help="the person running the acceptance, named on the certificate "
+        "(default: the inventory's cluster.operator)",
+    )
+    group.addoption(
         "--hpcnet-baseline",
         metavar="RUN",
         help="previous run folder (or its evidence.jsonl/summary.json), or auto (the last good run "

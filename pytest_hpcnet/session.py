@@ -562,7 +562,12 @@ class HpcnetState:
         # one process that renders, never by an xdist worker
         from pytest_hpcnet.report.handover import finish_run, run_context
 
-        context = run_context(self.inventory, self.placement(), self.unreachable)
+        context = run_context(
+            self.inventory,
+            self.placement(),
+            self.unreachable,
+            operator=self.config.getoption("hpcnet_operator"),
+        )
         self.certificate = finish_run(
             self.run_dir,
             context,

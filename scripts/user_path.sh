@@ -81,7 +81,7 @@ lab_run() {  # $1: venv; $2: "audit" (the lab's control plane in scope) or "no-s
   [ "$status" -eq 0 ] || fail "the lab run exited $status"
   # the whole suite: a handover verdict, marked as lab evidence; with the SDK the audit runs
   # against the lab's own control plane, without it the lab inventory leaves it out, saying why
-  grep -q "^verdict: ACCEPTED$" <<<"$out" || fail "the lab run was not ACCEPTED"
+  grep -q "^verdict: LAB ACCEPTED$" <<<"$out" || fail "the lab run was not ACCEPTED"
   if [ "$scope" = audit ]; then
     if grep -q "not in scope: cloud_audit" <<<"$out"; then fail "cloud_audit left out"; fi
     grep -Eq '"check_id": ?"cloud_audit".*"verdict": ?"pass"' "$run/evidence.jsonl" \
@@ -120,7 +120,7 @@ out=$(cd "$work/unrelated" && "$work/venv-ansible/bin/pytest" -p no:cacheprovide
   --hpcnet-inventory "$work/lab.yaml" --hpcnet-reports-dir "$work/ansible-reports" 2>&1) \
   || status=$?
 grep -E "^(checks|verdict): " <<<"$out" || true
-[ "$status" -eq 0 ] && grep -q "^verdict: PASSED (static checks passed" <<<"$out" \
+[ "$status" -eq 0 ] && grep -q "^verdict: LAB PASSED (static checks passed" <<<"$out" \
   || fail "$(tail -n 30 <<<"$out")"
 out=$(cd "$work/unrelated" && "$work/venv-ansible/bin/pytest" -p no:cacheprovider \
   --inventory "$work/lab.yaml" 2>&1) || true
@@ -158,7 +158,7 @@ out=$(cd "$work" && "$work/venv/bin/pytest" --hpcnet-inventory "$work/lab.yaml" 
   || status=$?
 grep -E "^(checks|verdict): " <<<"$out" || true
 # -m static is a partial run: PASSED, never a handover certificate
-[ "$status" -eq 0 ] && grep -q "^verdict: PASSED (static checks passed, not a handover certificate)" \
+[ "$status" -eq 0 ] && grep -q "^verdict: LAB PASSED (static checks passed, not a handover certificate)" \
   <<<"$out" || fail "$(tail -n 30 <<<"$out")"
 grep -Eq '"check_id": ?"site_uname"' "$work"/site-reports/*/evidence.jsonl || fail "no site evidence"
 for example in site_kernel site_mounts; do  # the README's examples ran and were recorded

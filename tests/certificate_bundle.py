@@ -322,3 +322,130 @@ def write_crowded_bundle(run_dir: Path, count: int, lab: bool = False) -> Path:
         "requirements": [{"check_id": c, "requirement": r} for c, r in specs],
     }
     return render_certificate(bundle.run_dir, context)
+
+
+PRINT_WAIVERS = (
+    Waiver(
+        check="mtu[node01]",
+        reason="NIC swap booked (ticket 4411)",
+        by="Ops lead",
+        expires=date(2026, 12, 20),
+    ),
+    Waiver(
+        check="ib_write_bw",
+        reason="vendor: switch firmware 4.2 pending",
+        by="Vendor QA",
+        expires=date(2026, 12, 28),
+    ),
+    Waiver(
+        check="gpu_health[node01 GPU 3]", reason="RMA 991 open", by="QA", expires=date(2026, 12, 31)
+    ),
+    Waiver(
+        check="tuning", reason="sysctl rollout next week", by="Platform", expires=date(2026, 11, 20)
+    ),
+)
+
+
+def write_print_case(
+    run_dir: Path, verdict: str, count: int, judged: int = 0, waivers: int = len(PRINT_WAIVERS)
+) -> Path:
+    """A handover bundle as a person signs it: every requirement of the registry judged on
+    every node, the inventory's waivers (one waiving node01's MTU, one expired), and
+    REJECTED: a third of the nodes failing each requirement, failing pairs; INCOMPLETE: the
+    last node unreachable and a bound unset; ACCEPTED: nothing else. `judged`: only the
+    first requirements judged, the others not applicable (as on a cluster without GPUs);
+    `waivers`: the inventory declares only the first (at least the one waiving the MTU)."""
+    from pytest_hpcnet.requirements.registry import certificate_specs
+
+    nodes = node_names(count)
+    specs = certificate_specs()
+    bundle_skips: list[tuple[str, str]] = []
+    for check_id, requirement in specs[judged or len(specs) :]:
+        bundle_skips.append((check_id, requirement))
+    specs = specs[: judged or len(specs)]
+    unreachable = [nodes[-1]] if verdict == "INCOMPLETE" else []
+    bundle = EvidenceBundle(run_dir)
+    for check_id, requirement in bundle_skips:
+        bundle.append(
+            _record(
+                check_id,
+                requirement,
+                "cluster",
+                "skipped",
+                kind="cluster",
+                message="not applicable: the inventory expects nothing here",
+            )
+        )
+    for number, (check_id, requirement) in enumerate(specs):
+        for index, node in enumerate(nodes):
+            waived = check_id == "mtu" and index == 0
+            bad = waived or (verdict == "REJECTED" and (index + number) % 3 == 0)
+            state = "waived" if waived else "fail" if bad else "pass"
+            if node in unreachable:
+                state, bad = "not_measured", False
+            bundle.append(
+                _record(
+                    check_id,
+                    requirement,
+                    node,
+                    state,
+                    measured=[]
+                    if node in unreachable
+                    else [_m("value", 100.0 - number if bad else 200.0, "Gb/s", 150.0, ">=")],
+                    message=f"{node}: unreachable (connection refused)"
+                    if node in unreachable
+                    else "",
+                    tool_versions={"kernel": KERNEL, "fio": "3.36"},
+                    waiver=PRINT_WAIVERS[0] if waived else None,
+                )
+            )
+    if verdict != "ACCEPTED" and count > 1:
+        for index, node in enumerate(nodes):
+            target = nodes[(index + 1) % count]
+            slow = verdict == "REJECTED"
+            bundle.append(
+                _record(
+                    "ib_write_bw",
+                    "RDMA write bandwidth (ib_write_bw)",
+                    f"{node}->{target}",
+                    "fail" if slow else "pass",
+                    kind="pair",
+                    measured=[_m("bw_avg", 90.0 + index if slow else 196.0, "Gb/s", 180.0, ">=")],
+                )
+            )
+    if verdict == "INCOMPLETE":
+        bundle.append(
+            _record(
+                "nccl_busbw",
+                "NCCL bus bandwidth",
+                "cluster",
+                "not_measured",
+                kind="cluster",
+                message="no bound set (expect.nccl.min_busbw_largest_gbs)",
+            )
+        )
+    bundle.close(
+        RunSummary(
+            run_id=run_dir.name,
+            cluster="prod-gpu-01",
+            started_at=START,
+            profile="ebmgn8v",
+            unreachable_nodes=unreachable,
+            scope=RunScope(required=[c for c, _ in specs]),
+        )
+    )
+    specs = certificate_specs()
+    context = {
+        "cluster": "prod-gpu-01",
+        "region": "cn-wulanchabu",
+        "zone": "cn-wulanchabu-c",
+        "operator": "Dana Ops <dana@example.com>",
+        "nodes": [{"name": n, "instance_type": "ecs.ebmgn8v.48xlarge"} for n in nodes],
+        "contacts": [
+            {"name": "Alice Provider", "role": "Alibaba Cloud SA"},
+            {"name": "Bob Customer", "role": "Platform lead"},
+        ],
+        "requirements": [{"check_id": c, "requirement": r} for c, r in specs],
+        "waivers": [w.model_dump() for w in PRINT_WAIVERS[: max(1, waivers)]],
+    }
+    return render_certificate(bundle.run_dir, context)

@@ -135,6 +135,7 @@ class ClusterInfo(Strict):
     name: str
     region: str
     description: str | None = None
+    operator: str | None = None  # who runs the acceptance ("Name <mail>"), for the certificate
     contacts: list[Contact] = Field(default_factory=list)
 
 

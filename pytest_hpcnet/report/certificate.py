@@ -20,6 +20,7 @@ from markupsafe import Markup
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_hpcnet import __version__
+from pytest_hpcnet.inventory.models import Waiver
 from pytest_hpcnet.redact import redact
 from pytest_hpcnet.report.certificate_evidence import evidence_sections
 from pytest_hpcnet.report.certificate_format import (
@@ -35,6 +36,7 @@ from pytest_hpcnet.report.certificate_header import (
     certified_verdict,
     run_facts,
     scope_line,
+    unsigned_evidence_line,
     verdict_reasons,
 )
 from pytest_hpcnet.report.certificate_node_facts import (
@@ -68,10 +70,12 @@ from pytest_hpcnet.report.certificate_summary import (
 from pytest_hpcnet.report.certificate_versions import (
     ToolVersions,
     describe_nodes,
+    tool_commit,
     version_rows,
     versions_table,
 )
 from pytest_hpcnet.report.evidence import (
+    INVENTORY_COPY,
     RunSummary,
     _write_atomic,
     count_verdicts,
@@ -81,6 +85,7 @@ from pytest_hpcnet.report.evidence import (
     redact_data,
     run_date_of,
     utc_now,
+    write_inventory_copy,
 )
 from pytest_hpcnet.report.heatmap import (
     MAX_HEATMAP_NODES,
@@ -112,8 +117,9 @@ ROW_CAPS: dict[str, tuple[int, int]] = {
     "excluded": (5, 1),
     "versions": (4, 1),
     "node_groups": (3, 1),
-    "waivers": (5, 1),
 }
+#: The failures a waiver covered that the signed pages name (the rest: counted, in the appendix).
+WAIVER_COVERED_SHOWN = 2
 ROW_BUDGET = 10
 PAGE_ROWS = 38
 
@@ -137,7 +143,10 @@ class CertificateContext(BaseModel):
     vswitch_id: str = ""
     zone: str = ""
     nodes: list[NodeInfo] = Field(default_factory=list)
-    operator: str = ""
+    operator: str = ""  # the person who ran it ("" when none was named)
+    login: str = ""  # the controller's user@host: where it ran, not who answers for it
+    inventory_copy: str = ""  # the inventory's text, put in the bundle redacted
+    waivers: list[Waiver] = Field(default_factory=list)  # the inventory's, each listed once
     contacts: list[Contact] = Field(default_factory=list)
     inventory_sha256: str = ""
     expectations_sha256: str = ""
@@ -152,8 +161,8 @@ class CertificateContext(BaseModel):
 
 
 def generator_info() -> dict[str, str]:
-    """Name and version of what renders the certificate."""
-    return {"name": "pytest_hpcnet", "version": __version__}
+    """Name, version and (where known) git commit of what renders the certificate."""
+    return {"name": "pytest_hpcnet", "version": __version__, "commit": tool_commit()}
 
 
 def _as_context(context: CertificateContext | Mapping[str, Any] | None) -> CertificateContext:
@@ -217,6 +226,8 @@ def build_facts(
             sorted(Counter(n.instance_type for n in ctx.nodes if n.instance_type).items())
         ),
         "operator": ctx.operator,
+        "login": ctx.login,
+        "inventory_copy": INVENTORY_COPY if (root / INVENTORY_COPY).is_file() else "",
         "started_at": started.isoformat() if isinstance(started, datetime) else None,
         "ended_at": ended.isoformat() if isinstance(ended, datetime) else None,
         "run_date": run_date.isoformat(),
@@ -232,7 +243,7 @@ def build_facts(
             f.model_dump(mode="json")
             for f in node_facts(records, names, {n.name: n.instance_type for n in ctx.nodes})
         ],
-        "waivers": [w.model_dump(mode="json") for w in waiver_rows(records, run_date)],
+        "waivers": [w.model_dump(mode="json") for w in waiver_rows(records, run_date, ctx.waivers)],
         "contacts": [c.model_dump(mode="json") for c in ctx.contacts],
     }
     return json.loads(json.dumps(redact_data(facts)))
@@ -248,6 +259,7 @@ def _environment() -> Environment:
             "names": name_list,
             "threshold": format_threshold,
             "count": counted,
+            "unsigned_evidence": unsigned_evidence_line,
         },
         {"fact_titles": FACT_TITLES, "lab_notice": LAB_NOTICE, "node_titles": NODE_TITLES},
     )
@@ -283,6 +295,46 @@ def fit_rows(lists: Mapping[str, Sequence[Any]], budget: int = ROW_BUDGET) -> di
         name: {"shown": list(items[: limits[name]]), "more": len(items) - limits[name]}
         for name, items in lists.items()
     }
+
+
+LEGACY_WAIVER = {"check": "", "check_id": "", "expired": False, "covered": [], "note": ""}
+
+
+def waiver_groups(waivers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The waivers as the signed pages list them: each once, those granted by the same
+    person for the same reason until the same day sharing a row (their checks listed,
+    what each covered named by its check)."""
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for found in waivers:
+        waiver = {**LEGACY_WAIVER, **found}  # a bundle rendered before `covered` was recorded
+        waiver["check"] = waiver["check"] or waiver["check_id"]
+        key = (waiver["reason"], waiver["by"], waiver["expires"], waiver["expired"])
+        group = groups.setdefault(
+            key,
+            {
+                "checks": [],
+                "reason": waiver["reason"],
+                "by": waiver["by"],
+                "expires": waiver["expires"],
+                "expired": waiver["expired"],
+                "covered": [],
+                "waived": 0,
+                "notes": [],
+            },
+        )
+        group["checks"].append(waiver["check"])
+        group["waived"] += len(waiver["covered"]) if waiver["applied"] else 0
+        group["covered"].append((waiver["check"], waiver["covered"]))
+        if waiver["note"] and not waiver["expired"] and waiver["note"] not in group["notes"]:
+            group["notes"].append(waiver["note"])
+    for group in groups.values():
+        alone = len(group["checks"]) == 1
+        group["covered"] = [
+            item if alone else f"{check.split('[', 1)[0]} {item}"
+            for check, items in group["covered"]
+            for item in items
+        ]
+    return list(groups.values())
 
 
 def _scope_entries(facts: Mapping[str, Any], key: str) -> list[ScopeGroup]:
@@ -398,6 +450,7 @@ def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> st
     page = _page_context(root, facts)
     pair_suspects = sorted({n for p in page["pairs"] for n in p.suspects})
     judged = sum(r.verdict not in ("skipped", "not_run") for r in page["rows"])
+    waivers = waiver_groups(facts.get("waivers", []))
     html = (
         _environment()
         .get_template("certificate.html.j2")
@@ -412,10 +465,11 @@ def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> st
                     "excluded": page["excluded"],
                     "versions": page["version_rows"],
                     "node_groups": node_groups(facts.get("node_facts", [])),
-                    "waivers": facts.get("waivers", []),
                 },
-                max(ROW_BUDGET, PAGE_ROWS - judged),
+                max(ROW_BUDGET, PAGE_ROWS - judged) - len(waivers),
             ),
+            waivers=waivers,
+            covered_shown=WAIVER_COVERED_SHOWN,
             pair_suspects=pair_suspects,
             needed=page["needed"],
             appendix=EVIDENCE_HTML,
@@ -435,7 +489,10 @@ def render_certificate(
     `certificate.html` for a closed (or interrupted) run; return the page's path. Sign
     afterwards; any later change to the bundle breaks it."""
     root = Path(run_dir)
-    facts = build_facts(root, context)
+    ctx = _as_context(context)
+    if ctx.inventory_copy:
+        write_inventory_copy(root, ctx.inventory_copy)
+    facts = build_facts(root, ctx)
     _write_atomic(root / EVIDENCE_HTML, render_evidence(root, facts).encode("utf-8"))
     facts["evidence_files"] = bundle_manifest(root)
     facts[DIGEST_KEY] = compute_digest(facts["evidence_files"], facts)

@@ -88,16 +88,32 @@ def format_value(value: Any, unit: str = "") -> str:
 
 def format_threshold(measurement: Measurement) -> str:
     """`≥ 180 Gb/s`, `= 9000 bytes`, `≥ 12 MiB`, `none` (`== 0` of a counted unit),
-    `one of 4096, 8500`; empty where there is no threshold."""
+    `one of 4096, 8500`, `yes` / `no` for a truth value (never `= True`); empty where there
+    is no threshold."""
     threshold, comparison = measurement.threshold, measurement.comparison
     if threshold is None or comparison is None:
         return ""
     if isinstance(threshold, list):
-        allowed = ", ".join(format_value(v) for v in threshold)
+        allowed = ", ".join(_word(v) or format_value(v) for v in threshold)
         return f"one of {allowed}" + (f" {measurement.unit}" if measurement.unit else "")
+    if comparison == "==" and _word(threshold):
+        return _word(threshold)
     if comparison == "==" and number_of(threshold) == 0 and measurement.unit in _SINGULAR:
         return f"no {measurement.unit}"
     return f"{SYMBOL.get(comparison, comparison)} {format_value(threshold, measurement.unit)}"
+
+
+def _word(value: Any) -> str:
+    """`yes`, `no`, `none` for a bound that is a truth value or nothing; "" otherwise."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "none"
+    return _WORDS.get(value.strip().lower(), "") if isinstance(value, str) else ""
+
+
+#: Python's and YAML's words for truth values and nothing, as a bound reads on a page.
+_WORDS = {"true": "yes", "false": "no", "none": "none", "null": "none"}
 
 
 def format_margin(margin: float | None) -> str:

@@ -70,6 +70,21 @@ def verdict_reasons(
     return reasons
 
 
+def unsigned_inputs(summary: RunSummary | None) -> list[str]:
+    """The partition runs whose evidence was merged unsigned, as the summary names them."""
+    extra = (summary.model_extra or {}) if summary is not None else {}
+    return [str(run) for run in extra.get("unsigned_inputs") or []]
+
+
+def unsigned_evidence_line(run_ids: Sequence[str]) -> str:
+    """What the certificate and `hpcnet verify` say beside a signature over evidence merged
+    unsigned."""
+    return (
+        f"the evidence of {', '.join(run_ids)} was not signed (merged with --allow-unsigned): "
+        "the signature covers the merge, not who produced that evidence"
+    )
+
+
 def run_facts(summary: RunSummary | None) -> dict[str, Any]:
     """The summary's profile, lab marking and scope, as certificate facts."""
     scope = summary.scope if summary is not None else RunScope()
@@ -78,6 +93,7 @@ def run_facts(summary: RunSummary | None) -> dict[str, Any]:
         "profile_sources": dict(summary.profile_sources) if summary is not None else {},
         "lab": bool(summary.lab) if summary is not None else False,
         "scope": scope.model_dump(mode="json"),
+        "unsigned_inputs": unsigned_inputs(summary),
         **_history(summary),
     }
 

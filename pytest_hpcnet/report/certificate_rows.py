@@ -10,8 +10,10 @@ from datetime import date
 
 from pydantic import BaseModel, Field
 
+from pytest_hpcnet.inventory.models import Waiver
 from pytest_hpcnet.report.certificate_format import (
     format_threshold,
+    format_value,
     headroom,
     out_of_bound,
     pair_nodes,
@@ -87,15 +89,16 @@ class NodeRow(BaseModel):
 
 
 class WaiverRow(BaseModel):
-    """One waiver of the run and whether it applied on the run date."""
+    """One waiver (as the inventory declares it) and what it did on the run date."""
 
-    check_id: str
-    subject: str
+    check: str  # what it names: `id`, `id[node]`, `id[node device]`
     reason: str
     by: str
     expires: str = ""
-    applied: bool = True
-    note: str = ""  # why a valid waiver did not apply: the check passed, or was not measured
+    applied: bool = False  # it waived at least one failure
+    expired: bool = False
+    covered: list[str] = Field(default_factory=list)  # the failures under it, with figures
+    note: str = ""  # what it did not cover, or why it waived nothing
 
 
 UNGOOD = ("fail", "not_measured", "error")
@@ -272,26 +275,74 @@ def node_rows(
     return list(rows.values())
 
 
-def waiver_rows(records: Iterable[CheckRecord], run_date: date) -> list[WaiverRow]:
-    """Every waiver the evidence carries; expired ones are marked as not applied."""
-    return [
-        WaiverRow(
-            check_id=r.check_id,
-            subject=r.subject,
-            reason=r.waiver.reason,
-            by=r.waiver.by or "",
-            expires=r.waiver.expires.isoformat() if r.waiver.expires else "",
-            applied=r.waiver.applies_on(run_date) and r.verdict in ("fail", "waived"),
-            note=WAIVER_NOTES.get(r.verdict, "") if r.waiver.applies_on(run_date) else "",
-        )
-        for r in records
-        if r.waiver is not None
+def _covered(record: CheckRecord) -> list[str]:
+    """A failure under a waiver: each measurement out of bound with its figure and bound,
+    else the record's first line."""
+    shown = [
+        f"{record.subject}{' ' + m.subject if m.subject else ''}: {m.name} "
+        f"{format_value(m.value, m.unit)} (needs {format_threshold(m) or 'a bound'})"
+        for m in record.measured
+        if out_of_bound(m)
     ]
+    if shown:
+        return shown
+    line = next((part.strip() for part in record.message.splitlines() if part.strip()), "")
+    return [f"{record.subject}: {line or 'failed'}"]
 
 
-WAIVER_NOTES = {
-    "not_measured": "NOT APPLIED: not measured (a waiver covers a failure, never a gap)",
-    "error": "NOT APPLIED: the check errored",
-    "pass": "not needed: the check passed",
-    "skipped": "not needed: the check was skipped",
-}
+def _waiver_key(waiver: Waiver, check_id: str = "") -> tuple[str, str, str, str]:
+    return (waiver.check or check_id, waiver.reason, waiver.by or "", waiver.expires.isoformat())
+
+
+def waiver_rows(
+    records: Iterable[CheckRecord], run_date: date, declared: Iterable[Waiver] = ()
+) -> list[WaiverRow]:
+    """Every waiver once: those the inventory declares (in its order), then any other the
+    evidence carries (a merged run's); each with the failures it waived, with their figures,
+    or why it waived nothing (expired, the check passed, not measured, nothing matched)."""
+    rows: dict[tuple[str, str, str, str], WaiverRow] = {}
+    gaps: dict[tuple[str, str, str, str], list[str]] = {}
+    passed: dict[tuple[str, str, str, str], int] = {}
+
+    def row_of(waiver: Waiver, check_id: str = "") -> WaiverRow:
+        key = _waiver_key(waiver, check_id)
+        if key not in rows:
+            rows[key] = WaiverRow(
+                check=key[0],
+                reason=waiver.reason,
+                by=waiver.by or "",
+                expires=key[3],
+                expired=not waiver.applies_on(run_date),
+            )
+        return rows[key]
+
+    for waiver in declared:
+        row_of(waiver)
+    for record in records:
+        if record.waiver is None:
+            continue
+        row = row_of(record.waiver, record.check_id)
+        key = _waiver_key(record.waiver, record.check_id)
+        verdict = effective_verdict(record, run_date)
+        if verdict in ("fail", "waived"):
+            row.covered.extend(c for c in _covered(record) if c not in row.covered)
+            row.applied = row.applied or verdict == "waived"
+        elif verdict in ("not_measured", "error"):
+            gaps.setdefault(key, []).append(record.subject)
+        else:
+            passed[key] = passed.get(key, 0) + 1
+    for key, row in rows.items():
+        notes = []
+        if row.expired:
+            notes.append("EXPIRED — NOT APPLIED")
+        if key in gaps:
+            notes.append(
+                f"NOT APPLIED to {', '.join(gaps[key])}: not measured or errored "
+                "(a waiver covers a failure, never a gap)"
+            )
+        if not row.covered and key in passed and not row.expired:
+            notes.append("not needed: what it names passed")
+        if not row.covered and key not in passed and key not in gaps:
+            notes.append("matched nothing in this run")
+        row.note = "; ".join(notes)
+    return list(rows.values())

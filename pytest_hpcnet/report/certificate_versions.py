@@ -3,7 +3,13 @@ nodes agree, mismatches and unread versions named by node."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import json
+import subprocess
 from collections.abc import Iterable, Sequence
+from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
@@ -109,3 +115,29 @@ def version_rows(table: Sequence[ToolVersions]) -> list[VersionRow]:
         grouped.setdefault(tuple(cells), []).append(node)
     rows = [VersionRow(nodes=nodes, cells=list(cells)) for cells, nodes in grouped.items()]
     return sorted(rows, key=lambda r: (-len(r.nodes), r.nodes))
+
+
+@functools.cache
+def tool_commit() -> str:
+    """The git commit pytest_hpcnet was installed from, where known: pip's record of a
+    `git+` install, else the checkout the package runs from ("" when neither says)."""
+    with contextlib.suppress(PackageNotFoundError, ValueError, TypeError):
+        text = distribution("pytest_hpcnet").read_text("direct_url.json")
+        commit = json.loads(text or "{}").get("vcs_info", {}).get("commit_id", "")
+        if commit:
+            return str(commit)
+    checkout = Path(__file__).resolve().parents[2]
+    if not (checkout / ".git").exists():
+        return ""  # a wheel in site-packages: no checkout of ours to ask
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        found = subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+        head = found.stdout.strip()
+        if found.returncode == 0 and len(head) == 40:
+            return head
+    return ""

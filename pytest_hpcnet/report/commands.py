@@ -73,8 +73,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"hpcnet: {args.run_dir} is not a run folder (reports/<run-id>/)")
         return 2
     result = verify(args.run_dir, args.public_key)
-    state = "signed" if result.signed else "unsigned"
-    print(f"{'OK' if result.ok else 'FAILED'}: {args.run_dir} ({state}), digest {result.digest}")
+    print(
+        f"{'OK' if result.ok else 'FAILED'}: {args.run_dir} ({result.state}), "
+        f"digest {result.digest}"
+    )
     for line in result.problems:
         print(f"  problem: {line}")
     for line in result.notes:

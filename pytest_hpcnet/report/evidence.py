@@ -313,6 +313,17 @@ def read_summary(run_dir: str | os.PathLike[str]) -> RunSummary | None:
     return RunSummary.model_validate_json(path.read_bytes())
 
 
+INVENTORY_COPY = "inventory.yaml"
+"""The run's inventory as written, secrets redacted: a file of the bundle, so signed."""
+
+
+def write_inventory_copy(run_dir: str | os.PathLike[str], text: str) -> Path:
+    """Put the inventory's text, redacted, into the bundle as `inventory.yaml`."""
+    path = Path(run_dir) / INVENTORY_COPY
+    _write_atomic(path, redact(text).encode("utf-8"))
+    return path
+
+
 def read_output(run_dir: str | os.PathLike[str], digest: str) -> str | None:
     """The stored output with this digest, or None where it is absent."""
     if not digest or not all(c in "0123456789abcdef" for c in digest):

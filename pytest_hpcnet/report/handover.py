@@ -27,8 +27,11 @@ def run_context(
     inventory: Inventory,
     placement: Mapping[str, MetadataFacts],
     unreachable: Iterable[str],
+    operator: str | None = None,
 ) -> CertificateContext:
-    """What the certificate says beyond the evidence: cluster, placement, people, rows."""
+    """What the certificate says beyond the evidence: cluster, placement, people (the
+    operator named by `--hpcnet-operator`, else by the inventory's `cluster.operator`), the
+    inventory's text, rows."""
 
     def shared(field: str) -> str:
         values = {getattr(m, field) for m in placement.values() if getattr(m, field)}
@@ -46,13 +49,24 @@ def run_context(
         vswitch_id=shared("vswitch_id"),
         zone=shared("zone_id"),
         nodes=[{"name": n.name, "instance_type": instance_type(n.name)} for n in inv.nodes],
-        operator=f"{getpass.getuser()}@{socket.gethostname()}",
+        operator=(operator or inv.cluster.operator or "").strip(),
+        login=f"{getpass.getuser()}@{socket.gethostname()}",
+        inventory_copy=_inventory_text(inv.path),
+        waivers=list(inv.waivers),
         contacts=[{"name": c.name, "role": c.role or ""} for c in inv.cluster.contacts],
         inventory_sha256=inv.sha256,
         expectations_sha256=inv.expect_sha256,
         unreachable_nodes=sorted(unreachable),
         requirements=[RequirementSpec(check_id=c, requirement=r) for c, r in certificate_specs()],
     )
+
+
+def _inventory_text(path: Path) -> str:
+    """The inventory as written ("" where it can no longer be read)."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def finish_run(

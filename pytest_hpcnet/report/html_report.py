@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_hpcnet.inventory.models import Inventory
+from pytest_hpcnet.report.verdict import LAB_EVIDENCE
 
 try:
     from pytest_html import extras as html_extra
@@ -25,8 +26,10 @@ except ImportError:  # pragma: no cover
 
 
 def verdict_html(line: str) -> str:
-    """The run's verdict line for the top of report.html (escaped)."""
-    return f'<p id="hpcnet-verdict">hpcnet verdict: <strong>{html.escape(line)}</strong></p>'
+    """The run's verdict line for the top of report.html (escaped); a lab run's
+    (`LAB ...`) says, beside it, that its evidence is the lab's."""
+    lab = f" · {html.escape(LAB_EVIDENCE)}" if line.startswith("LAB ") else ""
+    return f'<p id="hpcnet-verdict">hpcnet verdict: <strong>{html.escape(line)}</strong>{lab}</p>'
 
 
 def environment_rows(inventory: Inventory) -> dict[str, str]:

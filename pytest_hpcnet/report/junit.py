@@ -11,7 +11,8 @@ from pytest_hpcnet.report.verdict import verdict_line
 
 def junit_verdict(path: str | None, summary: RunSummary) -> None:
     """Put the run's verdict into junit.xml's testsuite `<properties>`, so a CI job that
-    reads JUnit sees INCOMPLETE and REJECTED, not "0 failures"."""
+    reads JUnit sees INCOMPLETE and REJECTED, not "0 failures"; a lab run's verdict reads
+    `LAB ACCEPTED` beside `hpcnet_lab=true`, so no gate takes it for a cluster's."""
     if not path or not Path(path).is_file():
         return
     try:
@@ -21,7 +22,8 @@ def junit_verdict(path: str | None, summary: RunSummary) -> None:
     root = tree.getroot()
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
     values = {
-        "hpcnet_verdict": summary.verdict,
+        "hpcnet_lab": "true" if summary.lab else "false",
+        "hpcnet_verdict": f"LAB {summary.verdict}" if summary.lab else summary.verdict,
         "hpcnet_verdict_line": verdict_line(summary),
         "hpcnet_run_id": summary.run_id,
         **{f"hpcnet_checks_{k}": str(v) for k, v in summary.counts.items()},

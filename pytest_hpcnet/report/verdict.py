@@ -179,13 +179,15 @@ def overall_verdict(
 
 
 def verdict_line(summary: RunSummary) -> str:
-    """The run's verdict as the terminal and `hpcnet verify` print it."""
+    """The run's verdict as the terminal, `hpcnet verify`, report.html and junit.xml print
+    it: `LAB ACCEPTED` for the lab's evidence."""
     verdict, scope = summary.verdict, summary.scope
+    shown = f"LAB {verdict}" if summary.lab else verdict
     if scope.handover:
-        return verdict
+        return shown
     if verdict == "PASSED":
-        return f"PASSED ({scope.label} passed, not a handover certificate)"
-    return f"{verdict} ({scope.label}, not a handover certificate)"
+        return f"{shown} ({scope.label} passed, not a handover certificate)"
+    return f"{shown} ({scope.label}, not a handover certificate)"
 
 
 def required_ids(excluded: Iterable[str] = ()) -> list[str]:

@@ -13,6 +13,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from pytest_hpcnet.report import certificate  # the page is a pure function of the facts
+from pytest_hpcnet.report.certificate_header import unsigned_evidence_line, unsigned_inputs
 from pytest_hpcnet.report.evidence import (
     EvidenceError,
     read_records,
@@ -50,6 +51,21 @@ class VerifyResult:
     notes: list[str] = field(default_factory=list)
     key_fingerprint: str | None = None
     summary: RunSummary | None = None  # summary.json, its verdict recomputed from the evidence
+
+    @property
+    def unsigned_inputs(self) -> list[str]:
+        """The runs a merged bundle took in unsigned (`hpcnet merge --allow-unsigned`)."""
+        return unsigned_inputs(self.summary)
+
+    @property
+    def state(self) -> str:
+        """`signed`, `unsigned`, or `signed; merged from unsigned evidence: <runs>`."""
+        if not self.signed:
+            return "unsigned"
+        unsigned = self.unsigned_inputs
+        if not unsigned:
+            return "signed"
+        return f"signed; merged from unsigned evidence: {', '.join(unsigned)}"
 
 
 def _check_certificate(root: Path, digest: str, result: VerifyResult) -> dict[str, Any] | None:
@@ -150,6 +166,9 @@ def verdict_lines(summary: RunSummary) -> list[str]:
     lines = [f"verdict: {verdict_line(summary)}"]
     lines += [f"  not measured: {e.check_id}: {e.reason}" for e in summary.scope.incomplete]
     lines += [f"  not in scope: {e.check_id}: {e.reason}" for e in summary.scope.excluded]
+    unsigned = unsigned_inputs(summary)
+    if unsigned:
+        lines.append(f"  {unsigned_evidence_line(unsigned)}")
     if summary.lab:
         lines.append(LAB_EVIDENCE)
     return lines

@@ -101,7 +101,7 @@ def test_ctrl_c_during_a_round_stops_remote_tools_and_closes_the_bundle(lab4, tm
     summary = json.loads((run / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["verdict"] == "INCOMPLETE"
     assert "INCOMPLETE" in (run / "certificate.html").read_text()
-    assert "verdict: INCOMPLETE" in out
+    assert "verdict: LAB INCOMPLETE" in out
 
 
 def _healthy_nccl(lab4, **args):

@@ -46,7 +46,7 @@ def test_a_static_lab_run_is_passed_not_a_handover_and_marked_lab(lab4, tmp_path
     assert audited and {r["verdict"] for r in audited} == {"pass"}
     assert any(r["check_id"] == "instance_type" and r["verdict"] == "pass" for r in records)
     out = printed[0]
-    assert "verdict: PASSED (static checks passed, not a handover certificate)" in out
+    assert "verdict: LAB PASSED (static checks passed, not a handover certificate)" in out
     assert LAB_EVIDENCE in out
     (run,) = list(tmp_path.iterdir())
     verify = subprocess.run(
@@ -56,7 +56,7 @@ def test_a_static_lab_run_is_passed_not_a_handover_and_marked_lab(lab4, tmp_path
         timeout=120,
     )
     assert verify.returncode == 0, verify.stdout
-    assert "verdict: PASSED (static checks passed, not a handover certificate)" in verify.stdout
+    assert "verdict: LAB PASSED (static checks passed, not a handover certificate)" in verify.stdout
     assert LAB_EVIDENCE in verify.stdout
 
 

@@ -615,3 +615,35 @@ def test_partitions_planned_differently_are_refused(tmp_path):
     assert line.startswith("plans differ") and "'gpus_per_node': 7" in line
     same = partition(tmp_path, "part-c", PART_B, plan=eight)
     merge(tmp_path / "merged-ok", [a, same])  # one plan: no refusal (MergeRefused fails it)
+
+
+def test_a_signed_merge_of_unsigned_partitions_says_so_beside_its_signature(tmp_path, keys, capsys):
+    private, public = keys
+    a = partition(tmp_path, "part-a", PART_A, pairs=False)
+    b = partition(tmp_path, "part-b", PART_B, pairs=False, signed=False)
+    out = tmp_path / "merged"
+    code = main(["merge", str(out), str(a), str(b), "--allow-unsigned", "--sign-key", str(private)])
+    assert code == 0
+    capsys.readouterr()
+    assert facts_of(out)["unsigned_inputs"] == ["part-b"]
+    page = (out / "certificate.html").read_text()
+    header = re.search(r"<dt>Signature</dt><dd[^>]*>(.*?)</dd>", page, re.S).group(1)
+    assert "signed after rendering" in header
+    assert "evidence of part-b was not signed" in header
+    signature = re.search(r'<p id="signature">(.*?)</p>', page, re.S).group(1)
+    assert "evidence of part-b was not signed" in signature
+    assert main(["verify", str(out), "--public-key", str(public)]) == 0
+    out_lines = capsys.readouterr().out.splitlines()
+    assert out_lines[0].startswith(f"OK: {out} (signed; merged from unsigned evidence: part-b)")
+    assert (
+        "  the evidence of part-b was not signed (merged with --allow-unsigned): the "
+        "signature covers the merge, not who produced that evidence"
+    ) in out_lines
+
+
+def test_a_signed_merge_of_signed_partitions_names_no_unsigned_evidence(tmp_path, parts, keys):
+    private, _ = keys
+    out = tmp_path / "merged"
+    merge(out, parts, sign_key=private)
+    assert facts_of(out)["unsigned_inputs"] == []
+    assert "was not signed" not in (out / "certificate.html").read_text()

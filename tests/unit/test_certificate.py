@@ -314,7 +314,7 @@ def test_waivers_and_sign_off(rendered):
     waivers = html.split('<section id="waivers">', 1)[1].split("</section>", 1)[0]
     assert "switch firmware" in waivers and "2026-11-01" in waivers
     assert "EXPIRED — NOT APPLIED" in waivers
-    assert "<th>Granted by</th>" in waivers and "<td>ops</td>" in waivers  # the grantor
+    assert "<th>Granted by, until</th>" in waivers and "<td>ops, 2026-11-01</td>" in waivers
     signoff = html.split('<section id="signoff"', 1)[1]
     assert "Alice Provider" in signoff and "Bob Customer" in signoff
     assert signoff.count('class="line"') == 0  # nothing to accept on a REJECTED run

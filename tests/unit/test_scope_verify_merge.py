@@ -36,7 +36,7 @@ def test_verify_prints_a_partial_lab_run_as_such(tmp_path, capsys):
     run = partition(tmp_path, "lab", PART_A, scope=LAB_SCOPE.model_dump(), lab=True)
     assert main(["verify", str(run)]) == 0
     out = capsys.readouterr().out
-    assert "verdict: PASSED (static checks passed, not a handover certificate)" in out
+    assert "verdict: LAB PASSED (static checks passed, not a handover certificate)" in out
     assert "  not in scope: cloud_audit: the lab has no control plane" in out
     assert "LAB evidence (emulated tools), not a cluster handover" in out
 
