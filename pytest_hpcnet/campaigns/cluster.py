@@ -77,6 +77,15 @@ class ReadFacts:
         self._recorder.read(section.name)
         return self._facts.get(section)
 
+    def get_or_none(self, section: Section[T]) -> T | None:
+        """`get`, or None where the node did not give the section whole (read for the check
+        either way: a check that judges without it says so itself)."""
+        self._recorder.read(section.name)
+        try:
+            return self._facts.get(section)
+        except MissingMeasurement:
+            return None
+
     def whole(self, section: str) -> str | None:
         """A section's output (read for the check) when the node gave all of it, else None."""
         self._recorder.read(section)
