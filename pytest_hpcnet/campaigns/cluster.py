@@ -26,11 +26,13 @@ from pytest_hpcnet.campaigns.storage import FioCampaign, FioRun
 from pytest_hpcnet.inventory.models import Inventory, Node
 from pytest_hpcnet.probes.gpu import GPU_QUERY
 from pytest_hpcnet.probes.gpu_dcgm import DcgmRun
+from pytest_hpcnet.probes.gpu_host import GPU_DRIVER
 from pytest_hpcnet.probes.gpu_load import parse_engines
+from pytest_hpcnet.probes.gpu_rdma import GPU_CUDA
 from pytest_hpcnet.probes.metadata import MetadataFacts
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.probes.sections import Section
-from pytest_hpcnet.probes.versions import parse_versions
+from pytest_hpcnet.probes.versions import VERSIONS, parse_versions
 from pytest_hpcnet.requirements.gpu_load import NodeLoad
 from pytest_hpcnet.requirements.gpu_p2p import NodeP2p
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable, Transport
@@ -53,6 +55,27 @@ class GpuPhase(Protocol):
     """A GPU phase campaign: each node's command of it, once it ran."""
 
     results: Mapping[str, CommandResult]
+
+
+def gpu_versions(facts: NodeFacts | ReadFacts) -> dict[str, str]:
+    """nvidia_driver, nvidia_kernel_module and cuda from a node's GPU sections (those it has,
+    whole or not; not named as read)."""
+    found: dict[str, str] = {}
+    sections = facts.sections
+    if GPU_QUERY.name in sections:
+        gpus = GPU_QUERY.parse(sections[GPU_QUERY.name].text).gpus
+        drivers = sorted({g.driver_version for g in gpus})
+        if drivers and None not in drivers:
+            found["nvidia_driver"] = ",".join(drivers)
+    if GPU_DRIVER.name in sections:
+        kernel = GPU_DRIVER.parse(sections[GPU_DRIVER.name].text).version
+        if kernel:
+            found["nvidia_kernel_module"] = kernel
+    if GPU_CUDA.name in sections:
+        cuda = GPU_CUDA.parse(sections[GPU_CUDA.name].text)
+        if cuda:
+            found["cuda"] = cuda
+    return found
 
 
 class ReadFacts:
@@ -163,6 +186,22 @@ class Cluster:
         if engines is not None:  # torch, dcgm, nvbandwidth: found once
             recorder.tool_versions.update(parse_engines(engines).versions)
         return ReadFacts(facts, recorder)
+
+    def gpu_facts(self, node: Node, recorder: Recorder) -> ReadFacts:
+        """`facts`, with the node's GPU stack versions (driver, kernel module, CUDA) in the
+        recorder's tool versions."""
+        facts = self.facts(node, recorder)
+        recorder.tool_versions.update(gpu_versions(facts))
+        return facts
+
+    def node_versions(self, node: Node, recorder: Recorder) -> dict[str, str] | None:
+        """The node's package versions with its GPU stack's (None: the `versions` section
+        was not given whole), the GPU stack's recorded in the recorder's tool versions."""
+        facts = self.facts(node, recorder)
+        found = facts.get_or_none(VERSIONS)
+        gpu = gpu_versions(facts)
+        recorder.tool_versions.update(gpu)
+        return None if found is None else {**found, **gpu}
 
     def data_address(self, name: str) -> str | None:
         """The node's IPv4 address on its data-plane interface (from its facts)."""

@@ -38,7 +38,6 @@ shrinks)."""
 PENDING = {
     "test_cloud_audit.py",
     "test_cpfs.py",
-    "test_gpu.py",
     "test_mtu.py",
     "test_nccl.py",
     "test_placement.py",
