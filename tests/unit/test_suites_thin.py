@@ -41,7 +41,6 @@ PENDING = {
     "test_mtu.py",
     "test_nccl.py",
     "test_placement.py",
-    "test_rdma_perftest.py",
     "test_reachability.py",
     "test_tuning.py",
 }
