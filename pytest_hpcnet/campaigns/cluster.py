@@ -109,6 +109,12 @@ class ReadFacts:
         except MissingMeasurement:
             return None
 
+    def peek(self, section: Section[T]) -> T | None:
+        """A section parsed as the node gave it, whole or cut, without naming it as read
+        (for what a record shows beside its judgement); None when the node gave none."""
+        out = self.sections.get(section.name)
+        return section.parse(out.text) if out is not None else None
+
     def whole(self, section: str) -> str | None:
         """A section's output (read for the check) when the node gave all of it, else None."""
         self._recorder.read(section)
