@@ -29,6 +29,7 @@ from pytest_hpcnet.probes.gpu_dcgm import DcgmRun
 from pytest_hpcnet.probes.gpu_host import GPU_DRIVER
 from pytest_hpcnet.probes.gpu_load import parse_engines
 from pytest_hpcnet.probes.gpu_rdma import GPU_CUDA
+from pytest_hpcnet.probes.identity import HOSTNAME
 from pytest_hpcnet.probes.metadata import MetadataFacts
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.probes.sections import Section
@@ -208,6 +209,15 @@ class Cluster:
         gpu = gpu_versions(facts)
         recorder.tool_versions.update(gpu)
         return None if found is None else {**found, **gpu}
+
+    def hostnames(self) -> dict[str, str | None]:
+        """Each reached node's hostname as its facts say (None: not given whole); not
+        recorded (what a log that names hosts is read by)."""
+        found: dict[str, str | None] = {}
+        for node in self.reachable_nodes():
+            section = self.gather_facts()[node.name].whole(HOSTNAME.name)
+            found[node.name] = section.strip() if section else None
+        return found
 
     def data_address(self, name: str) -> str | None:
         """The node's IPv4 address on its data-plane interface (from its facts)."""

@@ -38,7 +38,6 @@ shrinks)."""
 PENDING = {
     "test_cloud_audit.py",
     "test_cpfs.py",
-    "test_nccl.py",
 }
 """Suites not yet made thin (strict: one that becomes thin must leave this set)."""
 
