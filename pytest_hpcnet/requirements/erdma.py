@@ -35,7 +35,7 @@ from pytest_hpcnet.requirements.erdma_judges import (
 )
 from pytest_hpcnet.requirements.judges import Verdict, at_least
 from pytest_hpcnet.requirements.rdma import no_eri
-from pytest_hpcnet.requirements.verdict import Measurement, not_measured
+from pytest_hpcnet.requirements.verdict import Measurement, not_applicable, not_measured
 
 
 def reported_first(verdict: Verdict, *found: Measurement) -> Verdict:
@@ -415,6 +415,33 @@ def _gdr(node: str, state: GdrState) -> Verdict:
         )
     peer = state.peermem or "no peer-memory module (dma-buf needed: NCCL >= 2.27)"
     return Verdict(True, 0.0, 0.0, reason=f"{node}: ACS off on {state.acs_read} bridges; {peer}")
+
+
+def eri_count_expected(expect: Expectations) -> Verdict:
+    """An ERI count is expected (`expect.erdma.eris`); else not applicable."""
+    if expect.erdma.eris is None:
+        return not_applicable("no ERI count expected (expect.erdma.eris is null)")
+    return Verdict(True)
+
+
+def judge_eri_attachments(
+    node: str, problem: str | None, eris: Sequence[tuple[str, int | None]], expect: Expectations
+) -> Verdict:
+    """`judge_eri_nic_indexes` on the instance's ERIs as the control plane lists them, the
+    count and (where the profile publishes the one-index cap) the distinct NIC indexes
+    recorded; the node is `extra["suspects"]` when it fails. An unread node is not measured."""
+    wanted = expect.erdma.eris
+    if wanted is None:
+        return eri_count_expected(expect)
+    if problem:
+        return not_measured(problem)
+    found = [Measurement("eris", len(eris), "interfaces", wanted, ">=", "expect.erdma.eris")]
+    if expect.erdma.same_nic_index_gbps is not None:
+        indexes = len({i for _, i in eris if i is not None})
+        found.append(Measurement("nic_indexes", indexes, "", min(wanted, 2), ">=", "source S1"))
+    verdict = reported_first(judge_eri_nic_indexes(node, eris, expect), *found)
+    verdict.extra["suspects"] = [] if verdict else [node]
+    return verdict
 
 
 def judge_eri_nic_indexes(

@@ -35,11 +35,6 @@ ALLOWED: dict[str, set[str]] = {
 """Findings a file may still have (each listed finding must still be there: the list only
 shrinks)."""
 
-PENDING = {
-    "test_cloud_audit.py",
-}
-"""Suites not yet made thin (strict: one that becomes thin must leave this set)."""
-
 
 def _name(func: ast.expr) -> str:
     if isinstance(func, ast.Name):
@@ -112,16 +107,7 @@ def findings(source: str) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="not yet thin"))
-        if p.name in PENDING
-        else p
-        for p in FILES
-    ],
-    ids=[p.name for p in FILES],
-)
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_suite_is_a_fetch_and_a_judge(path: Path):
     extra = findings(path.read_text()) - ALLOWED.get(path.name, set())
     assert not extra, f"{path.name}: {sorted(extra)}"
