@@ -17,12 +17,6 @@ from pytest_hpcnet.requirements.verdict import (
 )
 
 
-def audit_runs(skipped: bool, reason: str) -> Verdict:
-    """The audit can run here (credentials, the SDK, `cloud.enabled`); else not measured,
-    saying why."""
-    return not_measured(reason) if skipped else passing()
-
-
 def plane_read(plane: Any, reason: str) -> Verdict:
     """The control plane was read; a read error (e.g. a missing RAM action) is not
     measured, never a failure a waiver could cover."""

@@ -123,9 +123,18 @@ def judge_no_suspects(
     return reported_first(judge_localization(tool, schedule, localization, suspect_devices), *found)
 
 
-def eri_bound_set(expect: Expectations) -> Verdict:
-    """A per-ERI floor is set (`expect.erdma.per_eri_gbps`); not measured without one."""
-    return not_measured(NO_ERI_BOUND) if eri_bound(expect) is None else passing()
+def eri_unbound(expect: Expectations) -> str:
+    """Why the per-ERI checks have no bound (`expect.erdma.per_eri_gbps` unset: the check
+    is skipped, in scope, naming the key); "" when one is set."""
+    return NO_ERI_BOUND if eri_bound(expect) is None else ""
+
+
+def instance_unbound(expect: Expectations) -> str:
+    """Why the all-ERIs-at-once check has no bound (`expect.erdma.per_instance_gbps`); ""
+    when one is set."""
+    if expect.erdma.per_instance_gbps is None:
+        return "no bound set (expect.erdma.per_instance_gbps): not published"
+    return ""
 
 
 def judge_every_eri(
@@ -159,18 +168,9 @@ def suspect_devices_of(pair: PairKey, suspect_devices: Sequence[str]) -> list[st
     return [d for d in suspect_devices if d.split()[0] in pair.key]
 
 
-def judge_all_eris_at_once(
-    node: str,
-    found: int,
-    wanted: tuple[int, str],
-    pair: PairKey | None,
-    runs: Mapping[str, PairRun],
-    not_in_round: str,
-    expect: Expectations,
-    indexes: Any = None,
-) -> Verdict:
-    """The node has the ERIs to sum (`wanted`: count and source), then its all-at-once
-    pair's sum at the per-instance figure; one ERI expected is not applicable."""
+def judge_eris_to_sum(node: str, found: int, wanted: tuple[int, str]) -> Verdict:
+    """The node has the ERIs the all-ERIs-at-once round sums (`wanted`: count and source);
+    one ERI expected is not applicable, one found where more are expected not measured."""
     count, source = wanted
     enough = judge_eri_count(node, found, count, source)
     if not enough:
@@ -179,8 +179,18 @@ def judge_all_eris_at_once(
         return not_applicable(f"{source} is {count}: no second ERI to sum")
     if found < 2:
         return not_measured(f"{node}: {found} ERI found, {source} {count}")
-    if expect.erdma.per_instance_gbps is None:
-        return not_measured("no bound set (expect.erdma.per_instance_gbps): not published")
+    return passing()
+
+
+def judge_all_eris_at_once(
+    pair: PairKey | None,
+    runs: Mapping[str, PairRun],
+    not_in_round: str,
+    expect: Expectations,
+    indexes: Any = None,
+) -> Verdict:
+    """The node's all-at-once pair's sum at the per-instance figure (`not_in_round`: why
+    the node is in no such pair)."""
     if pair is None:
         return not_measured(not_in_round)
     per_device = {d: r.value for d, r in runs.items()}
@@ -192,8 +202,8 @@ def judge_all_eris_at_once(
 
 
 def gdr_applies(expect: Expectations, perftest: PerftestSettings) -> Verdict:
-    """GPUDirect perftest applies: `expect.erdma.gdr` true, the GPUDirect perftest on
-    (`benchmarks.perftest.gdr`) and a per-ERI bound set; else not applicable or not measured."""
+    """GPUDirect perftest applies: `expect.erdma.gdr` true and the GPUDirect perftest on
+    (`benchmarks.perftest.gdr`); else not applicable."""
     gdr = expect.erdma.gdr
     if gdr is not True:
         said = "not supported here" if gdr is False else "not expected"
@@ -203,7 +213,7 @@ def gdr_applies(expect: Expectations, perftest: PerftestSettings) -> Verdict:
             "the GPUDirect perftest is off (benchmarks.perftest.gdr: false; "
             "it needs a CUDA-built perftest)"
         )
-    return eri_bound_set(expect)
+    return passing()
 
 
 def gpu_near(

@@ -20,6 +20,11 @@ RAW_READS = {"text", "whole"}
 STOPS = {"skip", "fail", "xfail", "exit"}
 
 ALLOWED: dict[str, set[str]] = {
+    # an unset bound, or an audit that cannot run here, is a plain skip (in scope, not
+    # measured, exit status 0): no verdict outcome ends a test so yet (Check.judge ends
+    # `not_measured` as a failure), so these stay until one does
+    "test_cloud_audit.py": {"pytest.skip"},
+    "test_rdma_perftest.py": {"pytest.skip"},
     # owned by the GPU-phase work, which empties it as it moves these into judges/probes
     "test_gpu_load.py": {
         "call parse_fabric",
