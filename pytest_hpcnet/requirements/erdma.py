@@ -217,6 +217,11 @@ def judge_eri_active_mtu(
     return reported_first(verdict, *no_sysfs(ids), said)
 
 
+def eri_found(node: str, eris: Sequence[str]) -> Verdict:
+    """The node has an ERI; else it fails (`rdma.no_eri`)."""
+    return no_eri(node) if not eris else Verdict(True)
+
+
 def judge_eri_gid(
     node: str,
     tables: GidTables,

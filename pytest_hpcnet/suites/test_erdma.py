@@ -9,6 +9,7 @@ from pytest_hpcnet.probes.rdma import COMPAT_MODE, ERDMA_MODULE
 from pytest_hpcnet.probes.rdma_parsers import IBV_DEVINFO, RDMA_LINK
 from pytest_hpcnet.requirements import rdma
 from pytest_hpcnet.requirements.erdma import (
+    eri_found,
     judge_erdma_driver,
     judge_erdma_gdr,
     judge_erdma_identity,
@@ -95,6 +96,7 @@ def test_eri_gid_index_is_the_ipv4_one(cluster, node, check):
     facts = cluster.facts(node, check)
     tables = facts.get(GID_TABLES)
     eris = cluster.facts_campaign.eri_devices(node.name)
+    check.judge(eri_found(node.name, eris))
     used = {dev: cluster.facts_campaign.gid_index(node.name, dev) for dev in eris}
     facts.get_or_none(ADDR)  # each ERI's address: a cut listing is not measured, never a failure
     addresses = {dev: cluster.facts_campaign.eri_address(node.name, dev) for dev in eris}
