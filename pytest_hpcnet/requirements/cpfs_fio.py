@@ -5,7 +5,6 @@ over the nodes measured, naming those left out."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from pytest_hpcnet.inventory.expectations import CpfsExpect
@@ -69,8 +68,8 @@ def judge_cpfs_aggregate(
         found = (Measurement("left_out", said, "nodes", None, None, "no mount or no result"),)
     if not values and left_out and not runs:
         why = f"fio {rw}: no node has the CPFS mount ({', '.join(left_out)} left out)"
-        return not_measured(why, measurements=found)
+        return not_measured(why).with_reported(*found)
     verdict = judge_aggregate_and_fairness(rw, values, cpfs, left_out)
-    verdict = replace(verdict, measurements=(*found, *verdict.measurements))
+    verdict = verdict.with_reported(*found)
     verdict.extra["suspects"] = [verdict.subject] if verdict.subject else []
     return verdict

@@ -9,7 +9,6 @@ profile does not set (Alibaba publishes none) is reported by the suite, never ju
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.counters import CounterDelta
@@ -39,8 +38,8 @@ from pytest_hpcnet.requirements.verdict import Measurement, not_applicable, not_
 
 
 def reported_first(verdict: Verdict, *found: Measurement) -> Verdict:
-    """`verdict` with `found` recorded before its own measurements."""
-    return replace(verdict, measurements=(*found, *verdict.measurements))
+    """`verdict` with `found` recorded before its own measurements (`with_reported`)."""
+    return verdict.with_reported(*found)
 
 
 def no_sysfs(ids: EriIdentities) -> tuple[Measurement, ...]:

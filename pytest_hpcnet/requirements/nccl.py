@@ -57,11 +57,10 @@ def judge_average_busbw(
     verdict = judge_nccl_avg_busbw(result, expect, command, launched)
     source = "expect.nccl.min_avg_busbw_gbs"
     found = Measurement("avg_busbw", verdict.measured, "GB/s", verdict.bound, ">=", source)
-    verdict = reported_first(verdict, found)
     if verdict.outcome == FAIL:
         over = len(result.hosts) or nodes
         verdict = verdict.with_reason(f"{verdict.reason} over {over} nodes; {blame()}")
-    return verdict
+    return reported_first(verdict, found)
 
 
 def judge_largest_busbw(
@@ -75,10 +74,9 @@ def judge_largest_busbw(
     verdict = judge_nccl_largest_busbw(result, expect, command, launched)
     source = "expect.nccl.min_busbw_largest_gbs"
     found = Measurement("busbw_largest", verdict.measured, "GB/s", verdict.bound, ">=", source)
-    verdict = reported_first(verdict, found)
     if verdict.outcome == FAIL:
         verdict = verdict.with_reason(f"{verdict.reason}; {blame()}")
-    return verdict
+    return reported_first(verdict, found)
 
 
 def judge_no_wrong_values(

@@ -84,7 +84,7 @@ def judge_pair_bandwidth(
     found = Measurement("bw_avg", run.value, "Gbit/s", verdict.bound, ">=", "expect.ib_write_bw")
     where = f"{run.pair.a}->{run.pair.b}" + (f" {run.device}" if run.device else "")
     said = f"{where}: {verdict.reason} ({blame(localization, run.pair)})"
-    return reported_first(verdict, found).with_reason(said)
+    return reported_first(verdict.with_reason(said), found)
 
 
 def judge_pair_latency(
@@ -103,7 +103,7 @@ def judge_pair_latency(
             Measurement("t_p99", lat.p99_us, "usec", bounds.max_p99_us, "<=", source),
         ]
     said = f"{run.pair.a}->{run.pair.b}: {verdict.reason} ({blame(localization, run.pair)})"
-    return reported_first(verdict, *found).with_reason(said)
+    return reported_first(verdict.with_reason(said), *found)
 
 
 def judge_no_suspects(
@@ -198,7 +198,7 @@ def judge_all_eris_at_once(
     verdict = judge_instance_bw(str(pair), per_device, list(runs), expect, indexes)
     total = Measurement("sum", verdict.measured, "Gbit/s", verdict.bound, ">=", "expect.erdma")
     said = verdict.reason + (f" ({'; '.join(errors)})" if errors else "")
-    return reported_first(verdict, total).with_reason(said)
+    return reported_first(verdict.with_reason(said), total)
 
 
 def gdr_applies(expect: Expectations, perftest: PerftestSettings) -> Verdict:

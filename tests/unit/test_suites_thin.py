@@ -152,3 +152,17 @@ def test_a_thin_suite_passes():
         "    check.judge(judge_x(cluster.facts(node, check).get(GPU_TOPO), cluster.expect))\n"
     )
     assert findings(source) == set()
+
+
+def test_reported_figures_keep_their_own_outcome():
+    """A figure a judge reports beside its decision (what the suites recorded with
+    `check.measure`) keeps its own outcome, and the verdict's failure keeps its line."""
+    from pytest_hpcnet.requirements.verdict import Measurement, failing
+
+    shown = Measurement("eris", 1.0, "devices", 2, "==", "expect.erdma.eris")
+    verdict = failing("n1: 1 eRDMA device, 2 expected").with_reported(shown)
+    assert [(m.name, m.outcome) for m in verdict.measurements] == [
+        ("eris", None),
+        ("judge", "fail"),
+    ]
+    assert verdict.outcome == "fail"
