@@ -25,11 +25,15 @@ from pytest_hpcnet.campaigns.progress import Reporter, silent
 from pytest_hpcnet.campaigns.recorder import Recorder
 from pytest_hpcnet.campaigns.storage import FioCampaign, FioRun
 from pytest_hpcnet.inventory.models import Inventory, Node
+from pytest_hpcnet.probes.gpu import GPU_QUERY
+from pytest_hpcnet.probes.gpu_host import GPU_DRIVER
 from pytest_hpcnet.probes.gpu_load import parse_engines
+from pytest_hpcnet.probes.gpu_rdma import GPU_CUDA
+from pytest_hpcnet.probes.identity import HOSTNAME
 from pytest_hpcnet.probes.metadata import MetadataFacts
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.probes.sections import Section
-from pytest_hpcnet.probes.versions import parse_versions
+from pytest_hpcnet.probes.versions import VERSIONS, parse_versions
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable, Transport
 
 __all__ = ["Cluster", "MissingMeasurement", "NodeFacts"]
@@ -49,6 +53,27 @@ R = TypeVar("R")
 
 PHASES: tuple[type[Phase[Any, Any]], ...] = (GpuLoadPhase, DcgmPhase, NodeNcclPhase, P2pPhase)
 """The phases beyond the facts (`campaigns/phase`), each run once on every node together."""
+
+
+def gpu_versions(facts: NodeFacts | ReadFacts) -> dict[str, str]:
+    """nvidia_driver, nvidia_kernel_module and cuda from a node's GPU sections (those it has,
+    whole or not; not named as read)."""
+    found: dict[str, str] = {}
+    sections = facts.sections
+    if GPU_QUERY.name in sections:
+        gpus = GPU_QUERY.parse(sections[GPU_QUERY.name].text).gpus
+        drivers = sorted({g.driver_version for g in gpus})
+        if drivers and None not in drivers:
+            found["nvidia_driver"] = ",".join(drivers)
+    if GPU_DRIVER.name in sections:
+        kernel = GPU_DRIVER.parse(sections[GPU_DRIVER.name].text).version
+        if kernel:
+            found["nvidia_kernel_module"] = kernel
+    if GPU_CUDA.name in sections:
+        cuda = GPU_CUDA.parse(sections[GPU_CUDA.name].text)
+        if cuda:
+            found["cuda"] = cuda
+    return found
 
 
 class ReadFacts:
@@ -72,6 +97,21 @@ class ReadFacts:
         `MissingMeasurement` when not given whole."""
         self._recorder.read(section.name)
         return self._facts.get(section)
+
+    def get_or_none(self, section: Section[T]) -> T | None:
+        """`get`, or None where the node did not give the section whole (read for the check
+        either way: a check that judges without it says so itself)."""
+        self._recorder.read(section.name)
+        try:
+            return self._facts.get(section)
+        except MissingMeasurement:
+            return None
+
+    def peek(self, section: Section[T]) -> T | None:
+        """A section parsed as the node gave it, whole or cut, without naming it as read
+        (for what a record shows beside its judgement); None when the node gave none."""
+        out = self.sections.get(section.name)
+        return section.parse(out.text) if out is not None else None
 
     def whole(self, section: str) -> str | None:
         """A section's output (read for the check) when the node gave all of it, else None."""
@@ -149,6 +189,31 @@ class Cluster:
         if engines is not None:  # torch, dcgm, nvbandwidth: found once
             recorder.tool_versions.update(parse_engines(engines).versions)
         return ReadFacts(facts, recorder)
+
+    def gpu_facts(self, node: Node, recorder: Recorder) -> ReadFacts:
+        """`facts`, with the node's GPU stack versions (driver, kernel module, CUDA) in the
+        recorder's tool versions."""
+        facts = self.facts(node, recorder)
+        recorder.tool_versions.update(gpu_versions(facts))
+        return facts
+
+    def node_versions(self, node: Node, recorder: Recorder) -> dict[str, str] | None:
+        """The node's package versions with its GPU stack's (None: the `versions` section
+        was not given whole), the GPU stack's recorded in the recorder's tool versions."""
+        facts = self.facts(node, recorder)
+        found = facts.get_or_none(VERSIONS)
+        gpu = gpu_versions(facts)
+        recorder.tool_versions.update(gpu)
+        return None if found is None else {**found, **gpu}
+
+    def hostnames(self) -> dict[str, str | None]:
+        """Each reached node's hostname as its facts say (None: not given whole); not
+        recorded (what a log that names hosts is read by)."""
+        found: dict[str, str | None] = {}
+        for node in self.reachable_nodes():
+            section = self.gather_facts()[node.name].whole(HOSTNAME.name)
+            found[node.name] = section.strip() if section else None
+        return found
 
     def data_address(self, name: str) -> str | None:
         """The node's IPv4 address on its data-plane interface (from its facts)."""

@@ -67,14 +67,15 @@ class NodeFacts:
     node: str
     result: CommandResult
     sections: dict[str, SectionOutput]
-    _parsed: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    _parsed: dict[Section, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Each section's result by its parser (two parsers may read one section)."""
 
     def get(self, section: Section[T]) -> T:
         """A section read by its probe's parser, parsed once per node; raises
         `MissingMeasurement` as `text` does."""
-        if section.name not in self._parsed:
-            self._parsed[section.name] = section.parse(self.text(section.name))
-        return self._parsed[section.name]
+        if section not in self._parsed:
+            self._parsed[section] = section.parse(self.text(section.name))
+        return self._parsed[section]
 
     def text(self, section: str) -> str:
         """A section's whole output; raises `MissingMeasurement` when the node did not give it,

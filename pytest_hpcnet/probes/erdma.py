@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from pytest_hpcnet.probes.sections import Section
 from pytest_hpcnet.probes.text import strip_ansi
 
 ERDMA_DRIVER = "erdma"
@@ -388,3 +389,9 @@ def expected_active_mtu(netdev_mtu: int) -> int:
 def rate_is_nominal(rate: str | None) -> bool:
     """The port rate is the driver's hard-coded "100 Gb/sec (4X EDR)" (not a capacity)."""
     return bool(rate) and " ".join((rate or "").split()) == NOMINAL_RATE
+
+
+ERDMA_IDENTITY: Section[EriIdentities] = Section("erdma_identity", parse_erdma_identity)
+ERDMA_DRIVER_STATE: Section[ErdmaDriver] = Section("erdma_driver", parse_erdma_driver)
+GID_TABLES: Section[GidTables] = Section("ibv_devinfo_v", parse_gid_tables)
+"""Port 1 GID tables, from the same `ibv_devinfo -v` section as `rdma_parsers.IBV_DEVINFO`."""

@@ -21,6 +21,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_hpcnet.probes.sections import Section
 from pytest_hpcnet.probes.text import ascii_number, strip_ansi
 
 # --------------------------------------------------------------------------- commands
@@ -488,3 +489,17 @@ def parse_mount(text: str, path: str | None = None) -> MountInfo:
     # Later mounts shadow earlier ones on the same target: take the last of the longest.
     longest = max(len(e.target or "") for e in matching)
     return [e for e in matching if len(e.target or "") == longest][-1]
+
+
+@dataclass(frozen=True)
+class MountListing:
+    """`mount_check_command` output, read for the path a check asks about."""
+
+    text: str
+
+    def of(self, path: str | None) -> MountInfo:
+        """The mount of `path` as the listing shows it."""
+        return parse_mount(self.text, path)
+
+
+CPFS_MOUNT: Section[MountListing] = Section("cpfs_mount", MountListing)

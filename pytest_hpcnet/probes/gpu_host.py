@@ -7,6 +7,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from pytest_hpcnet.probes.sections import Section
 from pytest_hpcnet.probes.text import strip_ansi
 
 DRIVER_VERSION_COMMAND = "cat /proc/driver/nvidia/version 2>&1"
@@ -95,3 +96,8 @@ def parse_memlock(text: str) -> Memlock:
         return Memlock(kib=int(lines[0]))
     shown = lines[0][:100] if lines else "empty output"
     return Memlock(error=f"not a ulimit -l value: {shown!r}")
+
+
+GPU_DRIVER: Section[KernelDriver] = Section("gpu_driver", parse_driver_version)
+GPU_MODULES: Section[LoadedModules] = Section("gpu_modules", parse_modules)
+GPU_MEMLOCK: Section[Memlock] = Section("gpu_memlock", parse_memlock)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from pytest_hpcnet.probes.erdma import sysfs_path
+from pytest_hpcnet.probes.sections import Section
 from pytest_hpcnet.probes.text import strip_ansi
 
 SYSFS_KEYS = (
@@ -103,3 +104,7 @@ def parse_cuda_version(text: str) -> str | None:
     """`13.0` from `CUDA Version : 13.0` (`nvidia-smi -q`) or the table's `CUDA Version: 13.0`."""
     m = re.search(r"CUDA Version\s*:\s*(\d+\.\d+(?:\.\d+)?)", strip_ansi(text))
     return m.group(1) if m else None
+
+
+RDMA_SYSFS: Section[RdmaSysfs] = Section("rdma_sysfs", parse_rdma_sysfs)
+GPU_CUDA: Section[str | None] = Section("gpu_cuda", parse_cuda_version)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from pytest_hpcnet.probes.gpu import smi_state
+from pytest_hpcnet.probes.sections import Section
 from pytest_hpcnet.probes.text import strip_ansi
 
 TOPO_COMMAND = "nvidia-smi topo -m 2>&1"
@@ -164,3 +165,6 @@ def hca_selects(hca: str | None, device: str) -> bool:
     names = [n.split(":")[0].strip() for n in spec.removeprefix("=").split(",") if n.strip()]
     hit = any(device == n if exact else device.startswith(n) for n in names)
     return not hit if exclude else hit
+
+
+GPU_TOPO: Section[Topology] = Section("gpu_topo", parse_topo)

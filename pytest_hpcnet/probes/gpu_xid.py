@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from pytest_hpcnet.probes.sections import Section
 from pytest_hpcnet.probes.text import strip_ansi
 
 XID_SOURCE = "https://docs.nvidia.com/deploy/xid-errors/index.html"
@@ -125,3 +126,6 @@ def parse_kernel_log(text: str) -> XidLog:
     elif unreadable:
         error = f"{len(unreadable)} XID line(s) not understood: {unreadable[0][:100]!r}"
     return XidLog(source=source, events=tuple(events), error=error, unreadable=tuple(unreadable))
+
+
+GPU_KLOG: Section[XidLog] = Section("gpu_klog", parse_kernel_log)

@@ -12,6 +12,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from pytest_hpcnet.probes.sections import Section
 from pytest_hpcnet.probes.text import strip_ansi
 
 
@@ -339,3 +340,8 @@ def parse_ip_text(text: str) -> Interfaces:
 
 # ---------------------------------------------------------------------------
 # decisions
+
+LINKS: Section[Interfaces] = Section("links", parse_interfaces)
+"""`ip -s link`: every interface with its MTU and counters."""
+ADDR: Section[Interfaces] = Section("addr", parse_interfaces)
+"""`ip addr`: every interface with its addresses."""

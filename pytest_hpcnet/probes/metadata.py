@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from pytest_hpcnet.probes.sections import Section
 from pytest_hpcnet.probes.text import strip_ansi
 
 DEFAULT_BASE = "http://100.100.100.200/latest/meta-data/"
@@ -217,3 +218,6 @@ def parse_listing(text: str) -> tuple[str, ...]:
         if _ENTRY_RE.match(line) and line not in entries:
             entries.append(line)
     return tuple(entries)
+
+
+METADATA: Section[MetadataFacts] = Section("metadata", parse_metadata)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from pytest_hpcnet.probes.sections import Section
 from pytest_hpcnet.probes.text import strip_ansi
 
 ERDMA_VENDOR_ID = "0x1ded"
@@ -285,3 +286,18 @@ def compare_sources(first: RdmaDevices, second: RdmaDevices) -> tuple[str, ...]:
                     f"{b_name} shows {pb.link_layer}"
                 )
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class ModuleListing:
+    """`erdma_module_command` output, read for the module a check asks about."""
+
+    text: str
+
+    def state(self, module: str) -> ErdmaModule:
+        """Whether `module` is loaded, as the listing says."""
+        return parse_erdma_module(self.text, module)
+
+
+ERDMA_MODULE: Section[ModuleListing] = Section("erdma_module", ModuleListing)
+COMPAT_MODE: Section[CompatMode] = Section("compat_mode", parse_compat_mode)

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable
 
 from pytest_hpcnet.probes.rdma import RdmaDevice, RdmaDevices, RdmaPort, output_lines
+from pytest_hpcnet.probes.sections import Section
 from pytest_hpcnet.probes.text import PARSE_CACHE, strip_ansi
 
 # ---------------------------------------------------------------------------
@@ -457,3 +458,8 @@ def parse_rdma_output(text: str) -> RdmaDevices:
     ):
         return parse_rdma_link(body)
     return parse_ibv_devinfo(body)
+
+
+IBV_DEVINFO: Section[RdmaDevices] = Section("ibv_devinfo_v", parse_ibv_devinfo)
+"""`ibv_devinfo -v`: the devices and their ports."""
+RDMA_LINK: Section[RdmaDevices] = Section("rdma_link", parse_rdma_link)

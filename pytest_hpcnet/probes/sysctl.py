@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pytest_hpcnet.probes.sections import Section
 from pytest_hpcnet.probes.text import strip_ansi
 
 
@@ -100,3 +101,6 @@ def parse_sysctl(text: str) -> SysctlValues:
     return SysctlValues(
         values=tuple(values.items()), missing=tuple(missing.items()), problems=tuple(problems)
     )
+
+
+SYSCTL: Section[SysctlValues] = Section("sysctl", parse_sysctl)

@@ -6,6 +6,7 @@ on an old perftest would start a server instead.
 
 from __future__ import annotations
 
+from pytest_hpcnet.probes.sections import Section
 from pytest_hpcnet.probes.text import strip_ansi
 
 PACKAGES_DEB = "rdma-core ibverbs-utils perftest fio openmpi-bin libnccl2"
@@ -35,3 +36,6 @@ def parse_versions(text: str) -> dict[str, str]:
         if sep and name and version.strip() and " " not in name:
             found[ALIASES.get(name, name)] = version.strip()
     return found
+
+
+VERSIONS: Section[dict[str, str]] = Section("versions", parse_versions)

@@ -20,6 +20,7 @@ from pytest_hpcnet.probes.erdma import (
 )
 from pytest_hpcnet.probes.erdma_gdr import GdrState
 from pytest_hpcnet.probes.eri_address import EriAddress
+from pytest_hpcnet.probes.links import Interfaces
 from pytest_hpcnet.probes.nccl_debug import NcclNetLog
 from pytest_hpcnet.probes.rdma import RdmaDevices
 from pytest_hpcnet.requirements.erdma_judges import (
@@ -32,7 +33,20 @@ from pytest_hpcnet.requirements.erdma_judges import (
     judge_rdma_traffic,
 )
 from pytest_hpcnet.requirements.judges import Verdict, at_least
-from pytest_hpcnet.requirements.verdict import not_measured
+from pytest_hpcnet.requirements.rdma import no_eri
+from pytest_hpcnet.requirements.verdict import Measurement, not_applicable, not_measured
+
+
+def reported_first(verdict: Verdict, *found: Measurement) -> Verdict:
+    """`verdict` with `found` recorded before its own measurements (`with_reported`)."""
+    return verdict.with_reported(*found)
+
+
+def no_sysfs(ids: EriIdentities) -> tuple[Measurement, ...]:
+    """The measurement that says sysfs shows no RDMA device at all (none when it does)."""
+    if not ids.no_devices:
+        return ()
+    return (Measurement("sysfs", "no /sys/class/infiniband", "", None, None, "sysfs"),)
 
 
 def from_findings(findings: Sequence[Verdict], measured: float | None = None) -> Verdict:
@@ -63,7 +77,25 @@ def judge_erdma_identity(
     node_min: int | None = None,
 ) -> Verdict:
     """The node's ERIs, found by driver `erdma` or PCI id 1ded:107f (not by name), number
-    `expect.erdma.eris` (or at least the RDMA minimum when the profile gives no count)."""
+    `expect.erdma.eris` (or at least the RDMA minimum when the profile gives no count);
+    each ERI's NUMA node reported."""
+    wanted, source, exact = expected_eris(expect, node_min)
+    verdict = _identity(node, ids, expect, name_glob, node_min)
+    count = Measurement(
+        "eris", verdict.measured, "devices", wanted, "==" if exact else ">=", source
+    )
+    numa = (Measurement(f"{d.name} numa_node", d.numa_node, "", None, None, "sysfs")
+            for d in ids.eris())  # fmt: skip
+    return reported_first(verdict, *no_sysfs(ids), count, *numa)
+
+
+def _identity(
+    node: str,
+    ids: EriIdentities,
+    expect: Expectations,
+    name_glob: str | None,
+    node_min: int | None,
+) -> Verdict:
     wanted, _, exact = expected_eris(expect, node_min)
     found = ids.eris(name_glob)
     if ids.problems and not ids.devices:
@@ -83,7 +115,27 @@ def judge_erdma_driver(node: str, driver: ErdmaDriver, expect: Expectations) -> 
     """erdma loaded, `compat_mode` and (where set) the congestion control and version as
     `expect.erdma` says. CC not readable (no `eadm`) fails only when expected; so does a
     version sysfs, modinfo and the package all leave unreported (the public driver sets no
-    MODULE_VERSION) only where `driver_version` pins one."""
+    MODULE_VERSION) only where `driver_version` pins one. The version, compat_mode, each
+    device's congestion control and nominal port rate are reported."""
+    e = expect.erdma
+    pin = e.driver_version
+    where = f"erdma version ({driver.version_source or 'not reported'})"
+    found = [Measurement("version", driver.version, "", pin, "==" if pin else None, where)]
+    want = None if e.compat_mode is None else str(e.compat_mode)  # unset: reported only
+    found.append(Measurement("compat_mode", str(driver.compat_mode), "", want,
+                             "==" if want else None, "expect.erdma.compat_mode"))  # fmt: skip
+    for dev, algo in sorted((driver.cc or {}).items()):
+        seen = algo or (driver.cc_notes or {}).get(dev, "not readable")
+        found.append(Measurement(f"{dev} cc", seen, "", e.cc, "==" if e.cc else None,
+                                 "expect.erdma.cc"))  # fmt: skip
+    for dev, rate in sorted((driver.rates or {}).items()):
+        # the driver hard-codes "100 Gb/sec (4X EDR)": reported, never a threshold
+        found.append(Measurement(f"{dev} port rate (nominal)", rate, "", None, None,
+                                 "sysfs, not a capacity"))  # fmt: skip
+    return reported_first(_driver(node, driver, expect), *found)
+
+
+def _driver(node: str, driver: ErdmaDriver, expect: Expectations) -> Verdict:
     if driver.loaded is not True:
         why = "not loaded" if driver.loaded is False else driver.problems[0]
         return Verdict(False, reason=f"{node}: erdma module {why}")
@@ -144,6 +196,53 @@ def judge_erdma_active_mtu(
     return from_findings(findings)
 
 
+def judge_eri_active_mtu(
+    node: str,
+    devinfo: RdmaDevices,
+    ids: EriIdentities,
+    eris: Sequence[str],
+    netdevs: Mapping[str, tuple[str, str]],
+    links: Interfaces,
+) -> Verdict:
+    """`judge_erdma_active_mtu` on the node's ERIs, each ERI's netdev from sysfs (else
+    `rdma link`) and its MTU from `ip -s link`; a node without an ERI fails."""
+    if not eris:
+        return reported_first(no_eri(node), *no_sysfs(ids))
+    netdev_of = {dev: netdev for dev, (netdev, _) in netdevs.items()}
+    mtus = {i.name: i.mtu for i in links.interfaces if i.mtu}
+    verdict = judge_erdma_active_mtu(node, devinfo, eris, netdev_of, mtus)
+    said = Measurement("active_mtu", "ok" if verdict else "mismatch", "", None, None,
+                       "erdma_query_port: 8500 -> 4096, 1400 -> 1024 (S12)")  # fmt: skip
+    return reported_first(verdict, *no_sysfs(ids), said)
+
+
+def eri_found(node: str, eris: Sequence[str]) -> Verdict:
+    """The node has an ERI; else it fails (`rdma.no_eri`)."""
+    return no_eri(node) if not eris else Verdict(True)
+
+
+def judge_eri_gid(
+    node: str,
+    tables: GidTables,
+    eris: Sequence[str],
+    used: Mapping[str, int | None],
+    addresses: Mapping[str, EriAddress],
+) -> Verdict:
+    """`judge_erdma_gid` with each ERI's GID index and own address reported; a node without
+    an ERI fails."""
+    if not eris:
+        return no_eri(node)
+    found = [
+        Measurement(f"{dev} gid_index", index, "", None, None, "ibv_devinfo -v (IPv4 GID)")
+        for dev, index in used.items()
+    ]
+    found += [
+        Measurement(f"{dev} address", own.address, "", None, None, own.note)
+        for dev, own in addresses.items()
+    ]
+    return reported_first(judge_erdma_gid(node, tables, eris, used, addresses), *found)
+
+
 def judge_erdma_gid(
     node: str,
     tables: GidTables,
@@ -187,7 +286,7 @@ def judge_erdma_numa(node: str, ids: EriIdentities, expect: Expectations) -> Ver
         seen = by_name[dev].numa_node if dev in by_name else None
         why = "not in sysfs" if dev not in by_name else f"NUMA node {seen}, {want} expected"
         findings.append(finding(seen == want, f"{node} {dev}: {why}", node, dev))
-    return from_findings(findings)
+    return reported_first(from_findings(findings), *no_sysfs(ids))
 
 
 def eri_bound(expect: Expectations) -> float | None:
@@ -300,6 +399,14 @@ def judge_erdma_gdr(node: str, state: GdrState, expect: Expectations) -> Verdict
     """Where `expect.erdma.gdr` is true: PCIe ACS off on every bridge (S14) and the ACS
     state readable; the peer-memory module is reported (dma-buf needs none, S13; NCCL's
     GDRDMA line in `nccl_transport` is the proof)."""
+    found = (
+        Measurement("peer_memory", state.peermem or "none", "", None, None, "/proc/modules"),
+        Measurement("acs_on_bridges", len(state.acs_on), "", 0, "==", "S14: ACS off for P2P"),
+    )
+    return reported_first(_gdr(node, state), *found)
+
+
+def _gdr(node: str, state: GdrState) -> Verdict:
     if state.problems:
         return Verdict(False, reason=f"{node}: {state.problems[0]}")
     if state.acs_on:
@@ -312,6 +419,33 @@ def judge_erdma_gdr(node: str, state: GdrState, expect: Expectations) -> Verdict
         )
     peer = state.peermem or "no peer-memory module (dma-buf needed: NCCL >= 2.27)"
     return Verdict(True, 0.0, 0.0, reason=f"{node}: ACS off on {state.acs_read} bridges; {peer}")
+
+
+def eri_count_expected(expect: Expectations) -> Verdict:
+    """An ERI count is expected (`expect.erdma.eris`); else not applicable."""
+    if expect.erdma.eris is None:
+        return not_applicable("no ERI count expected (expect.erdma.eris is null)")
+    return Verdict(True)
+
+
+def judge_eri_attachments(
+    node: str, problem: str | None, eris: Sequence[tuple[str, int | None]], expect: Expectations
+) -> Verdict:
+    """`judge_eri_nic_indexes` on the instance's ERIs as the control plane lists them, the
+    count and (where the profile publishes the one-index cap) the distinct NIC indexes
+    recorded; the node is `extra["suspects"]` when it fails. An unread node is not measured."""
+    wanted = expect.erdma.eris
+    if wanted is None:
+        return eri_count_expected(expect)
+    if problem:
+        return not_measured(problem)
+    found = [Measurement("eris", len(eris), "interfaces", wanted, ">=", "expect.erdma.eris")]
+    if expect.erdma.same_nic_index_gbps is not None:
+        indexes = len({i for _, i in eris if i is not None})
+        found.append(Measurement("nic_indexes", indexes, "", min(wanted, 2), ">=", "source S1"))
+    verdict = reported_first(judge_eri_nic_indexes(node, eris, expect), *found)
+    verdict.extra["suspects"] = [] if verdict else [node]
+    return verdict
 
 
 def judge_eri_nic_indexes(

@@ -3,9 +3,11 @@ NCCL LL128 (source S12), and the full MTU across each node pair's path."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from pytest_hpcnet.probes.links import Interface
+from pytest_hpcnet.probes.eri_address import PlannedEri
+from pytest_hpcnet.probes.links import Interface, Interfaces
 from pytest_hpcnet.probes.ping import PingResult
 from pytest_hpcnet.requirements.verdict import (
     FAIL,
@@ -195,3 +197,84 @@ def path_not_measured(label: str, why: str, mtu: int) -> Verdict:
     path MTU carried as an unmeasured value."""
     measured = Measurement(f"{label} path_mtu", None, "bytes", mtu, ">=", "expect.mtu")
     return not_measured(why, measurements=(measured,))
+
+
+def own_interfaces(
+    interfaces: Interfaces, primary_name: str, planned: Iterable[PlannedEri]
+) -> tuple[list[tuple[str, Interface | None]], list[tuple[str, str]]]:
+    """([(label, interface)], [(ERI, why)]): each planned ERI's own netdev other than the
+    data-plane one (`eth1 (erdma_1)` on a two-ERI node), once each, and each planned ERI
+    whose netdev is unknown (netdev not named, listing cut, not listed)."""
+    eris, unmeasured, seen = [], [], {primary_name}
+    for eri in planned:
+        if eri.unknown:
+            unmeasured.append((eri.device, eri.unknown))
+        elif eri.netdev not in seen:
+            seen.add(eri.netdev)
+            eris.append((f"{eri.netdev} ({eri.device})", interfaces.get(eri.netdev)))
+    return eris, unmeasured
+
+
+def judge_node_mtu(
+    node: str,
+    primary_name: str,
+    interfaces: Interfaces,
+    planned: Iterable[PlannedEri],
+    expected: int,
+) -> Verdict:
+    """The data-plane interface and every planned ERI's own interface at `expected`; an ERI
+    whose interface is unknown is named not measured."""
+    eris, unmeasured = own_interfaces(interfaces, primary_name, planned)
+    labels = {iface.name: label for label, iface in eris if iface is not None}
+    primary = interfaces.get(primary_name)
+    return judge_each_interface(
+        node,
+        primary,
+        primary_name,
+        eris,
+        lambda iface: judge_interface_mtu(expected, iface, labels.get(iface.name, "")),
+        unmeasured,
+    )
+
+
+def judge_node_ll128_rule(
+    node: str,
+    primary_name: str,
+    interfaces: Interfaces,
+    planned: Iterable[PlannedEri],
+    jumbo_frames: bool,
+) -> Verdict:
+    """The eRDMA MTU rule for NCCL LL128 on the data-plane interface and every planned ERI's
+    own interface."""
+    eris, unmeasured = own_interfaces(interfaces, primary_name, planned)
+    primary = interfaces.get(primary_name)
+    return judge_each_interface(
+        node,
+        primary,
+        primary_name,
+        eris,
+        lambda i: judge_erdma_mtu_rule(i, jumbo_frames),
+        unmeasured,
+    )
+
+
+def judge_same_interface_mtu(interfaces: Mapping[str, Interface | None], expected: int) -> Verdict:
+    """`judge_mtu_same` on each node's data-plane interface (None: not in `ip link`)."""
+    return judge_mtu_same({n: i.mtu if i else None for n, i in interfaces.items()}, expected)
+
+
+def judge_pair_path_mtu(path_mtu: PingResult, eri_paths: Iterable[Any], expected: int) -> Verdict:
+    """The full MTU across the pair's data-plane path and over each planned ERI's own
+    interface (`campaigns.eri_paths.EriPathMtu`); an ERI path not probed is named not
+    measured, never left out."""
+    verdicts = [judge_path_mtu(path_mtu, expected)]
+    for eri in eri_paths:
+        label = f"{eri.path.device} ({eri.path.netdev})" if eri.path.netdev else eri.path.device
+        if eri.path.unmeasured:
+            why = f"{eri.path.device}: {eri.path.unmeasured}"
+            verdicts.append(path_not_measured(label, why, expected))
+            continue
+        own = judge_path_mtu(eri.result, expected, label)
+        verdicts.append(own.with_reason(f"{label} to {eri.path.target_address}: {own.reason}"))
+    found = combine(verdicts)
+    return found if found.ok else found.with_reason(off_reasons(verdicts))

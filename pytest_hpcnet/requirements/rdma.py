@@ -3,6 +3,8 @@ tools agreeing, the kernel module loaded, the driver's compat mode."""
 
 from __future__ import annotations
 
+from pytest_hpcnet.inventory.expectations import Expectations
+from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes.rdma import (
     CompatMode,
     ErdmaModule,
@@ -28,6 +30,27 @@ def unreadable_devinfo(node: str, found: RdmaDevices) -> Verdict | None:
     if found.incomplete:
         return not_measured(f"{node}: ibv_devinfo output: {found.incomplete}")
     return None
+
+
+def expected_devices(expect: Expectations, node: Node) -> tuple[str, int, str]:
+    """(glob, minimum count, where it came from) for this node."""
+    rdma = expect.rdma
+    glob = node.rdma.device_glob or rdma.device_glob
+    minimum = node.rdma.min_devices if node.rdma.min_devices is not None else rdma.min_devices
+    source = "inventory nodes[].rdma" if node.rdma.min_devices is not None else "expect.rdma"
+    return glob, minimum, source
+
+
+def judge_node_devices(node: Node, found: RdmaDevices, expect: Expectations) -> Verdict:
+    """`judge_devices_present` with the node's own glob and minimum (else the profile's)."""
+    glob, minimum, source = expected_devices(expect, node)
+    return judge_devices_present(node.name, found, glob, minimum, source)
+
+
+def judge_node_ports(node: Node, found: RdmaDevices, expect: Expectations) -> Verdict:
+    """`judge_ports_active` on the devices matching the node's glob (else the profile's)."""
+    glob, _, _ = expected_devices(expect, node)
+    return judge_ports_active(node.name, found, glob)
 
 
 def judge_devices_present(

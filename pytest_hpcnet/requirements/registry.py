@@ -94,8 +94,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ("rdma",),
         "static",
         judges=(
-            "rdma:judge_devices_present",
-            "rdma:judge_ports_active",
+            "rdma:judge_node_devices",
+            "rdma:judge_node_ports",
             "rdma:judge_tools_agree",
             "rdma:judge_kernel_module",
             "rdma:judge_compat_mode",
@@ -123,7 +123,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "eRDMA active MTU, GID index, NUMA",
         ("mtu", "erdma"),
         "static",
-        judges=("erdma:judge_erdma_active_mtu", "erdma:judge_erdma_gid", "erdma:judge_erdma_numa"),
+        judges=("erdma:judge_eri_active_mtu", "erdma:judge_eri_gid", "erdma:judge_erdma_numa"),
         sections=("ibv_devinfo_v", "links", "rdma_link", "addr", "erdma_identity"),
     ),
     Requirement(
@@ -139,11 +139,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "Jumbo MTU",
         ("mtu", "jumbo_frames"),
         "static",
-        judges=("mtu:judge_interface_mtu", "mtu:judge_erdma_mtu_rule", "mtu:judge_mtu_same"),
+        judges=("mtu:judge_node_mtu", "mtu:judge_node_ll128_rule", "mtu:judge_same_interface_mtu"),
         sections=("links", "erdma_identity", "ibv_devinfo_v", "rdma_link"),
     ),
     Requirement(
-        "path_mtu", "Path MTU", ("mtu",), "static", judges=("mtu:judge_path_mtu",), pair=True
+        "path_mtu", "Path MTU", ("mtu",), "static", judges=("mtu:judge_pair_path_mtu",), pair=True
     ),
     Requirement(
         "security_group",
@@ -160,11 +160,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ("ports", "flows", "rdma"),
         "static",
         judges=(
-            "cloud:judge_flows_accepted",
+            "cloud:judge_required_flows",
             "cloud:judge_planes_agree",
-            "cloud:judge_listed_flow",
-            "cloud:judge_external_flows",
-            "cloud:judge_eri_supported",
+            "cloud:judge_listed_decision",
+            "cloud:judge_external_decisions",
+            "cloud:judge_instance_eri",
         ),
         pair=True,
     ),
@@ -174,7 +174,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ("erdma",),
         "static",
         within="cloud_audit",
-        judges=("erdma:judge_eri_nic_indexes",),
+        judges=("erdma:judge_eri_attachments",),
     ),
     Requirement(
         "placement",
@@ -295,7 +295,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ("ib_write_bw",),
         "benchmark",
         figures=(Figure("bw_avg", "ib_write_bw average bandwidth", "Gbit/s", trended=True),),
-        judges=("judges:judge_ib_write_bw",),
+        judges=("perftest:judge_pair_bandwidth",),
         pair=True,
     ),
     Requirement(
@@ -307,7 +307,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             Figure("t_avg", "ib_write_lat average latency", "usec", trended=True),
             Figure("t_p99", "ib_write_lat p99 latency", "usec", trended=True),
         ),
-        judges=("judges:judge_ib_write_lat",),
+        judges=("perftest:judge_pair_latency",),
         pair=True,
     ),
     Requirement(
@@ -316,14 +316,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ("ib_write_bw", "ib_write_lat"),
         "benchmark",
         row=False,
-        judges=("judges:judge_localization",),
+        judges=("perftest:judge_no_suspects",),
     ),
     Requirement(
         "erdma_eri_bw",
         "Bandwidth of every ERI",
         ("erdma",),
         "benchmark",
-        judges=("erdma:judge_eri_bw",),
+        judges=("perftest:judge_every_eri",),
         pair=True,
     ),
     Requirement(
@@ -331,7 +331,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "All ERIs of a node at once",
         ("erdma",),
         "benchmark",
-        judges=("judges:judge_eri_count", "erdma:judge_instance_bw"),
+        judges=("perftest:judge_eris_to_sum", "perftest:judge_all_eris_at_once"),
         sections=("erdma_identity", "ibv_devinfo_v"),
     ),
     Requirement(
@@ -339,7 +339,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "GPUDirect RDMA bandwidth of every ERI",
         ("erdma",),
         "benchmark",
-        judges=("erdma:judge_gdr_bw",),
+        judges=("perftest:judge_gdr_every_eri",),
     ),
     Requirement(
         "nccl_busbw",
@@ -356,9 +356,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=(
-            "judges:judge_nccl_avg_busbw",
-            "judges:judge_nccl_largest_busbw",
-            "judges:judge_nccl_correct",
+            "nccl:judge_average_busbw",
+            "nccl:judge_largest_busbw",
+            "nccl:judge_no_wrong_values",
         ),
         sections=("hostname",),
     ),
@@ -367,14 +367,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "NCCL on eRDMA, no socket fallback",
         ("erdma",),
         "benchmark",
-        judges=("erdma:judge_nccl_network", "erdma:judge_traffic"),
+        judges=("nccl:judge_nccl_network_used", "nccl:judge_nccl_traffic"),
     ),
     Requirement(
         "rdma_counters",
         "No RDMA/NIC error counter moved in benchmarks",
         ("erdma",),
         "benchmark",
-        judges=("erdma:judge_counter_deltas",),
+        judges=("perftest:judge_counters_moved",),
     ),
     Requirement(
         "cpfs",
@@ -387,8 +387,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         judges=(
             "cpfs_mount:judge_cpfs_mount",
-            "cpfs:judge_node_throughput",
-            "cpfs:judge_aggregate_and_fairness",
+            "cpfs_fio:judge_node_fio",
+            "cpfs_fio:judge_cpfs_aggregate",
         ),
         sections=("cpfs_mount",),
     ),

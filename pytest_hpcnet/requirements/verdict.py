@@ -186,6 +186,14 @@ class Verdict:
         """This verdict with more measurements."""
         return replace(self, measurements=self.measurements + tuple(found))
 
+    def with_reported(self, *found: Measurement) -> Verdict:
+        """This verdict with `found` recorded before its own measurements, as figures
+        reported beside the decision: their outcomes are their own (`judged`) and the
+        verdict's outcome does not read them. Give it last: `replace` would judge them."""
+        copy = replace(self)
+        object.__setattr__(copy, "measurements", (*found, *self.measurements))
+        return copy
+
     def with_sections(self, *names: str) -> Verdict:
         """This verdict, naming the evidence sections it read."""
         return replace(self, sections=tuple(dict.fromkeys(self.sections + names)))

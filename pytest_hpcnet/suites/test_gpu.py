@@ -10,12 +10,11 @@ have one).
 
 import pytest
 
-from pytest_hpcnet.probes.gpu import GPU_QUERY, GpuQuery
-from pytest_hpcnet.probes.gpu_host import parse_driver_version, parse_memlock, parse_modules
-from pytest_hpcnet.probes.gpu_rdma import parse_cuda_version, parse_rdma_sysfs
-from pytest_hpcnet.probes.gpu_topo import parse_topo
-from pytest_hpcnet.probes.gpu_xid import parse_kernel_log
-from pytest_hpcnet.probes.versions import parse_versions
+from pytest_hpcnet.probes.gpu import GPU_QUERY
+from pytest_hpcnet.probes.gpu_host import GPU_MEMLOCK, GPU_MODULES
+from pytest_hpcnet.probes.gpu_rdma import RDMA_SYSFS
+from pytest_hpcnet.probes.gpu_topo import GPU_TOPO
+from pytest_hpcnet.probes.gpu_xid import GPU_KLOG
 from pytest_hpcnet.requirements import gpu, gpu_node
 from pytest_hpcnet.requirements.registry import mark, not_applicable_when
 
@@ -30,36 +29,8 @@ no_sysfs = not_applicable_when(
 )
 
 
-def gpu_versions(facts) -> dict[str, str]:
-    """nvidia_driver, nvidia_kernel_module and cuda from a node's GPU sections (what exists)."""
-    found: dict[str, str] = {}
-    sections = facts.sections
-    if GPU_QUERY.name in sections:
-        gpus = GPU_QUERY.parse(sections[GPU_QUERY.name].text).gpus
-        drivers = sorted({g.driver_version for g in gpus})
-        if drivers and None not in drivers:
-            found["nvidia_driver"] = ",".join(drivers)
-    if "gpu_driver" in sections:
-        kernel = parse_driver_version(sections["gpu_driver"].text).version
-        if kernel:
-            found["nvidia_kernel_module"] = kernel
-    if "gpu_cuda" in sections:
-        cuda = parse_cuda_version(sections["gpu_cuda"].text)
-        if cuda:
-            found["cuda"] = cuda
-    return found
-
-
-def gpu_facts(cluster, node, check):
-    """The node's facts, its GPU versions recorded (a CPU-only profile never gets here: the
-    module's `not_applicable_when` collects its tests once, skipped)."""
-    facts = cluster.facts(node, check)
-    check.tool_versions.update(gpu_versions(facts))
-    return facts
-
-
-def query(cluster, node, check) -> GpuQuery:
-    return gpu_facts(cluster, node, check).get(GPU_QUERY)
+def query(cluster, node, check):
+    return cluster.gpu_facts(node, check).get(GPU_QUERY)
 
 
 @mark("gpu_inventory")
@@ -73,7 +44,7 @@ def test_gpu_count_and_model(cluster, node, check):
     "not applicable: no kernel module expected (expect.gpu.modules is empty)",
 )
 def test_gpu_kernel_modules(cluster, node, check):
-    modules = parse_modules(gpu_facts(cluster, node, check).text("gpu_modules"))
+    modules = cluster.gpu_facts(node, check).get(GPU_MODULES)
     check.judge(gpu_node.judge_modules(node.name, modules, cluster.expect))
 
 
@@ -84,8 +55,8 @@ def test_gpu_memory_health(cluster, node, check):
 
 @mark("gpu_xid")
 def test_gpu_no_xid_since_boot(cluster, node, check):
-    facts = gpu_facts(cluster, node, check)
-    log = parse_kernel_log(facts.text("gpu_klog"))
+    facts = cluster.gpu_facts(node, check)
+    log = facts.get(GPU_KLOG)
     found = facts.get(GPU_QUERY)
     check.judge(gpu.judge_xid(node.name, log, cluster.expect, found))
 
@@ -113,19 +84,19 @@ def test_gpu_pcie_links(cluster, node, check):
 @mark("pcie_links")
 @no_sysfs
 def test_gpu_rdma_pcie_links(cluster, node, check):
-    sysfs = parse_rdma_sysfs(gpu_facts(cluster, node, check).text("rdma_sysfs"))
+    sysfs = cluster.gpu_facts(node, check).get(RDMA_SYSFS)
     check.judge(gpu_node.judge_rdma_pcie(node.name, sysfs, cluster.expect))
 
 
 @mark("memlock")
 def test_gpu_memlock(cluster, node, check):
-    memlock = parse_memlock(gpu_facts(cluster, node, check).text("gpu_memlock"))
+    memlock = cluster.gpu_facts(node, check).get(GPU_MEMLOCK)
     check.judge(gpu_node.judge_memlock(node.name, memlock, cluster.expect))
 
 
 @mark("gpu_topology")
 def test_gpu_nccl_ib_hca_covers_topology(cluster, node, check):
-    topo = parse_topo(gpu_facts(cluster, node, check).text("gpu_topo"))
+    topo = cluster.gpu_facts(node, check).get(GPU_TOPO)
     hca = cluster.inventory.benchmarks.nccl.env.get("NCCL_IB_HCA")
     check.judge(gpu_node.judge_nccl_ib_hca(node.name, topo, hca))
 
@@ -133,22 +104,16 @@ def test_gpu_nccl_ib_hca_covers_topology(cluster, node, check):
 @mark("gpu_topology")
 @no_sysfs
 def test_gpu_nic_numa(cluster, node, check):
-    facts = gpu_facts(cluster, node, check)
-    topo = parse_topo(facts.text("gpu_topo"))
-    sysfs = parse_rdma_sysfs(facts.text("rdma_sysfs"))
+    facts = cluster.gpu_facts(node, check)
+    topo = facts.get(GPU_TOPO)
+    sysfs = facts.get(RDMA_SYSFS)
     found = facts.get(GPU_QUERY)
     check.judge(gpu_node.judge_gpu_nic_numa(node.name, topo, sysfs, found))
 
 
 @mark("versions")
 def test_gpu_versions_agree(cluster, check):
-    versions: dict[str, dict[str, str] | None] = {}
-    for node in cluster.nodes:
-        facts = cluster.facts(node, check)
-        section = facts.whole("versions")
-        found = parse_versions(section) if section is not None else None
-        versions[node.name] = None if found is None else {**found, **gpu_versions(facts)}
-        check.tool_versions.update(gpu_versions(facts))
+    versions = {node.name: cluster.node_versions(node, check) for node in cluster.nodes}
     verdict = gpu_node.judge_versions(versions, cluster.expect)
     check.suspect(*verdict.extra.get("suspects", ()))
     check.judge(verdict)

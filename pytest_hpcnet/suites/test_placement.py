@@ -4,7 +4,7 @@ requirements/instance_types.py)."""
 
 import pytest
 
-from pytest_hpcnet.probes.metadata import parse_metadata
+from pytest_hpcnet.probes.metadata import METADATA
 from pytest_hpcnet.requirements.instance_types import judge_instance_types
 from pytest_hpcnet.requirements.network import PLACEMENT_FIELDS, judge_placement
 from pytest_hpcnet.requirements.registry import mark
@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.static]
 def metadata(cluster, check):
     """Each reached node's parsed metadata."""
     return {
-        node.name: parse_metadata(cluster.facts(node, check).text("metadata"))
+        node.name: cluster.facts(node, check).get(METADATA)
         for node in cluster.nodes
         if node.name not in cluster.transport.unreachable()
     }

@@ -4,8 +4,8 @@ Each test hands one judge's verdict (`requirements/host.py`) to its check."""
 
 import pytest
 
-from pytest_hpcnet.probes.links import parse_interfaces
-from pytest_hpcnet.probes.sysctl import parse_sysctl
+from pytest_hpcnet.probes.links import LINKS
+from pytest_hpcnet.probes.sysctl import SYSCTL
 from pytest_hpcnet.requirements.host import judge_icmp_latency, judge_nic_counters, judge_sysctl
 from pytest_hpcnet.requirements.registry import mark, not_applicable_when
 
@@ -17,12 +17,12 @@ pytestmark = [pytest.mark.static, mark("tuning")]
     "not applicable: no sysctl expectations (expect.sysctl is empty)",
 )
 def test_sysctl_tuned(cluster, node, check):
-    values = parse_sysctl(cluster.facts(node, check).text("sysctl"))
+    values = cluster.facts(node, check).get(SYSCTL)
     check.judge(judge_sysctl(values, cluster.expect), context=node.name)
 
 
 def test_nic_error_counters(cluster, node, check):
-    interfaces = parse_interfaces(cluster.facts(node, check).text("links"))
+    interfaces = cluster.facts(node, check).get(LINKS)
     check.judge(judge_nic_counters(interfaces, node.interface, cluster.expect), context=node.name)
 
 

@@ -79,7 +79,8 @@ class Recorded(BaseRecorded):
 def run_check(plane: audit.ControlPlane, name: str, expect: Expectations = EBMGN7EX):
     """The suite's erdma_nic_index test on one node, with the snapshot as its `cloud`."""
     cluster = SimpleNamespace(expect=expect)
-    request = SimpleNamespace(getfixturevalue=lambda fixture: plane)
+    read = SimpleNamespace(plane=plane, reason="")  # the `cloud` fixture's
+    request = SimpleNamespace(getfixturevalue=lambda fixture: read)
     check = Recorded()
     suite.test_eris_attached_on_distinct_nic_indexes(
         cluster, SimpleNamespace(name=name), request, check

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from pytest_hpcnet.campaigns.cluster import ReadFacts
 from pytest_hpcnet.campaigns.eri_paths import EriPathCampaign, eri_paths
 from pytest_hpcnet.campaigns.facts import FactsCampaign, NodeFacts
 from pytest_hpcnet.inventory.loader import load_inventory
@@ -82,7 +83,9 @@ def campaign(tmp_path, nodes: dict[str, dict], expect: str = "", transport=None)
 
 def cluster(c: FactsCampaign) -> SimpleNamespace:
     return SimpleNamespace(
-        expect=c.inventory.expect, facts_campaign=c, facts=lambda node, check: c._facts[node.name]
+        expect=c.inventory.expect,
+        facts_campaign=c,
+        facts=lambda node, check: ReadFacts(c._facts[node.name], check),
     )
 
 
