@@ -1,7 +1,7 @@
-"""What the facts round trip gathers on each node: one `FactSection` per probe (name +
-command builder), joined by `facts_command` into the one script a node runs, so adding a
-check adds no round trip. `campaigns.facts` runs it and reads the sections back.
-"""
+"""What the facts round trip gathers on each node: one `FactSection` per probe (its section's name,
+declared beside the parser in the probe, + command builder), joined by `facts_command` into the
+one script a node runs, so adding a check adds no round trip. `campaigns.facts` runs it and
+reads the sections back."""
 
 from __future__ import annotations
 
@@ -11,31 +11,45 @@ from dataclasses import dataclass
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes.erdma import (
+    ERDMA_DRIVER_STATE,
+    ERDMA_IDENTITY,
     erdma_driver_command,
     erdma_identity_command,
 )
-from pytest_hpcnet.probes.erdma_gdr import gdr_command
-from pytest_hpcnet.probes.fio import mount_check_command
+from pytest_hpcnet.probes.erdma_gdr import ERDMA_GDR, gdr_command
+from pytest_hpcnet.probes.fio import CPFS_MOUNT, mount_check_command
 from pytest_hpcnet.probes.gpu import GPU_QUERY, query_gpu_command
-from pytest_hpcnet.probes.gpu_fabric import FABRIC_COMMAND
-from pytest_hpcnet.probes.gpu_host import DRIVER_VERSION_COMMAND, MODULES_COMMAND, memlock_command
-from pytest_hpcnet.probes.gpu_load import ENGINES_COMMAND
+from pytest_hpcnet.probes.gpu_fabric import FABRIC_COMMAND, GPU_FABRIC
+from pytest_hpcnet.probes.gpu_host import (
+    DRIVER_VERSION_COMMAND,
+    GPU_DRIVER,
+    GPU_MEMLOCK,
+    GPU_MODULES,
+    MODULES_COMMAND,
+    memlock_command,
+)
+from pytest_hpcnet.probes.gpu_load import ENGINES_COMMAND, GPU_ENGINES
 from pytest_hpcnet.probes.gpu_nvlink import ERRORS_COMMAND as NVLINK_ERRORS_COMMAND
+from pytest_hpcnet.probes.gpu_nvlink import NVLINK_ERRORS, NVLINK_STATUS
 from pytest_hpcnet.probes.gpu_nvlink import STATUS_COMMAND as NVLINK_STATUS_COMMAND
-from pytest_hpcnet.probes.gpu_rdma import CUDA_COMMAND, RDMA_SYSFS_COMMAND
-from pytest_hpcnet.probes.gpu_topo import TOPO_COMMAND
-from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND
-from pytest_hpcnet.probes.links import ip_addr_command, ip_link_command
-from pytest_hpcnet.probes.metadata import metadata_command
+from pytest_hpcnet.probes.gpu_rdma import CUDA_COMMAND, GPU_CUDA, RDMA_SYSFS, RDMA_SYSFS_COMMAND
+from pytest_hpcnet.probes.gpu_topo import GPU_TOPO, TOPO_COMMAND
+from pytest_hpcnet.probes.gpu_xid import GPU_KLOG, KERNEL_LOG_COMMAND
+from pytest_hpcnet.probes.identity import HOSTNAME, KERNEL
+from pytest_hpcnet.probes.links import ADDR, LINKS, ip_addr_command, ip_link_command
+from pytest_hpcnet.probes.metadata import METADATA, metadata_command
 from pytest_hpcnet.probes.rdma import (
+    COMPAT_MODE,
+    ERDMA_MODULE,
     compat_mode_command,
     erdma_module_command,
     ibv_devinfo_command,
     rdma_link_command,
 )
+from pytest_hpcnet.probes.rdma_parsers import IBV_DEVINFO, RDMA_LINK
 from pytest_hpcnet.probes.sections import sections_script
-from pytest_hpcnet.probes.sysctl import sysctl_command
-from pytest_hpcnet.probes.versions import versions_command
+from pytest_hpcnet.probes.sysctl import SYSCTL, sysctl_command
+from pytest_hpcnet.probes.versions import VERSIONS, versions_command
 
 
 @dataclass(frozen=True)
@@ -71,51 +85,51 @@ def _gpu_command(command: str) -> Callable[..., str]:
 
 
 SECTIONS: list[FactSection] = [
-    FactSection("hostname", _always("hostname")),
-    FactSection("kernel", _always("uname -r")),
+    FactSection(HOSTNAME.name, _always("hostname")),
+    FactSection(KERNEL.name, _always("uname -r")),
     # `-v` only: the devices and ports a plain call shows plus the GID table, in one call
-    FactSection("ibv_devinfo_v", _always(ibv_devinfo_command(verbose=True))),
-    FactSection("rdma_link", _always(rdma_link_command())),
+    FactSection(IBV_DEVINFO.name, _always(ibv_devinfo_command(verbose=True))),
+    FactSection(RDMA_LINK.name, _always(rdma_link_command())),
     FactSection(
-        "erdma_module",
+        ERDMA_MODULE.name,
         _when(
             lambda e: e.rdma.kernel_module,
             lambda e: erdma_module_command(e.rdma.kernel_module),
         ),
     ),
     FactSection(
-        "compat_mode",
+        COMPAT_MODE.name,
         _when(
             lambda e: e.rdma.compat_mode,
             lambda e: compat_mode_command(e.rdma.kernel_module or "erdma"),
         ),
     ),
-    FactSection("links", _always(ip_link_command(stats=True))),
+    FactSection(LINKS.name, _always(ip_link_command(stats=True))),
     # every interface: each ERI's address is its own netdev's (eth1 for erdma_1)
-    FactSection("addr", _always(ip_addr_command())),
-    FactSection("sysctl", lambda node, expect: sysctl_command(sorted(expect.sysctl))),
+    FactSection(ADDR.name, _always(ip_addr_command())),
+    FactSection(SYSCTL.name, lambda node, expect: sysctl_command(sorted(expect.sysctl))),
     FactSection(
-        "metadata", lambda node, expect: metadata_command(base=expect.placement.metadata_url)
+        METADATA.name, lambda node, expect: metadata_command(base=expect.placement.metadata_url)
     ),
-    FactSection("cpfs_mount", lambda node, expect: mount_check_command(expect.cpfs.mount)),
-    FactSection("versions", _always(versions_command())),
+    FactSection(CPFS_MOUNT.name, lambda node, expect: mount_check_command(expect.cpfs.mount)),
+    FactSection(VERSIONS.name, _always(versions_command())),
     # eRDMA in depth: identity by driver/PCI id, GID tables, driver state
-    FactSection("erdma_identity", _always(erdma_identity_command(None))),
-    FactSection("erdma_driver", _always(erdma_driver_command(None, None))),
-    FactSection("erdma_gdr", _when(lambda e: e.erdma.gdr, lambda e: gdr_command())),
+    FactSection(ERDMA_IDENTITY.name, _always(erdma_identity_command(None))),
+    FactSection(ERDMA_DRIVER_STATE.name, _always(erdma_driver_command(None, None))),
+    FactSection(ERDMA_GDR.name, _when(lambda e: e.erdma.gdr, lambda e: gdr_command())),
 ]
 
 # GPU node health: one block of sections, in the same round trip
 GPU_SECTIONS: list[FactSection] = [
     FactSection(GPU_QUERY.name, _gpu_command(query_gpu_command())),
-    FactSection("gpu_topo", _gpu_command(TOPO_COMMAND)),
-    FactSection("gpu_cuda", _gpu_command(CUDA_COMMAND)),
-    FactSection("gpu_driver", _gpu_command(DRIVER_VERSION_COMMAND)),
-    FactSection("gpu_modules", _gpu_command(MODULES_COMMAND)),
-    FactSection("gpu_memlock", _when(_gpu, lambda e: memlock_command(e.gpu.nccl_user))),
-    FactSection("gpu_klog", _gpu_command(KERNEL_LOG_COMMAND)),
+    FactSection(GPU_TOPO.name, _gpu_command(TOPO_COMMAND)),
+    FactSection(GPU_CUDA.name, _gpu_command(CUDA_COMMAND)),
+    FactSection(GPU_DRIVER.name, _gpu_command(DRIVER_VERSION_COMMAND)),
+    FactSection(GPU_MODULES.name, _gpu_command(MODULES_COMMAND)),
+    FactSection(GPU_MEMLOCK.name, _when(_gpu, lambda e: memlock_command(e.gpu.nccl_user))),
+    FactSection(GPU_KLOG.name, _gpu_command(KERNEL_LOG_COMMAND)),
     FactSection(
-        "rdma_sysfs", _when(lambda e: _gpu(e) and e.gpu.rdma_sysfs, lambda e: RDMA_SYSFS_COMMAND)
+        RDMA_SYSFS.name, _when(lambda e: _gpu(e) and e.gpu.rdma_sysfs, lambda e: RDMA_SYSFS_COMMAND)
     ),
 ]
 SECTIONS += GPU_SECTIONS
@@ -124,11 +138,11 @@ SECTIONS += GPU_SECTIONS
 # NVLink where the profile expects it, the NVSwitch fabric where the SKU has one
 _NVLINK: Expected = lambda e: _gpu(e) and e.gpu_load.nvlink_links  # noqa: E731
 SECTIONS += [
-    FactSection("gpu_engines", _gpu_command(ENGINES_COMMAND)),
-    FactSection("gpu_nvlink_status", _when(_NVLINK, lambda e: NVLINK_STATUS_COMMAND)),
-    FactSection("gpu_nvlink_errors", _when(_NVLINK, lambda e: NVLINK_ERRORS_COMMAND)),
+    FactSection(GPU_ENGINES.name, _gpu_command(ENGINES_COMMAND)),
+    FactSection(NVLINK_STATUS.name, _when(_NVLINK, lambda e: NVLINK_STATUS_COMMAND)),
+    FactSection(NVLINK_ERRORS.name, _when(_NVLINK, lambda e: NVLINK_ERRORS_COMMAND)),
     FactSection(
-        "gpu_fabric", _when(lambda e: _gpu(e) and e.gpu_load.nvswitch, lambda e: FABRIC_COMMAND)
+        GPU_FABRIC.name, _when(lambda e: _gpu(e) and e.gpu_load.nvswitch, lambda e: FABRIC_COMMAND)
     ),
 ]
 
