@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ from pytest_hpcnet.report.certificate import render_certificate
 from pytest_hpcnet.report.evidence import CheckRecord, CommandRecord, EvidenceBundle, Measurement
 from pytest_hpcnet.report.records import RunScope, RunSummary, ScopeEntry
 from pytest_hpcnet.report.signing import generate_keypair, signer_display
+from tests.browser import chromium
 from tests.certificate_bundle import write_bundle, write_crowded_bundle
 from tests.lab.test_static_suite import run_static
 
@@ -22,29 +21,6 @@ pytestmark = pytest.mark.lab
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE_NODE = "<img src=x onerror=\"document.title='PWNED'\">"
 HOSTILE = "<script>document.title='PWNED'</script><img src=x onerror=\"document.title='PWNED'\">\n"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    binary = shutil.which("chromium") or shutil.which("chromium-browser")
-    if binary is None:
-        pytest.skip("chromium is not installed (.ci/run installs Debian's chromium)")
-    profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
-    return subprocess.run(
-        [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def print_pages(tmp_path: Path, page: Path) -> int:

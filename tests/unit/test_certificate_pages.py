@@ -6,24 +6,13 @@ accepted still needs) on one page, for ACCEPTED, REJECTED and INCOMPLETE runs of
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.browser import chromium
 from tests.certificate_bundle import write_print_case
 
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--no-pdf-header-footer",
-)
 MARK = "https://hpcnet.test/"
 VERDICTS = ("ACCEPTED", "REJECTED", "INCOMPLETE")
 
@@ -66,22 +55,8 @@ def pdf_pages(pdf: bytes) -> list[set[str]]:
 
 
 def print_pdf(tmp_path: Path, html: Path) -> bytes:
-    binary = shutil.which("chromium") or shutil.which("chromium-browser")
-    if binary is None:
-        pytest.skip("chromium is not installed (Debian's chromium package)")
     pdf = tmp_path / "printed.pdf"
-    subprocess.run(
-        [
-            binary,
-            *CHROMIUM_FLAGS,
-            f"--user-data-dir={tmp_path / 'profile'}",
-            f"--print-to-pdf={pdf}",
-            html.as_uri(),
-        ],
-        capture_output=True,
-        timeout=180,
-        check=False,
-    )
+    chromium(tmp_path, "--no-pdf-header-footer", f"--print-to-pdf={pdf}", html.as_uri())
     return pdf.read_bytes()
 
 
