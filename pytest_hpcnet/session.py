@@ -61,6 +61,7 @@ from pytest_hpcnet.report.terminal_summary import (
     failure_line,
 )
 from pytest_hpcnet.report.verdict import run_date, verdict_line
+from pytest_hpcnet.requirements.registry import planned_bounds
 from pytest_hpcnet.run_scope import (
     check_exclusions,
     check_waivers,
@@ -467,6 +468,7 @@ class HpcnetState:
                 "connection_retries": self.retries(),
                 "scope": run_scope(self.config, inv, self.planned).model_dump(),
                 "plan": unit_plan(inv.expect),
+                "bounds": planned_bounds(inv.expect),
                 "lab": is_lab(inv, self.placement()),
                 **profile_facts(inv),
                 **cluster_node_facts(

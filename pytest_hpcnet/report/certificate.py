@@ -53,6 +53,7 @@ from pytest_hpcnet.report.certificate_rows import (  # noqa: F401 - re-exported
     RequirementSpec,
     WaiverRow,
     anchor_for,
+    fill_planned_bounds,
     fill_threshold_sources,
     node_rows,
     requirement_rows,
@@ -194,6 +195,7 @@ def build_facts(
     for row in rows:
         row.where = where(records, row, run_date, inventory_names)
     header = run_facts(summary)
+    fill_planned_bounds(rows, getattr(summary, "bounds", None) or {})
     threshold_sources = fill_threshold_sources(rows, header["profile_sources"])
     nodes = node_rows(records, ctx.nodes, unreachable, run_date)
     names = [n.name for n in nodes]

@@ -237,6 +237,32 @@ def fill_threshold_sources(
     return dict(sorted(used.items()))
 
 
+def fill_planned_bounds(
+    rows: Iterable[RequirementRow], planned: Mapping[str, Sequence[Mapping[str, object]]]
+) -> None:
+    """Give a row that measured no bound (not run, not measured, skipped) the bounds its
+    judges would have applied, from the run's expectations (`planned_bounds`), with their
+    keys as the source: what a requirement is held to shows whatever its outcome."""
+    for row in rows:
+        bounds = planned.get(row.check_id) or ()
+        if row.threshold or not bounds:
+            continue
+        shown = []
+        for bound in bounds:
+            text = format_threshold(
+                Measurement(
+                    name=str(bound["figure"]),
+                    unit=str(bound.get("unit") or ""),
+                    threshold=bound.get("value"),  # type: ignore[arg-type]
+                    comparison=str(bound["comparison"]),
+                )
+            )
+            text = text if bound.get("value") is not None else "unset"
+            shown.append(text if len(bounds) == 1 else f"{bound['figure']} {text}")
+        row.threshold = "; ".join(shown)
+        row.threshold_source = "expect." + ", expect.".join(str(b["key"]) for b in bounds)
+
+
 def _record_nodes(record: CheckRecord) -> tuple[str, ...]:
     pair = pair_nodes(record.subject) if record.kind == "pair" else None
     if pair is not None:

@@ -186,6 +186,7 @@ def merged_scope(parts: Sequence[Partition]) -> dict[str, Any]:
         "profile": ", ".join(profiles),
         "profile_sources": sources,
         "lab": any(s.lab for s in summaries),
+        "bounds": next((b for s in summaries if (b := getattr(s, "bounds", None))), {}),
     }
 
 

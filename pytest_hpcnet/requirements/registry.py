@@ -54,6 +54,20 @@ class Figure:
 
 
 @dataclass(frozen=True)
+class BoundKey:
+    """A bound a requirement's judge reads from the expectations: `key` is its dotted path
+    (`ib_write_bw.bound_gbps`; properties too), multiplied by the value at `scale` where the
+    judge takes a share of a rated figure. The certificate shows it beside the requirement
+    whatever the outcome, so one not measured still says what it would have been held to."""
+
+    figure: str
+    key: str
+    comparison: str
+    unit: str = ""
+    scale: str = ""
+
+
+@dataclass(frozen=True)
 class Requirement:
     """One acceptance requirement.
 
@@ -64,7 +78,8 @@ class Requirement:
     judge records that a page shows; `group` the certificate table its measurements fill;
     `judges` its judge functions, one per suite test that decides it ("module:function" under
     `pytest_hpcnet.requirements`); `sections` the facts sections its tests read (by the name
-    each probe frames it under); `pair` whether a test of it is measured per node pair."""
+    each probe frames it under); `pair` whether a test of it is measured per node pair;
+    `bounds` the absolute bounds its judges read from the expectations."""
 
     id: str
     title: str
@@ -77,6 +92,7 @@ class Requirement:
     judges: tuple[str, ...] = ()
     sections: tuple[str, ...] = ()
     pair: bool = False
+    bounds: tuple[BoundKey, ...] = ()
 
 
 REQUIREMENTS: tuple[Requirement, ...] = (
@@ -109,6 +125,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "static",
         judges=("erdma:judge_erdma_identity",),
         sections=("erdma_identity",),
+        bounds=(BoundKey("eris", "erdma.eris", "==", "devices"),),
     ),
     Requirement(
         "erdma_driver",
@@ -141,6 +158,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "static",
         judges=("mtu:judge_node_mtu", "mtu:judge_node_ll128_rule", "mtu:judge_same_interface_mtu"),
         sections=("links", "erdma_identity", "ibv_devinfo_v", "rdma_link"),
+        bounds=(BoundKey("mtu", "mtu", "==", "bytes"),),
     ),
     Requirement(
         "path_mtu", "Path MTU", ("mtu",), "static", judges=("mtu:judge_pair_path_mtu",), pair=True
@@ -216,6 +234,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         judges=("host:judge_sysctl", "host:judge_nic_counters", "host:judge_icmp_latency"),
         sections=("sysctl", "links"),
         pair=True,
+        bounds=(
+            BoundKey("errors", "nic_max_errors", "<=", "packets"),
+            BoundKey("dropped", "nic_max_dropped", "<=", "packets"),
+            BoundKey("rtt_avg", "ping.max_avg_ms", "<=", "ms"),
+            BoundKey("rtt_max", "ping.max_ms", "<=", "ms"),
+        ),
     ),
     # GPU node health; a CPU-only profile (expect.gpu.count unset) skips them
     Requirement(
@@ -226,6 +250,10 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         group=GPU_NODES,
         judges=("gpu:judge_count_model", "gpu_node:judge_modules"),
         sections=(GPU_QUERY.name, "gpu_modules", "gpu_driver", "gpu_cuda"),
+        bounds=(
+            BoundKey("count", "gpu.count", "==", "GPUs"),
+            BoundKey("model", "gpu.model", "=="),
+        ),
     ),
     Requirement(
         "gpu_health",
@@ -297,6 +325,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         figures=(Figure("bw_avg", "ib_write_bw average bandwidth", "Gbit/s", trended=True),),
         judges=("perftest:judge_pair_bandwidth",),
         pair=True,
+        bounds=(BoundKey("bw_avg", "ib_write_bw.bound_gbps", ">=", "Gbit/s"),),
     ),
     Requirement(
         "ib_write_lat",
@@ -309,6 +338,10 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         judges=("perftest:judge_pair_latency",),
         pair=True,
+        bounds=(
+            BoundKey("t_avg", "ib_write_lat.max_avg_us", "<=", "usec"),
+            BoundKey("t_p99", "ib_write_lat.max_p99_us", "<=", "usec"),
+        ),
     ),
     Requirement(
         "perftest_localization",
@@ -325,6 +358,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "benchmark",
         judges=("perftest:judge_every_eri",),
         pair=True,
+        bounds=(
+            BoundKey("bw_avg", "erdma.per_eri_gbps", ">=", "Gbit/s", scale="erdma.bw_fraction"),
+        ),
     ),
     Requirement(
         "erdma_instance_bw",
@@ -333,6 +369,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "benchmark",
         judges=("perftest:judge_eris_to_sum", "perftest:judge_all_eris_at_once"),
         sections=("erdma_identity", "ibv_devinfo_v"),
+        bounds=(
+            BoundKey("sum", "erdma.per_instance_gbps", ">=", "Gbit/s", scale="erdma.bw_fraction"),
+        ),
     ),
     Requirement(
         "erdma_gdr_bw",
@@ -361,6 +400,10 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             "nccl:judge_no_wrong_values",
         ),
         sections=("hostname",),
+        bounds=(
+            BoundKey("avg_busbw", "nccl.min_avg_busbw_gbs", ">=", "GB/s"),
+            BoundKey("busbw_largest", "nccl.min_busbw_largest_gbs", ">=", "GB/s"),
+        ),
     ),
     Requirement(
         "nccl_transport",
@@ -391,6 +434,10 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             "cpfs_fio:judge_cpfs_aggregate",
         ),
         sections=("cpfs_mount",),
+        bounds=(
+            BoundKey("write_bw", "cpfs.min_write_mbs_per_node", ">=", "MB/s"),
+            BoundKey("read_bw", "cpfs.min_read_mbs_per_node", ">=", "MB/s"),
+        ),
     ),
     # GPUs under load: every GPU of every node at once (campaigns/gpu_load)
     Requirement(
@@ -427,6 +474,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         group=GPUS_UNDER_LOAD,
         judges=("gpu_load:judge_gpu_compute",),
         sections=("gpu_engines",),
+        bounds=(
+            BoundKey("bf16_tflops", "gpu_load.min_bf16_tflops", ">=", "TFLOPS"),
+            BoundKey("tf32_tflops", "gpu_load.min_tf32_tflops", ">=", "TFLOPS"),
+            BoundKey("temperature_c_max", "gpu_load.max_temperature_c", "<=", "C"),
+        ),
     ),
     Requirement(
         "gpu_correctness",
@@ -471,6 +523,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         group=GPUS_UNDER_LOAD,
         judges=("gpu_load:judge_gpu_bandwidth",),
         sections=("gpu_engines", GPU_QUERY.name),
+        bounds=(
+            BoundKey("hbm_gbs", "gpu_load.min_hbm_gbs", ">=", "GB/s"),
+            BoundKey("h2d_gbs", "gpu_load.min_h2d_gbs", ">=", "GB/s"),
+            BoundKey("d2h_gbs", "gpu_load.min_d2h_gbs", ">=", "GB/s"),
+        ),
     ),
     Requirement(
         "gpu_nvlink",
@@ -480,6 +537,10 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         group=GPUS_UNDER_LOAD,
         judges=("gpu_nvlink:judge_gpu_nvlink",),
         sections=("gpu_nvlink_status", "gpu_nvlink_errors", GPU_QUERY.name),
+        bounds=(
+            BoundKey("links", "gpu_load.nvlink_links", "==", "links"),
+            BoundKey("errors", "gpu_load.nvlink_max_errors", "<=", "errors"),
+        ),
     ),
     Requirement(
         "gpu_dcgm",
@@ -505,6 +566,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         judges=("gpu_nccl_node:judge_gpu_nccl_node",),
         sections=("gpu_engines", GPU_QUERY.name),
+        bounds=(BoundKey("busbw_largest", "gpu_load.min_node_busbw_gbs", ">=", "GB/s"),),
     ),
     Requirement(
         "gpu_p2p",
@@ -514,6 +576,10 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         group=GPUS_UNDER_LOAD,
         judges=("gpu_p2p:judge_gpu_p2p",),
         sections=("gpu_topo", GPU_QUERY.name, "gpu_engines"),
+        bounds=(
+            BoundKey("nvlink", "gpu_load.min_p2p_nvlink_gbs", ">=", "GB/s"),
+            BoundKey("pcie", "gpu_load.min_p2p_pcie_gbs", ">=", "GB/s"),
+        ),
     ),
     Requirement(
         "gpu_fabric",
@@ -600,6 +666,36 @@ def group_columns(group: str) -> tuple[Figure, ...]:
 def pair_requirements() -> tuple[str, ...]:
     """The ids of the requirements measured per node pair, in registry order."""
     return tuple(r.id for r in REQUIREMENTS if r.pair)
+
+
+def expectation_at(expect: Expectations, key: str) -> object:
+    """The expectations' value at a dotted path (`ib_write_bw.bound_gbps`)."""
+    found: object = expect
+    for part in key.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def planned_bounds(expect: Expectations) -> dict[str, list[dict[str, object]]]:
+    """Each requirement's absolute bounds as the run's expectations set them (None: unset,
+    the figure is measured and not judged by it): the run summary's `bounds`, which the
+    certificate shows for a requirement whatever its outcome."""
+    planned: dict[str, list[dict[str, object]]] = {}
+    for req in REQUIREMENTS:
+        for bound in req.bounds:
+            value = expectation_at(expect, bound.key)
+            if value is not None and bound.scale:
+                value = float(value) * float(expectation_at(expect, bound.scale))  # type: ignore[arg-type]
+            planned.setdefault(req.id, []).append(
+                {
+                    "figure": bound.figure,
+                    "value": value,
+                    "comparison": bound.comparison,
+                    "unit": bound.unit,
+                    "key": bound.key + (f" x {bound.scale}" if bound.scale else ""),
+                }
+            )
+    return planned
 
 
 def judge_functions(check_id: str) -> tuple[Callable[..., object], ...]:
