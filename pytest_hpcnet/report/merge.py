@@ -37,6 +37,7 @@ from pytest_hpcnet.campaigns.schedule import ring_pairs
 from pytest_hpcnet.report.certificate import CertificateContext, render_certificate
 from pytest_hpcnet.report.certificate_rows import DEFAULT_REQUIREMENTS, RequirementSpec
 from pytest_hpcnet.report.evidence import (
+    INVENTORY_COPY,
     CheckRecord,
     RunSummary,
     cluster_node_facts,
@@ -144,6 +145,22 @@ def merged_context(parts: Sequence[Partition]) -> CertificateContext:
         unreachable_nodes=sorted(_unreachable(parts)),
         title=parts[0].facts.get("title") or CertificateContext().title,
         requirements=_requirements(parts),
+        inventory_copy=merged_inventory(parts),
+    )
+
+
+def merged_inventory(parts: Sequence[Partition]) -> str:
+    """The partitions' inventory copies (already redacted): the one text when they agree,
+    else each as its own YAML document headed by its run id; empty when none has one."""
+    texts: dict[str, list[str]] = {}
+    for part in parts:
+        path = part.run_dir / INVENTORY_COPY
+        if path.is_file():
+            texts.setdefault(path.read_text(encoding="utf-8"), []).append(part.run_id)
+    if len(texts) <= 1:
+        return next(iter(texts), "")
+    return "---\n".join(
+        f"# partitions {', '.join(runs)}\n{text.rstrip()}\n" for text, runs in texts.items()
     )
 
 

@@ -38,6 +38,7 @@ def partition(
     pairs: bool = True,
     signed: bool = True,
     cluster_nodes: list[str] | None = None,
+    inventory: str = "",
     **summary,
 ):
     """A closed, rendered partition run of the cluster `cluster_nodes` (default `CLUSTER`;
@@ -59,6 +60,7 @@ def partition(
         "cluster": cluster,
         "vswitch_id": f"vsw-{run_id}",
         "nodes": [{"name": n, "instance_type": "ecs.ebmgn8is.32xlarge"} for n in nodes],
+        "inventory_copy": inventory,
     }
     render_certificate(bundle.run_dir, context)
     if signed:
@@ -647,3 +649,24 @@ def test_a_signed_merge_of_signed_partitions_names_no_unsigned_evidence(tmp_path
     merge(out, parts, sign_key=private)
     assert facts_of(out)["unsigned_inputs"] == []
     assert "was not signed" not in (out / "certificate.html").read_text()
+
+
+def test_merged_bundle_carries_the_partitions_inventory(tmp_path, keys):
+    text = "cluster: {name: prod-gpu-01}\nnodes: [gpu-a, gpu-b, gpu-c, gpu-d]\n"
+    a = partition(tmp_path, "part-a", PART_A, inventory=text)
+    b = partition(tmp_path, "part-b", PART_B, inventory=text)
+    out = tmp_path / "merged"
+    merge(out, [a, b], sign_key=keys[0])
+    assert (out / "inventory.yaml").read_text() == text
+    assert facts_of(out)["inventory_copy"] == "inventory.yaml"
+    assert verify(out, keys[1]).ok
+
+
+def test_merged_bundle_keeps_each_differing_inventory_named_by_its_partition(tmp_path):
+    a = partition(tmp_path, "part-a", PART_A, inventory="nodes: [gpu-a, gpu-b]\n")
+    b = partition(tmp_path, "part-b", PART_B, inventory="nodes: [gpu-c, gpu-d]\n")
+    out = tmp_path / "merged"
+    merge(out, [a, b])
+    copy = (out / "inventory.yaml").read_text()
+    assert "# partitions part-a\nnodes: [gpu-a, gpu-b]" in copy
+    assert "# partitions part-b\nnodes: [gpu-c, gpu-d]" in copy
