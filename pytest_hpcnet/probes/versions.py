@@ -1,4 +1,5 @@
-"""Tool versions on a node (kernel, erdma driver, rdma-core, perftest, fio, Open MPI, NCCL).
+"""Tool versions on a node (OS release, kernel, erdma driver, rdma-core, perftest, fio,
+Open MPI, NCCL).
 
 Read from the package database rather than by running the tools: `ib_write_bw --version`
 on an old perftest would start a server instead.
@@ -19,6 +20,8 @@ def versions_command() -> str:
     """Print `name=version` lines; tools that are not installed print nothing."""
     return (
         "printf 'kernel=%s\\n' \"$(uname -r)\"; "
+        "( . /etc/os-release 2>/dev/null && "
+        "printf 'os=%s\\n' \"${PRETTY_NAME:-$ID $VERSION_ID}\" ); "
         "v=/sys/module/erdma/version; [ -r $v ] && printf 'erdma=%s\\n' \"$(cat $v)\"; "
         "if command -v dpkg-query >/dev/null 2>&1; then "
         f"dpkg-query -W -f='${{Package}}=${{Version}}\\n' {PACKAGES_DEB} 2>/dev/null; "

@@ -17,6 +17,7 @@ from pytest_hpcnet.report.evidence import CheckRecord
 
 #: Tools listed first, in this order; any other key the records carry follows, sorted.
 TOOL_ORDER: tuple[str, ...] = (
+    "os",
     "kernel",
     "erdma",
     "rdma-core",
