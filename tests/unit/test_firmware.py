@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.firmware import (
+    GPU_FIRMWARE_COMMAND,
     BiosInfo,
     GpuFirmwareList,
     NicInfo,
@@ -21,6 +25,7 @@ H100 = "nvidia-smi-q-h100-sxm-x8-drv565-vbios-96.00.74.00.01-gsp-565-thamada.txt
 RTX = "nvidia-smi-q-rtx6000ada-x8-drv550-ecc-disabled-gsp-na-thamada.txt"
 VIRTIO = "ethtool-i-virtio_net-1.0.0-empty-firmware-no-statistics-vm.txt"
 ICE = "ethtool-i-ice-e810-cqda2-inbox-6.5.0-fw-2.50-trailing-space.txt"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "firmware"
 
 
 @pytest.fixture
@@ -46,6 +51,17 @@ def test_smi_q_firmware_per_gpu(read):
         len(parse_smi_firmware(read("nvidia-smi-q-a40-x10-drv550-vbios-94.02.5C-thamada.txt")).gpus)
         == 10
     )
+
+
+@pytest.mark.parametrize("name", [H100, RTX])
+def test_command_sends_back_only_the_firmware_lines(fixture_text, name):
+    """The command's awk keeps what the parser reads: the same result from 1 line in 30."""
+    path = str(FIXTURES / name)
+    command = GPU_FIRMWARE_COMMAND.replace("nvidia-smi -q 2>&1", 'cat "$F"')
+    sent = subprocess.run(["sh", "-c", command], env={"F": path}, capture_output=True, text=True)
+    full = fixture_text("firmware", name)
+    assert parse_smi_firmware(sent.stdout) == parse_smi_firmware(full)
+    assert len(sent.stdout.splitlines()) * 25 < len(full.splitlines())
 
 
 def test_smi_q_cut_or_failed_is_an_error(read):

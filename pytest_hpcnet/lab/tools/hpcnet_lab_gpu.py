@@ -26,8 +26,8 @@ BUS_IDS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 DRIVER = "580.159.04"
 NAME = "NVIDIA H200"
 VBIOS = "96.00.A5.00.1A"
-INFOROM_IMAGE = "G520.0200.00.05"
-"""Lab values (the InfoROM image as the recorded H100 SXM's: no H200 `-q` is recorded)."""
+INFOROM_IMAGE = "G520.0282.02.02"
+"""The InfoROM image of the recorded H200 (samples/nvidia_smi/query-gpu-all-fields.tsv)."""
 
 
 def vbios(faults: dict[str, str], slot: int) -> str:
