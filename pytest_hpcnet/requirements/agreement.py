@@ -1,21 +1,48 @@
 """One value across the nodes of an instance type: the odd ones out named against the
-majority, or no majority to trust (shared by the `versions` and `firmware` judges)."""
+majority, or no majority to trust; a pin where one is set (shared by the `versions` and
+`firmware` judges).
+
+Each item is measured per instance type: its agreed value (basis `AGREED`, subject the
+type, "" when the types are not known) and each odd value per node (basis `ODD`, subject
+the node and its GPUs or NICs, the agreed value or the pin as its bound): the certificate's
+one-line manifest per type and its odd nodes are these measurements.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pytest_hpcnet.requirements.verdict import FAIL, PASS, Measurement
+
 UNKNOWN_TYPE = "instance type unknown"
+AGREED = "agreed by the nodes of the instance type"
+ODD = "off the instance type's agreed value"
+SHOWN_SUBJECTS = 6
+"""The subjects a reason names for one value; the rest are counted."""
 
 
 @dataclass(frozen=True)
-class Disagreement:
-    """What is off for one item: one line per odd value, and the nodes at fault (none when
-    there is no majority: no group can be told from the other)."""
+class Entry:
+    """One compared value on a node: `where` narrows it (`GPU 3 (…)`, `eth0`; "" the node)."""
+
+    node: str
+    where: str
+    value: str
+
+    @property
+    def subject(self) -> str:
+        return f"{self.node} {self.where}" if self.where else self.node
+
+
+@dataclass
+class Comparison:
+    """What one item's comparison found: one line per problem, the nodes at fault (none
+    where there is no majority), the measurements."""
 
     problems: list[str] = field(default_factory=list)
     suspects: list[str] = field(default_factory=list)
+    measurements: list[Measurement] = field(default_factory=list)
 
 
 def shown(value: str) -> str:
@@ -23,26 +50,11 @@ def shown(value: str) -> str:
     return value if value else "(empty)"
 
 
-def disagreement(item: str, seen: Mapping[str, Sequence[str]], scope: str = "") -> Disagreement:
-    """`seen` is value -> the subjects (`node03`, `node03 GPU 3 (…)`) that have it. One
-    value: nothing. One value held by the most subjects: each other value named with its
-    subjects and the majority value with its count. Tied at the top (two nodes, two
-    drivers): `no majority`, every group named. `scope` prefixes each line (`ecs.x: `)."""
-    if len(seen) < 2:
-        return Disagreement()
-    total = sum(len(s) for s in seen.values())
-    ranked = sorted(seen, key=lambda v: (-len(seen[v]), v))
-    top = len(seen[ranked[0]])
-    if len(seen[ranked[1]]) == top:
-        groups = "; ".join(f"{shown(v)} on {', '.join(seen[v])}" for v in ranked)
-        return Disagreement([f"{scope}{item} has no majority: {groups}"])
-    usual = ranked[0]
-    problems = [
-        f"{scope}{item} {shown(v)} on {', '.join(seen[v])} "
-        f"(majority {shown(usual)} on {top} of {total})"
-        for v in ranked[1:]
-    ]
-    return Disagreement(problems, [s for v in ranked[1:] for s in seen[v]])
+def listed(subjects: Sequence[str]) -> str:
+    """The subjects, at most `SHOWN_SUBJECTS` named, the rest counted."""
+    more = len(subjects) - SHOWN_SUBJECTS
+    named = ", ".join(subjects[:SHOWN_SUBJECTS])
+    return f"{named} and {more} more" if more > 0 else named
 
 
 def by_type(nodes: Sequence[str], types: Mapping[str, str | None] | None) -> dict[str, list[str]]:
@@ -56,6 +68,80 @@ def by_type(nodes: Sequence[str], types: Mapping[str, str | None] | None) -> dic
     return grouped
 
 
-def scope_of(kind: str, groups: Mapping[str, Sequence[str]]) -> str:
-    """The prefix naming the instance type when the nodes are of more than one."""
-    return f"{kind}: " if len(groups) > 1 and kind else ""
+def _odd_measurements(
+    item: str, odd: Mapping[str, Sequence[Entry]], bound: str, source: str
+) -> list[Measurement]:
+    """One failed measurement per odd value and node (subject the node and its GPUs/NICs)."""
+    out = []
+    for value, entries in odd.items():
+        per_node: dict[str, list[str]] = {}
+        for entry in entries:
+            per_node.setdefault(entry.node, []).append(entry.where)
+        for node, wheres in per_node.items():
+            subject = " ".join([node, ", ".join(w for w in wheres if w)]).strip()
+            m = Measurement(item, value, "", bound, "==", source, subject, FAIL, basis=ODD)
+            out.append(m)
+    return out
+
+
+def compare(
+    item: str,
+    entries: Sequence[Entry],
+    groups: Mapping[str, Sequence[str]],
+    pin: str | None = None,
+    unit: str = "nodes",
+    matches: Callable[[str, str], bool] = str.__eq__,
+) -> Comparison:
+    """`item` within each instance type (`groups`: type -> its nodes). Pinned: every value
+    that does not `matches` the pin is named. Else one value: agreed; one value held by the
+    most entries: each other named with its subjects and the majority value with its count
+    (`majority X on 31 of 32 GPUs`); tied at the top: `no majority`, every group named."""
+    found = Comparison()
+    for kind, members in groups.items():
+        seen: dict[str, list[Entry]] = {}
+        for entry in entries:
+            if entry.node in members:
+                seen.setdefault(entry.value, []).append(entry)
+        if not seen:
+            continue
+        scope = f"{kind}: " if len(groups) > 1 and kind else ""
+        ranked = sorted(seen, key=lambda v: (-len(seen[v]), v))
+        total, top = sum(len(e) for e in seen.values()), len(seen[ranked[0]])
+        tied = len(ranked) > 1 and len(seen[ranked[1]]) == top
+        agreed = ranked[0] if not tied else ", ".join(shown(v) for v in ranked)
+        source = "expect.versions.pin" if pin is not None else AGREED
+        found.measurements.append(
+            Measurement(
+                item,
+                agreed,
+                "",
+                pin,
+                "==",
+                source,
+                kind,
+                None if pin is not None else (FAIL if tied else PASS),
+                basis=AGREED,
+            )
+        )
+        if pin is not None:
+            odd = {v: e for v, e in seen.items() if not matches(v, pin)}
+            found.problems += [
+                f"{scope}{item} {shown(v)} on {listed([x.subject for x in e])} (pinned {pin})"
+                for v, e in odd.items()
+            ]
+        elif tied:
+            groups_named = "; ".join(
+                f"{shown(v)} on {listed([x.subject for x in seen[v]])}" for v in ranked
+            )
+            found.problems.append(f"{scope}{item} has no majority: {groups_named}")
+            continue
+        else:
+            odd = {v: seen[v] for v in ranked[1:]}
+            found.problems += [
+                f"{scope}{item} {shown(v)} on {listed([x.subject for x in e])} "
+                f"(majority {shown(agreed)} on {top} of {total} {unit})"
+                for v, e in odd.items()
+            ]
+        found.suspects += [x.node for e in odd.values() for x in e]
+        found.measurements += _odd_measurements(item, odd, pin or agreed, source)
+    return found

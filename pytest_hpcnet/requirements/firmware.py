@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.firmware import BIOS, GPU_FIRMWARE, NIC_INFO, NodeFirmware
-from pytest_hpcnet.requirements.agreement import by_type, disagreement, scope_of, shown
+from pytest_hpcnet.requirements.agreement import Entry, by_type, compare
 from pytest_hpcnet.requirements.verdict import Measurement, Verdict, failing, not_measured, passing
 
 ITEMS = (
@@ -26,15 +26,13 @@ ITEMS = (
     "bios_version",
 )
 """The compared items, in the order they are named; each may be pinned (`expect.versions.pin`)."""
+UNITS = {"vbi": "GPUs", "inf": "GPUs", "gsp": "GPUs", "ecc": "GPUs", "nic": "NICs"}
+"""What an item's majority counts (by the item's first letters; the BIOS items: nodes)."""
 FIX = (
     "flash the firmware the other nodes (or the pin) run, or have the provider replace the "
     "node; set the pin in expect.versions.pin once the right version is known"
 )
 FIX_RERUN = "re-run; if the output is cut short again, run nvidia-smi -q / ethtool -i by hand"
-
-
-def _subject(node: str, where: str) -> str:
-    return f"{node} {where}" if where else node
 
 
 def judge_firmware(
@@ -55,46 +53,16 @@ def judge_firmware(
     suspects: list[str] = []
     measurements: list[Measurement] = []
     for item in ITEMS:
-        seen: dict[str, list[str]] = {}
-        owner: dict[str, str] = {}
-        for node, found in read.items():
-            for entry in found.items:
-                if entry.item == item:
-                    subject = _subject(node, entry.where)
-                    seen.setdefault(entry.value, []).append(subject)
-                    owner[subject] = node
-        if not seen:
-            continue
-        pin = pins.get(item)
-        for kind, members in groups.items():
-            within = {
-                v: [s for s in subjects if owner[s] in members] for v, subjects in seen.items()
-            }
-            within = {v: s for v, s in within.items() if s}
-            if not within:
-                continue
-            values = ", ".join(shown(v) for v in sorted(within))
-            measurements.append(
-                Measurement(
-                    item,
-                    values,
-                    "",
-                    pin,
-                    "==",
-                    "expect.versions.pin" if pin else "all nodes of the type agree",
-                    subject=kind,
-                )
-            )
-            if pin is not None:
-                off = {v: s for v, s in within.items() if v != pin}
-                problems += [
-                    f"{item} {shown(v)} on {', '.join(s)} (pinned {pin})" for v, s in off.items()
-                ]
-                suspects += [owner[s] for subjects in off.values() for s in subjects]
-                continue
-            odd = disagreement(item, within, scope_of(kind, groups))
-            problems += odd.problems
-            suspects += [owner[s] for s in odd.suspects]
+        entries = [
+            Entry(node, entry.where, entry.value)
+            for node, found in read.items()
+            for entry in found.items
+            if entry.item == item
+        ]
+        found = compare(item, entries, groups, pins.get(item), UNITS.get(item[:3], "nodes"))
+        problems += found.problems
+        suspects += found.suspects
+        measurements += found.measurements
     for item in sorted(set(pins) & set(ITEMS)):
         if not any(m.name == item for m in measurements):
             unread.append(f"{item} pinned ({pins[item]}) but read on no node")

@@ -16,7 +16,7 @@ from pytest_hpcnet.probes.gpu import GPU_QUERY, GpuQuery
 from pytest_hpcnet.probes.gpu_host import LoadedModules, Memlock
 from pytest_hpcnet.probes.gpu_rdma import RdmaSysfs
 from pytest_hpcnet.probes.gpu_topo import Topology, hca_selects
-from pytest_hpcnet.requirements.agreement import by_type, disagreement, scope_of
+from pytest_hpcnet.requirements.agreement import Entry, by_type, compare
 from pytest_hpcnet.requirements.firmware import ITEMS as FIRMWARE_ITEMS
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
@@ -200,24 +200,14 @@ def judge_versions(
     suspects: list[str] = []
     measurements: list[Measurement] = []
     for comp in components:
+        entries = [Entry(node, "", found.get(comp, "missing")) for node, found in read.items()]
+        compared = compare(comp, entries, groups, pins.get(comp), matches=_matches)
+        problems += compared.problems
+        suspects += compared.suspects
+        measurements += compared.measurements
         seen: dict[str, list[str]] = {}
-        for node, found in read.items():
-            seen.setdefault(found.get(comp, "missing"), []).append(node)
-        pin = pins.get(comp)
-        source = "expect.versions.pin" if pin else "all nodes agree"
-        measurements.append(Measurement(comp, ", ".join(sorted(seen)), "", pin, "==", source))
-        if pin is not None:
-            off = {v: n for v, n in seen.items() if not _matches(v, pin)}
-            problems += [f"{comp} {v} on {', '.join(n)} (pinned {pin})" for v, n in off.items()]
-            suspects += [node for nodes in off.values() for node in nodes]
-        else:
-            for kind, members in groups.items():
-                within = {v: [n for n in nodes if n in members] for v, nodes in seen.items()}
-                odd = disagreement(
-                    comp, {v: n for v, n in within.items() if n}, scope_of(kind, groups)
-                )
-                problems += odd.problems
-                suspects += odd.suspects
+        for entry in entries:
+            seen.setdefault(entry.value, []).append(entry.node)
         for bad in expect.versions.known_bad:
             if bad.tool != comp:
                 continue

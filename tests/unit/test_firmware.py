@@ -111,7 +111,8 @@ def test_odd_gpu_named_with_the_majority(read):
     nodes["n2"] = node(read, vbios3="96.00.74.00.02")
     verdict = judge_firmware(nodes, Expectations())
     assert not verdict and verdict.reason == (
-        "vbios 96.00.74.00.02 on n2 GPU 3 (00000000:5D:00.0) (majority 96.00.74.00.01 on 23 of 24)"
+        "vbios 96.00.74.00.02 on n2 GPU 3 (00000000:5D:00.0) "
+        "(majority 96.00.74.00.01 on 23 of 24 GPUs)"
     )
     assert verdict.extra["suspects"] == ["n2"]
 
@@ -145,4 +146,27 @@ def test_compared_within_instance_type_and_unread(read):
     assert cpu_only.unread == () and {i.item for i in cpu_only.items} == {
         "bios_vendor",
         "bios_version",
+    }
+
+
+def test_pin_names_few_subjects_and_measures_each_odd_node(read):
+    nodes = {f"n{i}": node(read) for i in range(1, 4)}
+    pinned = Expectations.model_validate({"versions": {"pin": {"vbios": "96.00.74.00.05"}}})
+    verdict = judge_firmware(nodes, pinned)
+    assert verdict.reason.startswith("vbios 96.00.74.00.01 on n1 GPU 0 (00000000:18:00.0), ")
+    assert verdict.reason.endswith(" and 18 more (pinned 96.00.74.00.05)")
+    odd = [m for m in verdict.measurements if m.basis.startswith("off")]
+    assert [(m.subject.split()[0], m.subject.count("GPU"), m.bound) for m in odd] == [
+        (n, 8, "96.00.74.00.05") for n in ("n1", "n2", "n3")
+    ]
+    agreed = {m.name: m.value for m in verdict.measurements if m.basis.startswith("agreed")}
+    assert agreed == {
+        "vbios": "96.00.74.00.01",
+        "inforom_image": "G520.0200.00.05",
+        "gsp_firmware": "565.57.01",
+        "ecc_mode": "Enabled",
+        "nic_driver": "virtio_net 1.0.0",
+        "nic_firmware": "",
+        "bios_vendor": "Alibaba Cloud",
+        "bios_version": "0.0.0",
     }

@@ -326,12 +326,17 @@ def test_versions_differ_across_nodes():
     }
     verdict = judge_versions(found, expect())
     assert not verdict and verdict.reason == (
-        "nvidia_driver 570.172.08 on node03 (majority 580.159.04 on 3 of 4); "
-        "nccl missing on node04 (majority 2.27.7 on 3 of 4)"
+        "nvidia_driver 570.172.08 on node03 (majority 580.159.04 on 3 of 4 nodes); "
+        "nccl missing on node04 (majority 2.27.7 on 3 of 4 nodes)"
     )  # fio is not compared: only the GPU and RDMA stack must agree
     assert verdict.extra["suspects"] == ["node03", "node04"]
-    shown = {m.name: m.value for m in verdict.measurements if m.name != "judge"}
-    assert shown == {"nvidia_driver": "570.172.08, 580.159.04", "nccl": "2.27.7, missing"}
+    shown = {(m.name, m.subject): (m.value, m.bound, m.outcome) for m in verdict.measurements}
+    assert shown == {  # the agreed value of each (one type: subject ""), each odd node's
+        ("nvidia_driver", ""): ("580.159.04", None, "pass"),
+        ("nvidia_driver", "node03"): ("570.172.08", "580.159.04", "fail"),
+        ("nccl", ""): ("2.27.7", None, "pass"),
+        ("nccl", "node04"): ("missing", "2.27.7", "fail"),
+    }
     unread = judge_versions({"n1": {"nvidia_driver": "580.159.04"}, "n2": None}, expect())
     assert unread.outcome == "not_measured" and unread.reason == "versions unreadable on n2"
     assert judge_versions({n: {"nvidia_driver": "580.159.04"} for n in ("n1", "n2")}, expect())
@@ -490,6 +495,6 @@ def test_versions_compared_within_each_instance_type():
     found["a3"] = {"nvidia_driver": "570.172.08"}
     verdict = judge_versions(found, expect(), types)
     assert not verdict and verdict.reason == (
-        "ecs.ebmgn8v: nvidia_driver 570.172.08 on a3 (majority 580.159.04 on 2 of 3)"
+        "ecs.ebmgn8v: nvidia_driver 570.172.08 on a3 (majority 580.159.04 on 2 of 3 nodes)"
     )
     assert verdict.extra["suspects"] == ["a3"]
