@@ -26,7 +26,18 @@ from pytest_hpcnet.requirements.verdict import (
     passing,
 )
 
-COMPARED = ("nvidia_driver", "cuda", "nccl", "os", "kernel", "erdma", "rdma-core")
+COMPARED = (
+    "nvidia_driver",
+    "cuda",
+    "nccl",
+    "dcgm",
+    "torch",
+    "os",
+    "kernel",
+    "erdma",
+    "rdma-core",
+    "perftest",
+)
 """The components whose version must be identical on every node (where any node has them)."""
 FIX_RERUN = "re-run; if the output is cut short again, run the command on the node by hand"
 
