@@ -258,7 +258,7 @@ KINDS: dict[str, FaultKind] = {
             *act.recorded_fault(
                 "driver-mismatch", act.DEFAULT_DRIVER, r"\d+\.\d+(?:\.\d+)?", "a version"
             ),
-            breaks=("versions",),
+            breaks=("versions", "firmware"),  # the GSP firmware ships with the driver
         ),
         FaultKind(
             "vbios",
