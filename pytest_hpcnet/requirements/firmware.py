@@ -26,8 +26,8 @@ ITEMS = (
     "bios_version",
 )
 """The compared items, in the order they are named; each may be pinned (`expect.versions.pin`)."""
-UNITS = {"vbi": "GPUs", "inf": "GPUs", "gsp": "GPUs", "ecc": "GPUs", "nic": "NICs"}
-"""What an item's majority counts (by the item's first letters; the BIOS items: nodes)."""
+UNITS = dict.fromkeys(ITEMS[:4], "GPUs") | dict.fromkeys(ITEMS[4:6], "NICs")
+"""What an item's majority counts (the BIOS items: nodes)."""
 FIX = (
     "flash the firmware the other nodes (or the pin) run, or have the provider replace the "
     "node; set the pin in expect.versions.pin once the right version is known"
@@ -59,7 +59,7 @@ def judge_firmware(
             for entry in found.items
             if entry.item == item
         ]
-        found = compare(item, entries, groups, pins.get(item), UNITS.get(item[:3], "nodes"))
+        found = compare(item, entries, groups, pins.get(item), UNITS.get(item, "nodes"))
         problems += found.problems
         suspects += found.suspects
         measurements += found.measurements

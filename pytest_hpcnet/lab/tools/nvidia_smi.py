@@ -120,8 +120,9 @@ CUDA = "13.0"
 """The recorded driver's CUDA version (samples/nvidia_smi/smi-q.txt)."""
 
 
-def query_log() -> int:
-    """`-q`: the recorded header, then each GPU with its firmware and compute mode only."""
+def query_log(displays: bool = False) -> int:
+    """`-q`: the recorded header, then each GPU with its firmware and compute mode only
+    (`displays`: `-q -d ...`, which prints no firmware)."""
     rows = gpu.gpus()
     driver = rows[0]["driver_version"] if rows else gpu.DRIVER
 
@@ -136,12 +137,14 @@ def query_log() -> int:
     for row in rows:
         slot = gpu.BUS_IDS.index(row["pci.bus_id"][9:11])
         state, status = ("In Progress", "N/A") if slot == stuck else ("Completed", "Success")
-        out += f"GPU {row['pci.bus_id']}\n" + item("VBIOS Version", row["vbios_version"], "    ")
-        out += "    Inforom Version\n" + item("Image Version", gpu.INFOROM_IMAGE, " " * 8)
-        out += item("OEM Object", "2.1", " " * 8)
-        out += item("GSP Firmware Version", driver, "    ")
-        out += "    ECC Mode\n" + item("Current", row["ecc.mode.current"], " " * 8)
-        out += item("Pending", row["ecc.mode.current"], " " * 8)
+        out += f"GPU {row['pci.bus_id']}\n"
+        if not displays:
+            out += item("VBIOS Version", row["vbios_version"], "    ")
+            out += "    Inforom Version\n" + item("Image Version", gpu.INFOROM_IMAGE, " " * 8)
+            out += item("OEM Object", "2.1", " " * 8)
+            out += item("GSP Firmware Version", driver, "    ")
+            out += "    ECC Mode\n" + item("Current", row["ecc.mode.current"], " " * 8)
+            out += item("Pending", row["ecc.mode.current"], " " * 8)
         out += item("Compute Mode", "Default", "    ")
         out += "    Fabric\n" + item("State", state, " " * 8) + item("Status", status, " " * 8)
         out += "\n"
@@ -185,7 +188,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["nvlink"] and argv[1:2] in (["-s"], ["-e"]):
         return nvlink(argv[1])
     if argv[:1] == ["-q"]:
-        return query_log()
+        return query_log(displays="-d" in argv)
     if argv == ["-L"]:
         for row in gpu.gpus():
             sys.stdout.write(f"GPU {row['index']}: {row['name']} (UUID: {row['uuid']})\n")
