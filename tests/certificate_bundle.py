@@ -346,6 +346,59 @@ PRINT_WAIVERS = (
 )
 
 
+MANIFEST = {
+    "nvidia_driver": "580.159.04",
+    "cuda": "13.0",
+    "nccl": "2.27.7-1+cuda12.9",
+    "os": "Ubuntu 22.04.5 LTS",
+    "kernel": KERNEL,
+    "erdma": "0.2.38",
+    "rdma-core": "50.0-2ubuntu0.2",
+    "vbios": "96.00.A5.00.1A",
+    "inforom_image": "G520.0282.02.02",
+    "gsp_firmware": "580.159.04",
+    "ecc_mode": "Enabled",
+    "nic_driver": "virtio_net 1.0.0",
+    "nic_firmware": "",
+    "bios_vendor": "Alibaba Cloud",
+    "bios_version": "0.0.0",
+}
+"""A whole manifest as the versions and firmware judges measure it, per instance type."""
+
+
+def print_manifest(nodes: list[str], odd: bool) -> CheckRecord:
+    """The agreed manifest of each instance type (two with `odd`, and a VBIOS off its
+    type's on a third of the nodes' GPU 3) as one cluster record's measurements."""
+    from pytest_hpcnet.requirements.agreement import AGREED, ODD
+
+    types = ["ecs.ebmgn8v.48xlarge", "ecs.ebmgn8is.32xlarge"] if odd else ["ecs.ebmgn8v.48xlarge"]
+    measured = [
+        _m(item, value, basis=AGREED, subject=kind, outcome="pass")
+        for kind in types
+        for item, value in MANIFEST.items()
+    ]
+    measured += [
+        _m(
+            "vbios",
+            "96.00.A5.00.1B",
+            "",
+            "96.00.A5.00.1A",
+            "==",
+            subject=f"{node} GPU 3 (00000000:5D:00.0)",
+            basis=ODD,
+        )
+        for node in (nodes[::3] if odd else [])
+    ]
+    return _record(
+        "firmware",
+        "GPU, NIC and BIOS firmware agree",
+        "cluster",
+        "fail" if odd else "pass",
+        kind="cluster",
+        measured=measured,
+    )
+
+
 def write_print_case(
     run_dir: Path, verdict: str, count: int, judged: int = 0, waivers: int = len(PRINT_WAIVERS)
 ) -> Path:
@@ -399,6 +452,7 @@ def write_print_case(
                     waiver=PRINT_WAIVERS[0] if waived else None,
                 )
             )
+    bundle.append(print_manifest(nodes, verdict == "REJECTED"))
     if verdict != "ACCEPTED" and count > 1:
         for index, node in enumerate(nodes):
             target = nodes[(index + 1) % count]

@@ -18,6 +18,14 @@ from pytest_hpcnet.probes.erdma import (
 )
 from pytest_hpcnet.probes.erdma_gdr import ERDMA_GDR, gdr_command
 from pytest_hpcnet.probes.fio import CPFS_MOUNT, mount_check_command
+from pytest_hpcnet.probes.firmware import (
+    BIOS,
+    GPU_FIRMWARE,
+    GPU_FIRMWARE_COMMAND,
+    NIC_INFO,
+    bios_command,
+    nic_info_command,
+)
 from pytest_hpcnet.probes.gpu import GPU_QUERY, query_gpu_command
 from pytest_hpcnet.probes.gpu_fabric import FABRIC_COMMAND, GPU_FABRIC
 from pytest_hpcnet.probes.gpu_host import (
@@ -113,6 +121,9 @@ SECTIONS: list[FactSection] = [
     ),
     FactSection(CPFS_MOUNT.name, lambda node, expect: mount_check_command(expect.cpfs.mount)),
     FactSection(VERSIONS.name, _always(versions_command())),
+    # firmware: each ERI netdev's driver and firmware, the host's BIOS (GPUs' below)
+    FactSection(NIC_INFO.name, _always(nic_info_command())),
+    FactSection(BIOS.name, _always(bios_command())),
     # eRDMA in depth: identity by driver/PCI id, GID tables, driver state
     FactSection(ERDMA_IDENTITY.name, _always(erdma_identity_command(None))),
     FactSection(ERDMA_DRIVER_STATE.name, _always(erdma_driver_command(None, None))),
@@ -124,6 +135,7 @@ GPU_SECTIONS: list[FactSection] = [
     FactSection(GPU_QUERY.name, _gpu_command(query_gpu_command())),
     FactSection(GPU_TOPO.name, _gpu_command(TOPO_COMMAND)),
     FactSection(GPU_CUDA.name, _gpu_command(CUDA_COMMAND)),
+    FactSection(GPU_FIRMWARE.name, _gpu_command(GPU_FIRMWARE_COMMAND)),
     FactSection(GPU_DRIVER.name, _gpu_command(DRIVER_VERSION_COMMAND)),
     FactSection(GPU_MODULES.name, _gpu_command(MODULES_COMMAND)),
     FactSection(GPU_MEMLOCK.name, _when(_gpu, lambda e: memlock_command(e.gpu.nccl_user))),

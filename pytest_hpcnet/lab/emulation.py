@@ -1,7 +1,7 @@
 """The emulated tools of the lab nodes: their install and each node's device state.
 
 `install_tools` copies the tools (`ibv_devinfo`, `rdma`, perftest's `ib_write_bw` and
-`ib_write_lat`, nccl-tests' `all_reduce_perf`, `nvidia-smi` with the `dmesg` and
+`ib_write_lat`, nccl-tests' `all_reduce_perf`, `nvidia-smi`, `ethtool -i` with the `dmesg` and
 `journalctl -k` that show its XIDs, with their shared modules) into
 `<state>/bin` as executables; each node's sshd bind-mounts that folder over
 `/usr/local/sbin` in its private mount namespace, so they resolve to the emulations in
@@ -38,6 +38,7 @@ TOOLS = {
     "dcgmi": "dcgmi.py",
     "nvbandwidth": "nvbandwidth.py",
     "systemctl": "systemctl.py",
+    "ethtool": "ethtool.py",
 }
 SHARED = ("hpcnet_lab_rdma.py", "hpcnet_lab_node.py", "hpcnet_lab_perftest.py", "hpcnet_lab_gpu.py")
 SHARED += ("hpcnet_lab_nccl_node.py", "hpcnet_lab_perftest_print.py")
@@ -167,7 +168,20 @@ def write_rdma_state(state: LabState, node: LabNode) -> Path:
     tmp.write_text(json.dumps({"node": node.name, "devices": devices}, indent=2))
     tmp.replace(path)
     write_sysfs(path.parent / "sys", devices)
+    write_dmi(path.parent / "sys")
     return path
+
+
+BIOS = {"bios_vendor": "Alibaba Cloud", "bios_version": "0.0.0", "bios_date": "04/01/2014"}
+"""The lab's BIOS in sysfs dmi (lab values; the firmware probe reads vendor and version)."""
+
+
+def write_dmi(root: Path) -> None:
+    """`class/dmi/id` under the node's `HPCNET_SYSFS`: its BIOS vendor, version and date."""
+    dmi = root / "class/dmi/id"
+    dmi.mkdir(parents=True, exist_ok=True)
+    for key, value in BIOS.items():
+        (dmi / key).write_text(f"{value}\n")
 
 
 def write_sysfs(root: Path, devices: list[dict]) -> None:

@@ -258,7 +258,21 @@ KINDS: dict[str, FaultKind] = {
             *act.recorded_fault(
                 "driver-mismatch", act.DEFAULT_DRIVER, r"\d+\.\d+(?:\.\d+)?", "a version"
             ),
-            breaks=("versions",),
+            breaks=("versions", "firmware"),  # the GSP firmware ships with the driver
+        ),
+        FaultKind(
+            "vbios",
+            "vbios NODE [GPU VALUE]",
+            "emulated nvidia-smi reports another VBIOS on one GPU (default GPU 3 96.00.A5.00.1B)",
+            *act.recorded_fault("vbios", "3 96.00.a5.00.1b", r"[0-7] [0-9a-z.]+", "GPU VALUE"),
+            breaks=("firmware",),
+        ),
+        FaultKind(
+            "nic-firmware",
+            "nic-firmware NODE [VALUE]",
+            "emulated ethtool -i reports that firmware-version on the node's netdevs",
+            *act.recorded_fault("nic-firmware", "1.2.3", r"[0-9a-z][0-9a-z._ -]*", "a version"),
+            breaks=("firmware",),
         ),
     )
 }

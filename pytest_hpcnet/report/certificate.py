@@ -71,6 +71,7 @@ from pytest_hpcnet.report.certificate_summary import (
 from pytest_hpcnet.report.certificate_versions import (
     ToolVersions,
     describe_nodes,
+    manifest,
     tool_commit,
     version_rows,
     versions_table,
@@ -241,6 +242,7 @@ def build_facts(
         "requirements": [r.model_dump(mode="json") for r in rows],
         "nodes": [n.model_dump(mode="json") for n in nodes],
         "versions": [t.model_dump(mode="json") for t in versions_table(records, names)],
+        "manifest": manifest(records).model_dump(mode="json"),
         "node_facts": [
             f.model_dump(mode="json")
             for f in node_facts(records, names, {n.name: n.instance_type for n in ctx.nodes})

@@ -1,5 +1,7 @@
 """The certificate's versions table: per tool, the version each node runs, collapsed when the
-nodes agree, mismatches and unread versions named by node."""
+nodes agree, mismatches and unread versions named by node; and the manifest the consistency
+judges measured: per instance type one line of agreed versions and firmware, and the odd
+nodes (the measurements of basis `AGREED` and `ODD`, whichever requirement recorded them)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from pytest_hpcnet.report.evidence import CheckRecord
+from pytest_hpcnet.requirements.agreement import AGREED, ODD
 
 #: Tools listed first, in this order; any other key the records carry follows, sorted.
 TOOL_ORDER: tuple[str, ...] = (
+    "os",
     "kernel",
     "erdma",
     "rdma-core",
@@ -115,6 +119,56 @@ def version_rows(table: Sequence[ToolVersions]) -> list[VersionRow]:
         grouped.setdefault(tuple(cells), []).append(node)
     rows = [VersionRow(nodes=nodes, cells=list(cells)) for cells, nodes in grouped.items()]
     return sorted(rows, key=lambda r: (-len(r.nodes), r.nodes))
+
+
+class ManifestLine(BaseModel):
+    """One instance type ("" where types were not read) and its agreed values, in the order
+    the judges measured them (`(empty)` for an empty value; a split's values joined)."""
+
+    instance_type: str
+    items: list[tuple[str, str]] = Field(default_factory=list)
+
+
+class OddValue(BaseModel):
+    """A node (and its GPUs or NICs) off its type's agreed value or pin."""
+
+    subject: str
+    item: str
+    value: str
+    agreed: str
+
+
+class Manifest(BaseModel):
+    lines: list[ManifestLine] = Field(default_factory=list)
+    odd: list[OddValue] = Field(default_factory=list)
+
+
+def _shown(value: object) -> str:
+    return str(value) if value not in (None, "") else "(empty)"
+
+
+def manifest(records: Iterable[CheckRecord]) -> Manifest:
+    """The agreed values per instance type and the odd values, from every record's
+    measurements of basis `AGREED` / `ODD` (the first record to measure an item wins)."""
+    lines: dict[str, dict[str, str]] = {}
+    odd: list[OddValue] = []
+    for record in records:
+        for m in record.measured:
+            if m.basis == AGREED:
+                lines.setdefault(m.subject, {}).setdefault(m.name, _shown(m.value))
+            elif m.basis == ODD:
+                odd.append(
+                    OddValue(
+                        subject=m.subject,
+                        item=m.name,
+                        value=_shown(m.value),
+                        agreed=_shown(m.threshold),
+                    )
+                )
+    return Manifest(
+        lines=[ManifestLine(instance_type=t, items=list(v.items())) for t, v in lines.items()],
+        odd=odd,
+    )
 
 
 @functools.cache

@@ -8,7 +8,6 @@ GPU); an output that could not be read whole is not measured, never a pass or a 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -17,6 +16,8 @@ from pytest_hpcnet.probes.gpu import GPU_QUERY, GpuQuery
 from pytest_hpcnet.probes.gpu_host import LoadedModules, Memlock
 from pytest_hpcnet.probes.gpu_rdma import RdmaSysfs
 from pytest_hpcnet.probes.gpu_topo import Topology, hca_selects
+from pytest_hpcnet.requirements.agreement import Entry, by_type, compare
+from pytest_hpcnet.requirements.firmware import ITEMS as FIRMWARE_ITEMS
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
     Verdict,
@@ -25,7 +26,18 @@ from pytest_hpcnet.requirements.verdict import (
     passing,
 )
 
-COMPARED = ("nvidia_driver", "cuda", "nccl", "kernel", "erdma", "rdma-core")
+COMPARED = (
+    "nvidia_driver",
+    "cuda",
+    "nccl",
+    "dcgm",
+    "torch",
+    "os",
+    "kernel",
+    "erdma",
+    "rdma-core",
+    "perftest",
+)
 """The components whose version must be identical on every node (where any node has them)."""
 FIX_RERUN = "re-run; if the output is cut short again, run the command on the node by hand"
 
@@ -174,49 +186,48 @@ def _matches(found: str, version: str) -> bool:
 
 
 def judge_versions(
-    versions: Mapping[str, Mapping[str, str] | None], expect: Expectations
+    versions: Mapping[str, Mapping[str, str] | None],
+    expect: Expectations,
+    types: Mapping[str, str | None] | None = None,
 ) -> Verdict:
-    """Each COMPARED component identical on every node, equal to `expect.versions.pin`, not in
+    """Each COMPARED component identical on every node of one instance type (`types`: node
+    -> its type; the odd nodes named with the majority value and count, an even split
+    failing as `no majority`), equal to `expect.versions.pin`, not in
     `expect.versions.known_bad` (with its reason); each component's versions measured.
 
     `versions` is node -> component -> version (a node lacking a component others have is a
     mismatch: `missing`); None for a node whose versions could not be read (not measured,
-    unless the others already disagree). `extra["suspects"]` names the nodes at fault.
+    unless the others already disagree). `extra["suspects"]` names the nodes at fault (none
+    where there is no majority).
     """
     pins = expect.versions.pin
     read = {n: found for n, found in versions.items() if found is not None}
     unread = sorted(n for n, found in versions.items() if found is None)
     present = {c for found in read.values() for c in found}
-    components = [c for c in COMPARED if c in present] + sorted(set(pins) - set(COMPARED))
+    pinned = set(pins) - set(COMPARED) - set(FIRMWARE_ITEMS)  # firmware: its own check
+    components = [c for c in COMPARED if c in present] + sorted(pinned)
+    groups = by_type(list(read), types)
     problems: list[str] = []
+    suspects: list[str] = []
     measurements: list[Measurement] = []
     for comp in components:
+        entries = [Entry(node, "", found.get(comp, "missing")) for node, found in read.items()]
+        compared = compare(comp, entries, groups, pins.get(comp), matches=_matches)
+        problems += compared.problems
+        suspects += compared.suspects
+        measurements += compared.measurements
         seen: dict[str, list[str]] = {}
-        for node, found in read.items():
-            seen.setdefault(found.get(comp, "missing"), []).append(node)
-        pin = pins.get(comp)
-        source = "expect.versions.pin" if pin else "all nodes agree"
-        measurements.append(Measurement(comp, ", ".join(sorted(seen)), "", pin, "==", source))
-        if pin is not None:
-            off = {v: n for v, n in seen.items() if not _matches(v, pin)}
-            problems += [f"{comp} {v} on {', '.join(n)} (pinned {pin})" for v, n in off.items()]
-        elif len(seen) > 1:
-            usual = max(seen, key=lambda v: len(seen[v]))
-            problems += [
-                f"{comp} {v} on {', '.join(n)} (others {usual})"
-                for v, n in seen.items()
-                if v != usual
-            ]
+        for entry in entries:
+            seen.setdefault(entry.value, []).append(entry.node)
         for bad in expect.versions.known_bad:
             if bad.tool != comp:
                 continue
+            hit = {v: n for v, n in seen.items() if _matches(v, bad.version)}
             problems += [
                 f"{comp} {v} on {', '.join(n)} is known bad: {bad.reason} ({bad.source})"
-                for v, n in seen.items()
-                if _matches(v, bad.version)
+                for v, n in hit.items()
             ]
-    reason = "; ".join(problems)
-    suspects = [n for n in read if re.search(rf"\b{re.escape(n)}\b", reason)]
+            suspects += [node for nodes in hit.values() for node in nodes]
     return _verdict(
         None,
         problems,
@@ -225,7 +236,7 @@ def judge_versions(
         [f"versions unreadable on {', '.join(unread)}"] if unread else [],
         measurements=tuple(measurements),
         sections=("versions", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
-        extra={"suspects": suspects},
+        extra={"suspects": [n for n in read if n in set(suspects)]},
     )
 
 

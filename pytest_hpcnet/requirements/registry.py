@@ -318,6 +318,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         sections=("versions", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
     ),
     Requirement(
+        "firmware",
+        "GPU, NIC and BIOS firmware agree",
+        ("versions",),
+        "static",
+        judges=("firmware:judge_firmware",),
+        sections=("gpu_firmware", "nic_info", "bios", "metadata"),
+    ),
+    Requirement(
         "ib_write_bw",
         "RDMA write bandwidth (ib_write_bw)",
         ("ib_write_bw",),

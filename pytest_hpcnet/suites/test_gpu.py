@@ -1,5 +1,6 @@
 """GPU node health: count and model, memory health, Xid, clocks, PCIe links, memlock,
-GPU-NIC topology, and versions that agree across nodes (docs/checks.md, "GPU node health").
+GPU-NIC topology, and versions and firmware that agree across nodes (docs/checks.md, "GPU
+node health").
 
 Each test hands one judge's verdict (`requirements/gpu.py`, `requirements/gpu_node.py`) to
 its check, which records the judge's measurements (per GPU where it knows GPUs). A CPU-only
@@ -10,12 +11,14 @@ have one).
 
 import pytest
 
+from pytest_hpcnet.probes.firmware import BIOS, GPU_FIRMWARE, NIC_INFO, node_firmware
 from pytest_hpcnet.probes.gpu import GPU_QUERY
 from pytest_hpcnet.probes.gpu_host import GPU_MEMLOCK, GPU_MODULES
 from pytest_hpcnet.probes.gpu_rdma import RDMA_SYSFS
 from pytest_hpcnet.probes.gpu_topo import GPU_TOPO
 from pytest_hpcnet.probes.gpu_xid import GPU_KLOG
-from pytest_hpcnet.requirements import gpu, gpu_node
+from pytest_hpcnet.probes.metadata import METADATA
+from pytest_hpcnet.requirements import firmware, gpu, gpu_node
 from pytest_hpcnet.requirements.registry import mark, not_applicable_when
 
 NOT_APPLICABLE = "not applicable: the profile sets no GPUs (expect.gpu.count)"
@@ -114,6 +117,25 @@ def test_gpu_nic_numa(cluster, node, check):
 @mark("versions")
 def test_gpu_versions_agree(cluster, check):
     versions = {node.name: cluster.node_versions(node, check) for node in cluster.nodes}
-    verdict = gpu_node.judge_versions(versions, cluster.expect)
+    verdict = gpu_node.judge_versions(versions, cluster.expect, instance_types(cluster, check))
+    check.suspect(*verdict.extra.get("suspects", ()))
+    check.judge(verdict)
+
+
+def instance_types(cluster, check):
+    """Each node's instance type from its metadata (None: not read); nodes are compared
+    only with nodes of their own type."""
+    found = {node.name: cluster.facts(node, check).get_or_none(METADATA) for node in cluster.nodes}
+    return {name: meta.instance_type if meta else None for name, meta in found.items()}
+
+
+@mark("firmware")
+def test_gpu_firmware_agrees(cluster, check):
+    found = {}
+    for node in cluster.nodes:
+        facts = cluster.facts(node, check)
+        sections = (facts.get_or_none(s) for s in (GPU_FIRMWARE, NIC_INFO, BIOS))
+        found[node.name] = node_firmware(*sections)
+    verdict = firmware.judge_firmware(found, cluster.expect, instance_types(cluster, check))
     check.suspect(*verdict.extra.get("suspects", ()))
     check.judge(verdict)

@@ -25,6 +25,7 @@ GPU_CHECKS = {
     "memlock",
     "gpu_topology",
     "versions",
+    "firmware",
 }
 NOT_APPLICABLE = {  # what the lab cannot measure (profiles/lab.yaml says why)
     "test_gpu_kernel_modules": (
@@ -39,7 +40,14 @@ FAULTS = {  # kind: (node, the one failing check, what its message says)
     "gpu-throttle": ("node01", "gpu_clocks", f"node01: {BUS3} slowdown active: hw_slowdown"),
     "gpu-pcie-downgrade": ("node02", "pcie_links", f"node02: {BUS3} PCIe link gen4 of gen5, x8"),
     "eri-pcie-downgrade": ("node04", "pcie_links", "node04: erdma_0 PCIe link"),
-    "driver-mismatch": ("node03", "versions", "nvidia_driver 570.172.08 on node03 (others 580."),
+    # the GSP firmware ships with the driver: another driver is another GSP firmware too
+    "driver-mismatch": (
+        "node03",
+        ("versions", "firmware"),
+        "nvidia_driver 570.172.08 on node03 (majority 580.",
+    ),
+    "vbios": ("node02", "firmware", f"vbios 96.00.A5.00.1B on node02 {BUS3} (majority 96.00.A5"),
+    "nic-firmware": ("node04", "firmware", "nic_firmware 1.2.3 on node04 eth0 (majority (empty)"),
 }
 
 
@@ -74,10 +82,13 @@ def test_gpu_fault_fails_exactly_that_nodes_check(lab4, tmp_path, kind):
     assert healed == [f"{node}: {kind}"]
     bad = failing(records)
     assert code == 1
+    checks = check_id if isinstance(check_id, tuple) else (check_id,)
     assert [(r["check_id"], r["subject"] in (node, "cluster")) for r in bad] == [
-        (check_id, True)
+        (c, True) for c in checks
     ], [r["message"] for r in bad]
+    if kind == "driver-mismatch":
+        assert "gsp_firmware 570.172.08 on node03 GPU 0 " in bad[1]["message"]
     assert text in bad[0]["message"] and "fix: " in bad[0]["message"], bad[0]["message"]
     assert node in bad[0]["message"]
-    if kind not in ("gpu-missing", "driver-mismatch", "eri-pcie-downgrade"):  # not one GPU
+    if kind not in ("gpu-missing", "driver-mismatch", "eri-pcie-downgrade", "nic-firmware"):
         assert BUS3 in bad[0]["message"], bad[0]["message"]

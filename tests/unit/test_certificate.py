@@ -188,6 +188,7 @@ def test_failing_rows_first_and_not_run_rows_listed():
         "memlock",
         "gpu_topology",
         "versions",
+        "firmware",
         "instance_type",
         "erdma_nic_index",
         "erdma_gdr_bw",

@@ -99,3 +99,21 @@ def test_cuda_version_header_is_the_recorded_one(node):
     assert printed[7].replace(": 8", ": 1") == header[7]  # one recorded GPU, eight here
     assert printed[8:10] == ["GPU 00000000:18:00.0", "    Compute Mode" + " " * 39 + ": Default"]
     assert parse_cuda_version(node(CUDA_COMMAND)) == "13.0"
+
+
+def test_firmware_and_its_faults(node):
+    from pytest_hpcnet.probes.firmware import GPU_FIRMWARE_COMMAND, parse_nic_info
+    from pytest_hpcnet.probes.firmware import parse_smi_firmware as parse
+
+    healthy = parse(node(GPU_FIRMWARE_COMMAND))
+    assert healthy.error is None and len(healthy.gpus) == 8
+    assert {(g.vbios, g.inforom_image, g.gsp_firmware, g.ecc_mode) for g in healthy.gpus} == {
+        ("96.00.A5.00.1A", "G520.0282.02.02", "580.159.04", "Enabled")
+    }
+    faults.inject("vbios", "node01", "5 96.00.A5.00.1C", node.state_dir)
+    assert [g.vbios for g in parse(node(GPU_FIRMWARE_COMMAND)).gpus].count("96.00.A5.00.1C") == 1
+    assert parse(node(GPU_FIRMWARE_COMMAND)).gpus[5].vbios == "96.00.A5.00.1C"
+    (nic,) = parse_nic_info("== hpcnet-nic eth0\n" + node("ethtool -i eth0"))
+    assert (nic.driver, nic.version, nic.firmware) == ("virtio_net", "1.0.0", "")
+    faults.inject("nic-firmware", "node01", "2.50", node.state_dir)
+    assert parse_nic_info("== hpcnet-nic eth0\n" + node("ethtool -i eth0"))[0].firmware == "2.50"

@@ -34,6 +34,7 @@ from pytest_hpcnet.probes import (
     erdma,
     erdma_gdr,
     fio,
+    firmware,
     gpu,
     gpu_dcgm,
     gpu_fabric,
@@ -110,6 +111,10 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "fabric": gpu_fabric.parse_fabric,
     "torch_p2p": gpu_p2p_torch.parse_torch_p2p,
     "nccl_node": partial(gpu_nccl_node.parse_node_nccl, gpus=8, e="10G"),
+    "smi_firmware": firmware.parse_smi_firmware,
+    "nic_info": firmware.parse_nic_info,
+    "ethtool_info": partial(firmware.parse_ethtool_info, "eth0"),
+    "bios": firmware.parse_bios,
 }
 
 # Which parsers read which samples (glob under tests/fixtures/, parser names).
@@ -178,6 +183,9 @@ CORPUS: list[tuple[str, tuple[str, ...]]] = [
     ("gpu_load/derived-nvidia-smi-q-*", ("fabric",)),
     ("gpu_load/p2p-torch-*", ("torch_p2p",)),
     ("gpu_load/derived-p2p-torch-*", ("torch_p2p",)),
+    ("firmware/nvidia-smi-q-*", ("smi_firmware", "fabric")),
+    ("firmware/ethtool-i-*", ("ethtool_info",)),
+    ("firmware/dmidecode-*", ("bios",)),
 ]
 
 LINE_PREFIXES = 24

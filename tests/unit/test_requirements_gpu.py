@@ -326,12 +326,17 @@ def test_versions_differ_across_nodes():
     }
     verdict = judge_versions(found, expect())
     assert not verdict and verdict.reason == (
-        "nvidia_driver 570.172.08 on node03 (others 580.159.04); "
-        "nccl missing on node04 (others 2.27.7)"
+        "nvidia_driver 570.172.08 on node03 (majority 580.159.04 on 3 of 4 nodes); "
+        "nccl missing on node04 (majority 2.27.7 on 3 of 4 nodes)"
     )  # fio is not compared: only the GPU and RDMA stack must agree
     assert verdict.extra["suspects"] == ["node03", "node04"]
-    shown = {m.name: m.value for m in verdict.measurements if m.name != "judge"}
-    assert shown == {"nvidia_driver": "570.172.08, 580.159.04", "nccl": "2.27.7, missing"}
+    shown = {(m.name, m.subject): (m.value, m.bound, m.outcome) for m in verdict.measurements}
+    assert shown == {  # the agreed value of each (one type: subject ""), each odd node's
+        ("nvidia_driver", ""): ("580.159.04", None, "pass"),
+        ("nvidia_driver", "node03"): ("570.172.08", "580.159.04", "fail"),
+        ("nccl", ""): ("2.27.7", None, "pass"),
+        ("nccl", "node04"): ("missing", "2.27.7", "fail"),
+    }
     unread = judge_versions({"n1": {"nvidia_driver": "580.159.04"}, "n2": None}, expect())
     assert unread.outcome == "not_measured" and unread.reason == "versions unreadable on n2"
     assert judge_versions({n: {"nvidia_driver": "580.159.04"} for n in ("n1", "n2")}, expect())
@@ -471,3 +476,25 @@ def test_rdma_pcie_links():
     cut = judge_rdma_pcie("node07", parse_rdma_sysfs("erdma_0 numa_node 0\n"), two)
     assert cut.outcome == "not_measured" and "cut short" in cut.reason
     assert judge_rdma_pcie("node07", sysfs(full, ("erdma_1", *full[1:])), two)
+
+
+def test_versions_split_evenly_has_no_majority():
+    found = {"n1": {"nvidia_driver": "580.159.04"}, "n2": {"nvidia_driver": "570.172.08"}}
+    verdict = judge_versions(found, expect())
+    assert not verdict and verdict.reason == (
+        "nvidia_driver has no majority: 570.172.08 on n2; 580.159.04 on n1"
+    )
+    assert verdict.extra["suspects"] == []  # neither group can be told from the other
+
+
+def test_versions_compared_within_each_instance_type():
+    found = {n: {"nvidia_driver": "580.159.04"} for n in ("a1", "a2", "a3")}
+    found |= {n: {"nvidia_driver": "570.172.08"} for n in ("b1", "b2")}
+    types = {n: "ecs.ebmgn8v" if n[0] == "a" else "ecs.gn8is" for n in found}
+    assert judge_versions(found, expect(), types)
+    found["a3"] = {"nvidia_driver": "570.172.08"}
+    verdict = judge_versions(found, expect(), types)
+    assert not verdict and verdict.reason == (
+        "ecs.ebmgn8v: nvidia_driver 570.172.08 on a3 (majority 580.159.04 on 2 of 3 nodes)"
+    )
+    assert verdict.extra["suspects"] == ["a3"]

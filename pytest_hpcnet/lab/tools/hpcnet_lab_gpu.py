@@ -5,7 +5,8 @@ Each node has eight NVIDIA H200 as recorded in samples/nvidia_smi (driver 580.15
 of a typical 8-GPU HGX board. The node's GPU faults from `lab.json` change them on every
 call: `gpu-missing` (that GPU is not enumerated), `gpu-ecc` (uncorrected errors and a
 pending row remap), `gpu-throttle` (HW and HW thermal slowdown), `gpu-pcie-downgrade`
-(gen4 x8), `driver-mismatch` (another driver version). A GPU the emulated torch keeps busy
+(gen4 x8), `driver-mismatch` (another driver version), `vbios` (another VBIOS on one
+GPU). A GPU the emulated torch keeps busy
 (its `gpu_busy/<slot>` file holds a time still to come) is under load: SM clock at its
 maximum, power near its 700 W cap (`sw_power_cap`), 60-63 C; with `gpu-hot` it slows down
 thermally (HW and HW thermal slowdown, 91 C) only then. `gpu-xid` lines live in the node's
@@ -24,6 +25,15 @@ BUS_IDS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 """Keep equal to `pytest_hpcnet.lab.emulation.GPU_BUS_IDS` (the XID lines name these)."""
 DRIVER = "580.159.04"
 NAME = "NVIDIA H200"
+VBIOS = "96.00.A5.00.1A"
+INFOROM_IMAGE = "G520.0282.02.02"
+"""The InfoROM image of the recorded H200 (samples/nvidia_smi/query-gpu-all-fields.tsv)."""
+
+
+def vbios(faults: dict[str, str], slot: int) -> str:
+    """The GPU's VBIOS: fault `vbios` (`GPU VALUE`) gives that GPU another one."""
+    gpu, _, value = faults.get("vbios", "").partition(" ")
+    return value.upper() if gpu.isdigit() and int(gpu) == slot and value else VBIOS
 
 
 def _fault_gpu(faults: dict[str, str], kind: str) -> int | None:
@@ -101,7 +111,7 @@ def gpus() -> list[dict[str, str]]:
                 "uuid": _uuid(name, slot),
                 "serial": str(1654124006920 + slot),
                 "driver_version": driver,
-                "vbios_version": "96.00.A5.00.1A",
+                "vbios_version": vbios(faults, slot),
                 "pci.bus_id": f"00000000:{bus}:00.0",
                 "pcie.link.gen.current": "4" if pcie else "5",
                 "pcie.link.gen.max": "5",

@@ -7,7 +7,8 @@ the real tool refuses it), repeated every N ms with `-lms N` (or N s with `-l N`
 killed, at most LOOP_MAX times, `topo -m` (ANSI-underlined header, the node's eRDMA devices
 as NICs, `NIC Legend`), `nvlink -s` / `-e` (the published H100 SXM5 formats, 18 links each),
 `-L` and `-q [-d ...]` (only the recorded header, with `CUDA Version`, and each GPU's
-`Compute Mode` and `Fabric` State/Status: Completed/Success as on a registered HGX GPU, `In
+VBIOS, InfoROM image, GSP firmware (the driver's version), ECC mode, `Compute Mode` and
+`Fabric` State/Status: Completed/Success as on a registered HGX GPU, `In
 Progress`/`N/A` for that GPU with fault `fabric-fail`). Faults change what it prints;
 nothing else is emulated.
 """
@@ -119,8 +120,9 @@ CUDA = "13.0"
 """The recorded driver's CUDA version (samples/nvidia_smi/smi-q.txt)."""
 
 
-def query_log() -> int:
-    """`-q`: the recorded header, then each GPU with its compute mode only."""
+def query_log(displays: bool = False) -> int:
+    """`-q`: the recorded header, then each GPU with its firmware and compute mode only
+    (`displays`: `-q -d ...`, which prints no firmware)."""
     rows = gpu.gpus()
     driver = rows[0]["driver_version"] if rows else gpu.DRIVER
 
@@ -135,7 +137,15 @@ def query_log() -> int:
     for row in rows:
         slot = gpu.BUS_IDS.index(row["pci.bus_id"][9:11])
         state, status = ("In Progress", "N/A") if slot == stuck else ("Completed", "Success")
-        out += f"GPU {row['pci.bus_id']}\n" + item("Compute Mode", "Default", "    ")
+        out += f"GPU {row['pci.bus_id']}\n"
+        if not displays:
+            out += item("VBIOS Version", row["vbios_version"], "    ")
+            out += "    Inforom Version\n" + item("Image Version", gpu.INFOROM_IMAGE, " " * 8)
+            out += item("OEM Object", "2.1", " " * 8)
+            out += item("GSP Firmware Version", driver, "    ")
+            out += "    ECC Mode\n" + item("Current", row["ecc.mode.current"], " " * 8)
+            out += item("Pending", row["ecc.mode.current"], " " * 8)
+        out += item("Compute Mode", "Default", "    ")
         out += "    Fabric\n" + item("State", state, " " * 8) + item("Status", status, " " * 8)
         out += "\n"
     sys.stdout.write(out)
@@ -178,7 +188,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["nvlink"] and argv[1:2] in (["-s"], ["-e"]):
         return nvlink(argv[1])
     if argv[:1] == ["-q"]:
-        return query_log()
+        return query_log(displays="-d" in argv)
     if argv == ["-L"]:
         for row in gpu.gpus():
             sys.stdout.write(f"GPU {row['index']}: {row['name']} (UUID: {row['uuid']})\n")
