@@ -403,7 +403,8 @@ class HpcnetState:
         verdict, message = record["verdict"], record["message"]
         show_verdict(report, verdict, message, waiver)
         if verdict in ("fail", "not_measured") and report.failed:  # one line, whatever --tb
-            report.longrepr = one_line(_failing_line(item, call), verdict, message)
+            where = _failing_line(item, call)
+            report.longrepr = one_line(where, verdict, message, record["codes"])
         attach(report, record, check.unreachable)
         html_extras(report, record)
 

@@ -47,7 +47,8 @@ def test_each_check_is_one_line_and_the_counts_agree(pytester, tb):
     failures = out.split(" FAILURES ")[1].split(" hpcnet ")[0].splitlines()
     shown = [ln for ln in failures if not ln.startswith(("_", "=", "-"))]
     assert shown == [
-        "test_suite.py:10: n1: eth1 (erdma_1): MTU 1500, expected 8500 (fix: set MTU 8500)"
+        "test_suite.py:10: [HPCNET-MTU] n1: eth1 (erdma_1): MTU 1500, expected 8500 "
+        "(fix: set MTU 8500)"
     ]
     result.stdout.fnmatch_lines(
         [
