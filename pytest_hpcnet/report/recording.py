@@ -290,6 +290,14 @@ def decide(
     return record, waiver
 
 
+def fault_properties(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """The testcase properties JUnit writes for a failed record: one `hpcnet_fault_code` per
+    code (pytest's junitxml reads the item's `user_properties` at teardown)."""
+    if record["verdict"] != FAIL:
+        return []
+    return [(FAULT_CODE_PROPERTY, code) for code in record.get("codes", ())]
+
+
 def record_codes(record: dict[str, Any]) -> list[str]:
     """The fault codes of a failed record: its failed measurements' codes, else its
     requirement's default (a failure no measurement carries, a baseline regression)."""
@@ -341,8 +349,6 @@ def attach(report: pytest.TestReport, record: dict[str, Any], unreachable: dict[
     as text (pytest-xdist serializes report attributes); the controller appends the line as
     is and parses it only for a check that did not pass."""
     setattr(report, RECORD_ATTR, evidence_line(record))
-    if record["verdict"] == FAIL:  # JUnit writes them as the testcase's properties
-        report.user_properties.extend((FAULT_CODE_PROPERTY, c) for c in record.get("codes", ()))
     brief = (record["verdict"], record["check_id"], "1" if record["commands"] else "")
     setattr(report, BRIEF_ATTR, "\t".join(brief))
     if unreachable:

@@ -79,3 +79,8 @@ def test_not_measured_reads_as_such_in_junit_and_verbose(pytester):
         "not measured: n1: GPU 3: nvidia-smi is not installed (fix: install the NVIDIA driver)"
     )
     assert "\n" not in failure.text.strip()
+    # a failure carries its fault code as a testcase property; a gap carries none
+    (bad,) = [c for c in root.iter("testcase") if c.get("name") == "test_bad"]
+    props = [(p.get("name"), p.get("value")) for p in bad.iter("property")]
+    assert props == [("hpcnet_fault_code", "HPCNET-MTU")]
+    assert [p.get("name") for p in case.iter("property")] == []
