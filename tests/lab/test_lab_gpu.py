@@ -41,6 +41,15 @@ FAULTS = {  # kind: (node, the one failing check, what its message says)
     "eri-pcie-downgrade": ("node04", "pcie_links", "node04: erdma_0 PCIe link"),
     "driver-mismatch": ("node03", "versions", "nvidia_driver 570.172.08 on node03 (others 580."),
 }
+CODES = {  # kind: the fault code its failure carries (docs/fault-codes.md)
+    "gpu-missing": "HPCNET-GPU-COUNT",
+    "gpu-ecc": "HPCNET-GPU-ECC-DBE",
+    "gpu-xid": "HPCNET-GPU-XID-94",
+    "gpu-throttle": "HPCNET-GPU-SLOWDOWN",
+    "gpu-pcie-downgrade": "HPCNET-PCIE-DOWNGRADE",
+    "eri-pcie-downgrade": "HPCNET-PCIE-DOWNGRADE",
+    "driver-mismatch": "HPCNET-VERSIONS",
+}
 
 
 def test_healthy_lab_passes_every_gpu_check(lab4, tmp_path):
@@ -79,5 +88,6 @@ def test_gpu_fault_fails_exactly_that_nodes_check(lab4, tmp_path, kind):
     ], [r["message"] for r in bad]
     assert text in bad[0]["message"] and "fix: " in bad[0]["message"], bad[0]["message"]
     assert node in bad[0]["message"]
+    assert CODES[kind] in bad[0]["codes"], bad[0]["codes"]
     if kind not in ("gpu-missing", "driver-mismatch", "eri-pcie-downgrade"):  # not one GPU
         assert BUS3 in bad[0]["message"], bad[0]["message"]
