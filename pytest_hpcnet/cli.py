@@ -1,6 +1,6 @@
 """The `hpcnet` command: `hpcnet lab up|status|down|fault|heal`, `hpcnet verify|keygen|merge`,
-`hpcnet gate apply|run`, `hpcnet trends`, `hpcnet expectations`. The lab is imported by its
-own verb only."""
+`hpcnet gate apply|run`, `hpcnet trends`, `hpcnet expectations`, `hpcnet ticket`. The lab is
+imported by its own verb only."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pytest_hpcnet.gate import apply as gate_cli
 from pytest_hpcnet.gate import history as trends_cli
 from pytest_hpcnet.gate import run as gate_run
 from pytest_hpcnet.report import commands as bundle_cli
-from pytest_hpcnet.report import expectations_command
+from pytest_hpcnet.report import expectations_command, ticket
 
 LAB_HELP = "the embedded lab cluster (network namespaces, needs root)"
 
@@ -28,6 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     gate_run.add_command(gate_cli.add_commands(sub))
     trends_cli.add_command(sub)
     expectations_command.add_command(sub)
+    ticket.add_command(sub)
     return parser
 
 
@@ -72,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         return trends_cli.run(args)
     if args.area == expectations_command.COMMAND:
         return expectations_command.run(args)
+    if args.area == ticket.COMMAND:
+        return ticket.run(args)
     if args.area == "gate":
         return gate_run.run(args) if args.action == "run" else gate_cli.run(args)
     return lab_verb(args.lab_args)

@@ -47,6 +47,7 @@ from pytest_hpcnet.report.recording import (
     attach,
     decide,
     detach,
+    fault_properties,
     one_line,
     show_verdict,
     subject_of,
@@ -401,9 +402,11 @@ class HpcnetState:
             check, report, call.excinfo, self.inventory.waivers, self.run_date, regressions
         )
         verdict, message = record["verdict"], record["message"]
+        item.user_properties.extend(fault_properties(record))  # JUnit's testcase properties
         show_verdict(report, verdict, message, waiver)
         if verdict in ("fail", "not_measured") and report.failed:  # one line, whatever --tb
-            report.longrepr = one_line(_failing_line(item, call), verdict, message)
+            where = _failing_line(item, call)
+            report.longrepr = one_line(where, verdict, message, record["codes"])
         attach(report, record, check.unreachable)
         html_extras(report, record)
 

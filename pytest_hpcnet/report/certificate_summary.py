@@ -37,6 +37,7 @@ class Finding(BaseModel):
     measured: str = ""
     threshold: str = ""
     detail: str = ""  # the record's message, where no measurement shows the failure
+    code: str = ""  # the failure's fault code (docs/fault-codes.md)
     subjects: list[str] = Field(default_factory=list)
 
 
@@ -50,6 +51,7 @@ class PairFinding(BaseModel):
     measured: str = ""
     threshold: str = ""
     margin: float | None = None
+    code: str = ""  # the failure's fault code (docs/fault-codes.md)
     suspects: list[str] = Field(default_factory=list)
 
 
@@ -99,12 +101,14 @@ def findings(
             continue
         missed = [m for m in record.measured if out_of_bound(m)] if verdict != "error" else []
         shown = missed or [None]
+        codes = record.fault_codes()
         for measurement in shown:
             finding = Finding(
                 check_id=record.check_id,
                 requirement=record.requirement or record.check_id,
                 verdict=verdict,
                 detail="" if measurement is not None else _detail(record.message),
+                code=(measurement.code if measurement else "") or (codes[0] if codes else ""),
             )
             if measurement is not None:
                 finding.device = measurement.subject
@@ -117,6 +121,7 @@ def findings(
                 finding.measured,
                 finding.threshold,
                 finding.detail,
+                finding.code,
             )
             group = groups.setdefault(key, finding)
             if record.subject not in group.subjects:
@@ -153,6 +158,7 @@ def failing_pairs(records: Iterable[CheckRecord], run_date: date) -> list[PairFi
                 measured=shown,
                 threshold=format_threshold(worst) if worst else "",
                 margin=headroom(worst) if worst else None,
+                code=(worst.code if worst else "") or next(iter(record.fault_codes()), ""),
                 suspects=list(record.suspect_nodes),
             )
         )

@@ -3,7 +3,9 @@
 One gauge per measurement name (`hpcnet_<check>_<measurement>`, or
 `hpcnet_<measurement>` where the name already starts with the check id), labelled
 with check, node or pair, unit and the caller's labels; plus
-`hpcnet_check_passed{check,subject}` 1 for pass, 0 for fail/error/waived.
+`hpcnet_check_passed{check,subject}` 1 for pass, 0 for fail/error/waived, and
+`hpcnet_fault{check,subject,code,repair}` 1 for each fault code of a failed check
+(docs/fault-codes.md).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from pytest_hpcnet.redact import redact
 from pytest_hpcnet.report.evidence import CheckRecord, _write_atomic, effective_verdict
+from pytest_hpcnet.requirements.registry import fault
 
 PREFIX = "hpcnet_"
 _NAME_BAD = re.compile(r"[^a-zA-Z0-9_]")
@@ -76,6 +79,7 @@ def prometheus_text(
     families: dict[str, dict[str, str]] = {}
     helps: dict[str, str] = {}
     passed: dict[str, str] = {}
+    faults: dict[str, str] = {}
     for record in records:
         for measurement in record.measured:
             value = measurement.value
@@ -96,6 +100,13 @@ def prometheus_text(
             continue
         key = _labels({"check": record.check_id, "subject": record.subject, **common})
         passed[key] = "1" if verdict == "pass" else "0"
+        if verdict != "fail":
+            continue
+        for code in record.fault_codes():
+            declared = fault(code)
+            coded = {"check": record.check_id, "subject": record.subject, "code": code}
+            coded["repair"] = declared.repair if declared else ""
+            faults[_labels({**coded, **common})] = "1"
     lines: list[str] = []
     for name in sorted(families):
         help_text = helps[name].replace("\\", "\\\\").replace("\n", "\\n")
@@ -107,6 +118,11 @@ def prometheus_text(
         lines.append(f"# HELP {name} 1 when the check passed on the subject, else 0")
         lines.append(f"# TYPE {name} gauge")
         lines.extend(f"{name}{key} {value}" for key, value in passed.items())
+    if faults:
+        name = PREFIX + "fault"
+        lines.append(f"# HELP {name} 1 for each fault code of a check that failed on the subject")
+        lines.append(f"# TYPE {name} gauge")
+        lines.extend(f"{name}{key} {value}" for key, value in faults.items())
     return "\n".join(lines) + "\n" if lines else ""
 
 

@@ -19,6 +19,7 @@ import pytest
 from pytest_hpcnet.inventory.models import Waiver
 from pytest_hpcnet.report.evidence import EvidenceBundle, evidence_line
 from pytest_hpcnet.report.verdict import NOT_APPLICABLE, check_verdict
+from pytest_hpcnet.requirements.registry import default_code
 from pytest_hpcnet.requirements.verdict import (
     FAIL,
     NOT_MEASURED,
@@ -38,6 +39,10 @@ COMMAND_INLINE_MAX = 1024
 """Longer commands (the facts script, shared by every check of a node) are stored once in
 `outputs/` and named by digest in each record instead of being copied into it."""
 COMMAND_HEAD = 80
+FAULT_CODE_PROPERTY = "hpcnet_fault_code"
+"""The JUnit testcase property that carries each fault code of a failed check."""
+CODED = ("fail", "waived")
+"""Record verdicts that carry fault codes: a failure, and one a waiver covers."""
 
 
 class Check:
@@ -84,7 +89,8 @@ class Check:
         )
 
     def record_measurement(self, m: Measurement) -> None:
-        """Record one judged measurement as the judge decided it."""
+        """Record one judged measurement as the judge decided it; a failed one carries its
+        fault code (the judge's, else its requirement's default)."""
         entry = {
             "name": m.name,
             "value": m.value,
@@ -101,6 +107,9 @@ class Check:
             entry["ceiling"] = m.ceiling
         if m.basis:
             entry["basis"] = m.basis
+        code = (m.code or default_code(self.check_id)) if m.outcome == FAIL else ""
+        if code:
+            entry["code"] = code
         self.measured.append(entry)
 
     def judge(self, verdict: Verdict, context: str = "") -> Verdict:
@@ -277,7 +286,24 @@ def decide(
         if found:
             verdict, message = "fail", "; ".join(r.describe() for r in found)
     record.update(verdict=check_verdict(verdict, waiver, run_date), message=message)
+    record["codes"] = record_codes(record) if record["verdict"] in CODED else []
     return record, waiver
+
+
+def fault_properties(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """The testcase properties JUnit writes for a failed record: one `hpcnet_fault_code` per
+    code (pytest's junitxml reads the item's `user_properties` at teardown)."""
+    if record["verdict"] != FAIL:
+        return []
+    return [(FAULT_CODE_PROPERTY, code) for code in record.get("codes", ())]
+
+
+def record_codes(record: dict[str, Any]) -> list[str]:
+    """The fault codes of a failed record: its failed measurements' codes, else its
+    requirement's default (a failure no measurement carries, a baseline regression)."""
+    found = [m["code"] for m in record["measured"] if m.get("outcome") == FAIL and m.get("code")]
+    default = default_code(record["check_id"])
+    return list(dict.fromkeys(found)) or ([default] if default else [])
 
 
 def show_verdict(
@@ -298,11 +324,14 @@ NOT_MEASURED_CATEGORY = "not measured"
 (`1 failed, 1 passed, 3 not measured`); the report stays failed, so the exit status does too."""
 
 
-def one_line(where: str, verdict: str, message: str) -> str:
+def one_line(where: str, verdict: str, message: str, codes: Sequence[str] = ()) -> str:
     """What pytest shows of a check that failed or was not measured, whatever `--tb` says:
-    `suite.py:42: not measured: n1: GPU 3: nvidia-smi is not installed (fix: ...)`."""
+    `suite.py:42: not measured: n1: GPU 3: nvidia-smi is not installed (fix: ...)`; a
+    failure leads with its fault codes: `suite.py:42: [HPCNET-MTU] node02: eth1: MTU 1500`."""
     said = " ".join(message.split()) or verdict
-    return f"{where}: not measured: {said}" if verdict == NOT_MEASURED else f"{where}: {said}"
+    if verdict == NOT_MEASURED:
+        return f"{where}: not measured: {said}"
+    return f"{where}: [{' '.join(codes)}] {said}" if codes else f"{where}: {said}"
 
 
 def test_status(report: pytest.TestReport) -> tuple[str, str, tuple[str, dict]] | None:

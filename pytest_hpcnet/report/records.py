@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_hpcnet.inventory.models import Waiver
+from pytest_hpcnet.requirements.registry import default_code
 
 # not_measured: what the check needed was not measured (a cut or missing output, a node that
 # did not answer, no bound): never a pass, never waived, always INCOMPLETE.
@@ -38,6 +39,7 @@ class Measurement(BaseModel):
     """The judge's decision on this figure (None: reported, not judged); never re-judged."""
     ceiling: float | None = None  # the physical ceiling; a figure above it is not measured
     basis: str = ""  # how the bound was set: profile floor, SKU figure x fraction, peers …
+    code: str = ""  # a failed figure's fault code (registry `faults`: docs/fault-codes.md)
     baseline: float | None = None
     delta: float | None = Field(
         default=None, description="(value - baseline) / baseline, as a fraction"
@@ -78,6 +80,18 @@ class CheckRecord(BaseModel):
     waiver: Waiver | None = None
     sections: list[str] = Field(default_factory=list)
     """The facts sections the judge read (the certificate's excerpt shows these)."""
+    codes: list[str] = Field(default_factory=list)
+    """The fault codes of a failed (or waived) record: its failed measurements' codes, else
+    its requirement's default (docs/fault-codes.md)."""
+
+    def fault_codes(self) -> list[str]:
+        """`codes`, or for a record written without them, its failed measurements' codes,
+        else its requirement's default ([] for a record that did not fail)."""
+        if self.codes or self.verdict not in ("fail", "waived"):
+            return list(self.codes)
+        found = [m.code for m in self.measured if m.outcome == "fail" and m.code]
+        default = default_code(self.check_id)
+        return list(dict.fromkeys(found)) or ([default] if default else [])
 
 
 class ScopeEntry(BaseModel):

@@ -24,10 +24,12 @@ UNREACHABLE = re.compile(r"^(?P<node>\S+) unreachable: (?P<reason>.+)$")
 
 
 def failure_line(record: dict) -> str:
-    """`FAIL mtu [node02]: node02: eth1 (erdma_1): MTU 1500, expected 8500` (one line)."""
+    """`FAIL mtu [node02] HPCNET-MTU: node02: eth1 (erdma_1): MTU 1500, expected 8500` (one
+    line; a failure names its fault codes)."""
     shown = {"fail": "FAIL", "not_measured": "NOT MEASURED", "error": "ERROR"}[record["verdict"]]
     message = " ".join(str(record.get("message", "")).split())
-    return f"{shown} {record['check_id']} [{record['subject']}]: {message}"
+    codes = "".join(f" {c}" for c in record.get("codes") or ())
+    return f"{shown} {record['check_id']} [{record['subject']}]{codes}: {message}"
 
 
 def cause_of(record: dict) -> str:

@@ -9,11 +9,19 @@ NIC), the value and the majority with its count; a type split evenly fails as `n
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.firmware import BIOS, GPU_FIRMWARE, NIC_INFO, NodeFirmware
 from pytest_hpcnet.requirements.agreement import Entry, by_type, compare
-from pytest_hpcnet.requirements.verdict import Measurement, Verdict, failing, not_measured, passing
+from pytest_hpcnet.requirements.verdict import (
+    FAIL,
+    Measurement,
+    Verdict,
+    failing,
+    not_measured,
+    passing,
+)
 
 ITEMS = (
     "vbios",
@@ -32,6 +40,10 @@ FIX = (
     "flash the firmware the other nodes (or the pin) run, or have the provider replace the "
     "node; set the pin in expect.versions.pin once the right version is known"
 )
+FIRMWARE_CODE = "HPCNET-FIRMWARE"
+CODES = {"ecc_mode": "HPCNET-ECC-MODE"}
+"""The fault code of an item off its peers or pin (the registry's `firmware` codes): ECC is
+a setting the operator changes; the rest is firmware the provider owns."""
 FIX_RERUN = "re-run; if the output is cut short again, run nvidia-smi -q / ethtool -i by hand"
 
 
@@ -62,7 +74,10 @@ def judge_firmware(
         found = compare(item, entries, groups, pins.get(item), UNITS.get(item, "nodes"))
         problems += found.problems
         suspects += found.suspects
-        measurements += found.measurements
+        code = CODES.get(item, FIRMWARE_CODE)
+        measurements += [
+            replace(m, code=code) if m.outcome == FAIL else m for m in found.measurements
+        ]
     for item in sorted(set(pins) & set(ITEMS)):
         if not any(m.name == item for m in measurements):
             unread.append(f"{item} pinned ({pins[item]}) but read on no node")

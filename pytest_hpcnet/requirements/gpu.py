@@ -12,11 +12,12 @@ of the RDMA devices, versions, GPU-NIC topology) are in `gpu_node`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import GPU_QUERY, Gpu, GpuQuery, bus_key
 from pytest_hpcnet.probes.gpu_xid import XID_SOURCE, XidLog
+from pytest_hpcnet.requirements.registry import REPAIRS, fault, xid_code
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
     Verdict,
@@ -159,7 +160,16 @@ def judge_count_model(node: str, query: GpuQuery, expect: Expectations) -> Verdi
     verdict = per_gpu(
         node, query, read, "this instance type does not carry the profile's GPU: check the profile"
     )
-    return verdict.with_measurements(*node_wide)
+    return verdict.with_measurements(*node_wide).with_code("HPCNET-GPU-MODEL")
+
+
+ECC_OFF = "HPCNET-GPU-ECC-OFF"
+ECC_FLAG_CODES = {
+    "retired_pages_pending": "HPCNET-GPU-PAGE-RETIRE-PENDING",
+    "remapped_rows_pending": "HPCNET-GPU-ROW-REMAP-PENDING",
+    "remapped_rows_failure": "HPCNET-GPU-ROW-REMAP-FAIL",
+}
+"""The fault code of each memory-health figure that fails (the registry's `gpu_health`)."""
 
 
 def _ecc(gpu: Gpu) -> GpuReading:
@@ -188,9 +198,16 @@ def _ecc(gpu: Gpu) -> GpuReading:
         unread.append("neither retired pages nor remapped rows readable")
     mode = None if gpu.ecc_mode is None else ("Enabled" if gpu.ecc_mode else "Disabled")
     measurements = (
-        Measurement("ecc_mode", mode, "", "Enabled", "==", "ECC on", subject),
+        Measurement("ecc_mode", mode, "", "Enabled", "==", "ECC on", subject, code=ECC_OFF),
         Measurement(
-            "ecc_uncorrected_volatile", count, "errors", 0, "==", "no uncorrected error", subject
+            "ecc_uncorrected_volatile",
+            count,
+            "errors",
+            0,
+            "==",
+            "no uncorrected error",
+            subject,
+            code="HPCNET-GPU-ECC-DBE",
         ),
         Measurement(
             "ecc_corrected_volatile",
@@ -203,7 +220,14 @@ def _ecc(gpu: Gpu) -> GpuReading:
         ),
         *(
             Measurement(
-                attr, _shown(getattr(gpu, attr)), "", "No", "==", "nothing pending", subject
+                attr,
+                _shown(getattr(gpu, attr)),
+                "",
+                "No",
+                "==",
+                "nothing pending",
+                subject,
+                code=ECC_FLAG_CODES[attr],
             )
             for attr, _ in flags
         ),
@@ -221,6 +245,12 @@ def judge_ecc(node: str, query: GpuQuery) -> Verdict:
         "`nvidia-smi -e 1` and reboot if ECC is off; with pending remaps or errors reset the "
         "GPU (`nvidia-smi -r`); after a remap failure or repeated errors replace the GPU",
     )
+
+
+def worst_xid_code(xids: list[int]) -> str:
+    """The code of the Xid among `xids` whose repair is the most drastic."""
+    codes = sorted({xid_code(x) for x in xids})
+    return max(codes, key=lambda c: REPAIRS.index(fault(c).repair))  # type: ignore[union-attr]
 
 
 def judge_xid(
@@ -245,7 +275,16 @@ def judge_xid(
         xids = [e.xid for e in bad if e.bus_id == bus]
         subject = where(bus)[1]
         measurements.append(
-            Measurement("xid_events", len(xids), "", 0, "==", "expect.gpu.allowed_xids", subject)
+            Measurement(
+                "xid_events",
+                len(xids),
+                "",
+                0,
+                "==",
+                "expect.gpu.allowed_xids",
+                subject,
+                code=worst_xid_code(xids),
+            )
         )
         measurements.append(
             Measurement("xids", ", ".join(map(str, sorted(set(xids)))), "", None, None, "", subject)
@@ -266,6 +305,8 @@ def judge_xid(
         times = f" x{len(events)}" if len(events) > 1 else ""
         parts.append(f"Xid {xid}{times} ({events[0].meaning}) on {', '.join(named)}")
     allowed = f" (allowed: {', '.join(map(str, sorted(allow)))})" if allow else ""
+    measurements[0] = replace(measurements[0], code=worst_xid_code([e.xid for e in bad]))
+    common["measurements"] = tuple(measurements)
     return failing(
         f"{node}: " + "; ".join(parts) + allowed,
         f"act on each Xid as {XID_SOURCE} says (reset the GPU, reboot or replace); allow an "
@@ -304,10 +345,13 @@ def judge_throttle(node: str, query: GpuQuery) -> Verdict:
             return GpuReading(faults=(found,), measurements=measured)
         return GpuReading(measurements=measured)
 
-    return per_gpu(node, query, read, "check cooling, fans, power supply and the BMC's power brake")
+    found = per_gpu(
+        node, query, read, "check cooling, fans, power supply and the BMC's power brake"
+    )
+    return found.with_code("HPCNET-GPU-SLOWDOWN")
 
 
-def _mode_judge(attr: str, field: str, what: str, key: str, fix: str):
+def _mode_judge(attr: str, field: str, what: str, key: str, fix: str, code: str):
     def judge(node: str, query: GpuQuery, expect: Expectations) -> Verdict:
         expected: bool = getattr(expect.gpu, key)
         want = "Enabled" if expected else "Disabled"
@@ -329,7 +373,7 @@ def _mode_judge(attr: str, field: str, what: str, key: str, fix: str):
                 )
             return GpuReading(measurements=measured)
 
-        return per_gpu(node, query, read, fix.format(flag=int(expected)))
+        return per_gpu(node, query, read, fix.format(flag=int(expected))).with_code(code)
 
     judge.__doc__ = f"{what} as `expect.gpu.{key}` says on every GPU (`{attr}` per GPU)."
     return judge
@@ -341,6 +385,7 @@ judge_persistence = _mode_judge(
     "persistence mode",
     "persistence",
     "`nvidia-smi -pm {flag}` (better: enable nvidia-persistenced at boot)",
+    "HPCNET-GPU-PERSISTENCE",
 )
 judge_mig = _mode_judge(
     "mig_mode",
@@ -348,6 +393,7 @@ judge_mig = _mode_judge(
     "MIG mode",
     "mig",
     "`nvidia-smi -mig {flag}`, then reset the GPU",
+    "HPCNET-GPU-MIG",
 )
 
 

@@ -124,6 +124,7 @@ def judge_modules(node: str, modules: LoadedModules, expect: Expectations) -> Ve
         f"`modprobe {' '.join(missing)}` and make it persistent in /etc/modules-load.d/",
         measurements=measurements,
         sections=sections,
+        code="HPCNET-GPU-MODULES",
     )
 
 

@@ -134,6 +134,7 @@ def judge_nic_counters(interfaces: Interfaces, interface: str, expect: Expectati
             over.append(f"{counter} {value} > {limit}")
     kw = {"measurements": tuple(measurements), "sections": sections}
     if over:
+        kw["code"] = "HPCNET-NIC-ERRORS"
         return failing(
             f"{interface}: counters above threshold: " + ", ".join(over),
             "check the cable/ENI and the driver (`ethtool -S`), then clear the counters by "
@@ -162,6 +163,7 @@ def judge_icmp_latency(ping: PingResult, expect: Expectations) -> Verdict:
         ),
     }
     fix = "check the path between the nodes (security group, routes, a busy host)"
+    kw["code"] = "HPCNET-ICMP-LATENCY"  # a failure's code; a pass or gap ignores it
     if ping.tool_missing:
         return not_measured("ping not installed", "install iputils-ping", **kw)
     if ping.error:

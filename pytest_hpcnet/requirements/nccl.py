@@ -89,7 +89,7 @@ def judge_no_wrong_values(
         return verdict
     source = "nccl-tests validation (-c 1)"
     found = Measurement("wrong", verdict.measured, "values", verdict.bound, "==", source)
-    return reported_first(verdict, found)
+    return reported_first(verdict.with_code("HPCNET-NCCL-WRONG-VALUES"), found)
 
 
 def network_expected(expect: Expectations) -> Verdict:

@@ -80,7 +80,10 @@ def judge_ports_active(node: str, found: RdmaDevices, glob: str) -> Verdict:
         return unreadable.with_sections("ibv_devinfo_v")
     matching = match_devices(found, glob)
     if not matching:
-        return failing(f"{node}: no RDMA device matches {glob!r}, so no port can be active")
+        return failing(
+            f"{node}: no RDMA device matches {glob!r}, so no port can be active",
+            code="HPCNET-ERI-DEVICES",
+        )
     inactive = [
         f"{dev.name} port {port.number} is {port.reported_state or 'in an unknown state'}"
         for dev in matching
@@ -93,7 +96,9 @@ def judge_ports_active(node: str, found: RdmaDevices, glob: str) -> Verdict:
         ),
     )
     if inactive:
-        return failing(f"{node}: {'; '.join(inactive)}", measurements=measured)
+        return failing(
+            f"{node}: {'; '.join(inactive)}", measurements=measured, code="HPCNET-ERI-PORT-DOWN"
+        )
     unreported = [
         f"{dev.name} port {port.number}"
         for dev in matching
@@ -123,7 +128,10 @@ def judge_tools_agree(node: str, verbs: RdmaDevices, links: RdmaDevices) -> Verd
     )
     if disagreements:
         return failing(
-            f"{node}: {'; '.join(disagreements)}", sections=sections, measurements=counted
+            f"{node}: {'; '.join(disagreements)}",
+            sections=sections,
+            measurements=counted,
+            code="HPCNET-ERI-TOOLS-DISAGREE",
         )
     return passing(sections=sections, measurements=counted)
 
@@ -146,6 +154,7 @@ def judge_kernel_module(node: str, state: ErdmaModule, module: str) -> Verdict:
         fix=f"modprobe {module}",
         measurements=measured,
         sections=("erdma_module",),
+        code="HPCNET-ERI-MODULE",
     )
 
 
@@ -160,6 +169,7 @@ def judge_compat_mode(node: str, mode: CompatMode, wanted: str) -> Verdict:
         f"{node}: compat_mode is {mode.raw!r}, expected {wanted!r}",
         measurements=measured,
         sections=("compat_mode",),
+        code="HPCNET-ERI-COMPAT-MODE",
     )
 
 

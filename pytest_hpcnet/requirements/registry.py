@@ -23,11 +23,17 @@ from typing import TYPE_CHECKING, Literal
 import pytest
 
 from pytest_hpcnet.probes.gpu import GPU_QUERY
+from pytest_hpcnet.probes.gpu_xid import XID_MEANINGS, XID_SOURCE
 
 if TYPE_CHECKING:
     from pytest_hpcnet.inventory.expectations import Expectations
 
 Selector = Literal["static", "benchmark", "gpu_load"]
+Repair = Literal["config", "reset", "reboot", "replace"]
+REPAIRS: tuple[Repair, ...] = ("config", "reset", "reboot", "replace")
+"""Repair classes, least to most drastic: `config` (the operator fixes a setting; never
+rebooted), `reset` (a GPU reset where no process holds the GPU), `reboot`, `replace` (a
+ticket to the cloud provider)."""
 GPUS_UNDER_LOAD = "gpus_under_load"
 """The certificate group of the requirements whose measurements fill its per-GPU table."""
 GPU_NODES = "gpu_nodes"
@@ -68,6 +74,71 @@ class BoundKey:
 
 
 @dataclass(frozen=True)
+class FaultCode:
+    """A stable code for one way a requirement fails (`HPCNET-GPU-ECC-DBE`): what it means,
+    its repair class and what to do. docs/fault-codes.md lists every one."""
+
+    code: str
+    meaning: str
+    repair: Repair
+    action: str
+
+
+_XID_REPAIR: dict[int, Repair] = {
+    13: "reset",
+    31: "reset",
+    32: "reset",
+    43: "reset",
+    45: "reset",
+    48: "reset",
+    61: "reset",
+    62: "reset",
+    63: "reset",
+    64: "replace",
+    68: "reset",
+    69: "reset",
+    74: "reset",
+    79: "reboot",
+    92: "replace",
+    94: "reset",
+    95: "reset",
+    119: "reboot",
+    120: "reset",
+    121: "reboot",
+    154: "reboot",
+}
+"""The repair class of each Xid with a code of its own (NVIDIA's Xid catalog: reset the GPU,
+reboot, or have it replaced); an application-caused Xid is reset, then allowed in the
+inventory once its cause is read."""
+_XID_ACTION: dict[Repair, str] = {
+    "reset": "reset the GPU (`nvidia-smi -r`) once no process holds it; replace it if it recurs",
+    "reboot": "reboot the instance; replace the GPU if it recurs",
+    "replace": "open a ticket: the GPU must be replaced",
+}
+XID_CODE = "HPCNET-GPU-XID"
+"""The default code of an Xid; a listed Xid has `HPCNET-GPU-XID-<n>`."""
+
+
+def xid_code(xid: int) -> str:
+    """The fault code of an Xid: its own where the registry declares one, else `XID_CODE`."""
+    return f"{XID_CODE}-{xid}" if xid in _XID_REPAIR else XID_CODE
+
+
+XID_FAULTS: tuple[FaultCode, ...] = (
+    FaultCode(XID_CODE, "an Xid without a code of its own", "reboot", f"read it in {XID_SOURCE}"),
+    *(
+        FaultCode(
+            f"{XID_CODE}-{xid}",
+            f"Xid {xid}: {XID_MEANINGS[xid]}",
+            repair,
+            f"{_XID_ACTION[repair]}; as {XID_SOURCE} says for Xid {xid}",
+        )
+        for xid, repair in _XID_REPAIR.items()
+    ),
+)
+
+
+@dataclass(frozen=True)
 class Requirement:
     """One acceptance requirement.
 
@@ -79,7 +150,9 @@ class Requirement:
     `judges` its judge functions, one per suite test that decides it ("module:function" under
     `pytest_hpcnet.requirements`); `sections` the facts sections its tests read (by the name
     each probe frames it under); `pair` whether a test of it is measured per node pair;
-    `bounds` the absolute bounds its judges read from the expectations."""
+    `bounds` the absolute bounds its judges read from the expectations;
+    `faults` the codes its failures carry, the first the default for a failure no judge
+    named more precisely."""
 
     id: str
     title: str
@@ -93,6 +166,12 @@ class Requirement:
     sections: tuple[str, ...] = ()
     pair: bool = False
     bounds: tuple[BoundKey, ...] = ()
+    faults: tuple[FaultCode, ...] = ()
+
+    @property
+    def default_fault(self) -> FaultCode | None:
+        """The code of a failure no judge named more precisely (the first of `faults`)."""
+        return self.faults[0] if self.faults else None
 
 
 REQUIREMENTS: tuple[Requirement, ...] = (
@@ -101,6 +180,15 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "Nodes reachable over SSH",
         (),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-NODE-UNREACHABLE",
+                "the node did not answer over SSH",
+                "reboot",
+                "check the instance in the ECS console and reboot it; "
+                "if it does not come back, open a ticket",
+            ),
+        ),
         judges=("network:judge_reachability",),
         sections=("hostname", "kernel", "metadata"),
     ),
@@ -109,6 +197,38 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "eRDMA devices",
         ("rdma",),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-ERI-DEVICES",
+                "fewer eRDMA devices than expected",
+                "config",
+                "attach the ERIs the profile expects (ECS console) and install the erdma driver",
+            ),
+            FaultCode(
+                "HPCNET-ERI-PORT-DOWN",
+                "an eRDMA port is not ACTIVE",
+                "reboot",
+                "reload the erdma driver or reboot; a port that stays down is a ticket",
+            ),
+            FaultCode(
+                "HPCNET-ERI-TOOLS-DISAGREE",
+                "ibv_devinfo and rdma link disagree on devices, ports or states",
+                "reboot",
+                "reload the erdma driver or reboot",
+            ),
+            FaultCode(
+                "HPCNET-ERI-MODULE",
+                "the eRDMA kernel module is not loaded",
+                "config",
+                "modprobe erdma and load it at boot",
+            ),
+            FaultCode(
+                "HPCNET-ERI-COMPAT-MODE",
+                "the eRDMA driver's compat_mode is not the expected one",
+                "config",
+                "set the erdma module parameter compat_mode and reload the driver",
+            ),
+        ),
         judges=(
             "rdma:judge_node_devices",
             "rdma:judge_node_ports",
@@ -123,6 +243,15 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "Every ERI present (by driver)",
         ("rdma", "erdma"),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-ERI-MISSING",
+                "an expected ERI is not present (by driver)",
+                "config",
+                "attach an ERI-enabled ENI per expected device; "
+                "if attached and absent, open a ticket",
+            ),
+        ),
         judges=("erdma:judge_erdma_identity",),
         sections=("erdma_identity",),
         bounds=(BoundKey("eris", "erdma.eris", "==", "devices"),),
@@ -132,6 +261,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "eRDMA driver state",
         ("erdma",),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-ERI-DRIVER",
+                "the eRDMA driver's state is not the expected one",
+                "config",
+                "install the expected erdma driver version and parameters",
+            ),
+        ),
         judges=("erdma:judge_erdma_driver",),
         sections=("erdma_driver",),
     ),
@@ -140,6 +277,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "eRDMA active MTU, GID index, NUMA",
         ("mtu", "erdma"),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-ERI-PORT-CONFIG",
+                "an ERI's active MTU, GID index or NUMA node is wrong",
+                "config",
+                "set the interface MTU, GID and NCCL NUMA mapping the profile expects",
+            ),
+        ),
         judges=("erdma:judge_eri_active_mtu", "erdma:judge_eri_gid", "erdma:judge_erdma_numa"),
         sections=("ibv_devinfo_v", "links", "rdma_link", "addr", "erdma_identity"),
     ),
@@ -148,6 +293,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "GPUDirect RDMA readiness",
         ("erdma",),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-ERI-GDR",
+                "GPUDirect RDMA is not ready (peer memory module)",
+                "config",
+                "load nvidia_peermem (or the eRDMA GDR module) at boot",
+            ),
+        ),
         judges=("erdma:judge_erdma_gdr",),
         sections=("erdma_gdr",),
     ),
@@ -156,27 +309,78 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "Jumbo MTU",
         ("mtu", "jumbo_frames"),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-MTU",
+                "an interface's MTU is not the expected jumbo MTU",
+                "config",
+                "set the interface MTU (and the ENI's) to the profile's value",
+            ),
+        ),
         judges=("mtu:judge_node_mtu", "mtu:judge_node_ll128_rule", "mtu:judge_same_interface_mtu"),
         sections=("links", "erdma_identity", "ibv_devinfo_v", "rdma_link"),
         bounds=(BoundKey("mtu", "mtu", "==", "bytes"),),
     ),
     Requirement(
-        "path_mtu", "Path MTU", ("mtu",), "static", judges=("mtu:judge_pair_path_mtu",), pair=True
+        "path_mtu",
+        "Path MTU",
+        ("mtu",),
+        "static",
+        faults=(
+            FaultCode(
+                "HPCNET-PATH-MTU",
+                "the jumbo MTU does not pass between two nodes",
+                "config",
+                "set the MTU on both ends and on the path (VPC, security group ICMP)",
+            ),
+        ),
+        judges=("mtu:judge_pair_path_mtu",),
+        pair=True,
     ),
     Requirement(
         "security_group",
         "Security group",
         ("ports",),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-SG-PORTS",
+                "a required port is closed between two nodes",
+                "config",
+                "open the port in the security group",
+            ),
+        ),
         judges=("network:judge_required_ports",),
         pair=True,
     ),
-    Requirement("acl", "Network ACL", ("flows",), "static", judges=("network:judge_acl_flow",)),
+    Requirement(
+        "acl",
+        "Network ACL",
+        ("flows",),
+        "static",
+        faults=(
+            FaultCode(
+                "HPCNET-ACL",
+                "a network ACL blocks a required flow",
+                "config",
+                "allow the flow in the network ACL",
+            ),
+        ),
+        judges=("network:judge_acl_flow",),
+    ),
     Requirement(
         "cloud_audit",
         "Cloud control plane",
         ("ports", "flows", "rdma"),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-CLOUD-AUDIT",
+                "the cloud control plane does not allow what the cluster needs",
+                "config",
+                "fix the security group, ACL or ERI settings the audit names",
+            ),
+        ),
         judges=(
             "cloud:judge_required_flows",
             "cloud:judge_planes_agree",
@@ -191,6 +395,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "ERIs attached: count and distinct NIC indexes",
         ("erdma",),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-ERI-NIC-INDEX",
+                "ERIs missing or sharing a NIC index",
+                "config",
+                "attach one ERI per NIC index the instance type offers",
+            ),
+        ),
         within="cloud_audit",
         judges=("erdma:judge_eri_attachments",),
     ),
@@ -199,6 +411,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "Placement",
         ("placement",),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-PLACEMENT",
+                "a node is outside the expected zone or deployment set",
+                "config",
+                "re-create the instance in the expected zone or deployment set",
+            ),
+        ),
         judges=("network:judge_placement",),
         sections=("metadata",),
     ),
@@ -207,6 +427,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "Instance type matches the profile",
         ("instance_types",),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-INSTANCE-TYPE",
+                "a node's instance type is not the profile's",
+                "config",
+                "use the profile's instance type or the matching profile",
+            ),
+        ),
         judges=("instance_types:judge_instance_types",),
         sections=("metadata",),
     ),
@@ -215,6 +443,26 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "Host tuning",
         ("sysctl", "nic_max_errors", "nic_max_dropped", "ping"),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-SYSCTL",
+                "a kernel setting differs from the profile",
+                "config",
+                "set the sysctl (and persist it in /etc/sysctl.d)",
+            ),
+            FaultCode(
+                "HPCNET-NIC-ERRORS",
+                "NIC errors or drops grew past the bound",
+                "replace",
+                "check the link and open a ticket with the counters",
+            ),
+            FaultCode(
+                "HPCNET-ICMP-LATENCY",
+                "ICMP between two nodes is lost or slow",
+                "replace",
+                "check the placement and open a ticket with the ping evidence",
+            ),
+        ),
         figures=(
             Figure(
                 "errors",
@@ -247,6 +495,26 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "GPU count, model and driver modules",
         ("gpu",),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-GPU-COUNT",
+                "fewer GPUs than expected (one fell off the bus or is missing)",
+                "replace",
+                "reboot once; a GPU still missing is a ticket",
+            ),
+            FaultCode(
+                "HPCNET-GPU-MODEL",
+                "a GPU is not the profile's model",
+                "config",
+                "use the profile of this instance type",
+            ),
+            FaultCode(
+                "HPCNET-GPU-MODULES",
+                "an expected NVIDIA kernel module is not loaded",
+                "config",
+                "load the module (nvidia, nvidia_uvm, nvidia_peermem) at boot",
+            ),
+        ),
         group=GPU_NODES,
         judges=("gpu:judge_count_model", "gpu_node:judge_modules"),
         sections=(GPU_QUERY.name, "gpu_modules", "gpu_driver", "gpu_cuda"),
@@ -260,6 +528,44 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "GPU memory health (ECC, row remapping)",
         ("gpu",),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-GPU-MEMORY",
+                "GPU memory health failed",
+                "reset",
+                "reset the GPU (nvidia-smi -r); replace it if it fails again",
+            ),
+            FaultCode(
+                "HPCNET-GPU-ECC-OFF",
+                "ECC is disabled on a GPU",
+                "config",
+                "nvidia-smi -e 1, then reboot",
+            ),
+            FaultCode(
+                "HPCNET-GPU-ECC-DBE",
+                "volatile uncorrected (double-bit) ECC errors",
+                "reset",
+                "reset the GPU (nvidia-smi -r) so the row is remapped; replace it if they recur",
+            ),
+            FaultCode(
+                "HPCNET-GPU-PAGE-RETIRE-PENDING",
+                "a retired page is pending",
+                "reboot",
+                "reboot so the page is retired",
+            ),
+            FaultCode(
+                "HPCNET-GPU-ROW-REMAP-PENDING",
+                "a row remap is pending",
+                "reset",
+                "reset the GPU (nvidia-smi -r) so the remap takes effect",
+            ),
+            FaultCode(
+                "HPCNET-GPU-ROW-REMAP-FAIL",
+                "a row remap failed (no spare rows)",
+                "replace",
+                "open a ticket: the GPU must be replaced",
+            ),
+        ),
         group=GPU_NODES,
         judges=("gpu:judge_ecc",),
         sections=(GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
@@ -269,6 +575,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "No GPU Xid errors since boot",
         ("gpu",),
         "static",
+        faults=XID_FAULTS,
         group=GPU_NODES,
         judges=("gpu:judge_xid",),
         sections=("gpu_klog", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
@@ -278,6 +585,26 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "GPU clocks, persistence and MIG mode",
         ("gpu",),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-GPU-SLOWDOWN",
+                "a hardware or thermal clock slowdown is active",
+                "replace",
+                "check cooling and power; a lasting slowdown is a ticket",
+            ),
+            FaultCode(
+                "HPCNET-GPU-PERSISTENCE",
+                "persistence mode differs from the profile",
+                "config",
+                "enable nvidia-persistenced at boot",
+            ),
+            FaultCode(
+                "HPCNET-GPU-MIG",
+                "MIG mode differs from the profile",
+                "config",
+                "nvidia-smi -mig 0|1, then reset the GPU",
+            ),
+        ),
         group=GPU_NODES,
         judges=("gpu:judge_throttle", "gpu:judge_persistence", "gpu:judge_mig"),
         sections=(GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
@@ -287,6 +614,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "PCIe links at full speed (GPUs, RDMA devices)",
         ("gpu", "rdma"),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-PCIE-DOWNGRADE",
+                "a GPU or RDMA device's PCIe link runs below its generation or width",
+                "replace",
+                "re-check under load; a lasting downgrade is a ticket (riser, slot)",
+            ),
+        ),
         group=GPU_NODES,
         judges=("gpu:judge_pcie", "gpu_node:judge_rdma_pcie"),
         sections=(GPU_QUERY.name, "rdma_sysfs", "gpu_driver", "gpu_cuda"),
@@ -296,6 +631,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "Locked memory for NCCL (ulimit -l)",
         ("gpu",),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-MEMLOCK",
+                "locked memory (ulimit -l) is too small for NCCL",
+                "config",
+                "set memlock unlimited in limits.conf and the scheduler",
+            ),
+        ),
         group=GPU_NODES,
         judges=("gpu_node:judge_memlock",),
         sections=("gpu_memlock", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
@@ -305,6 +648,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "GPU-NIC topology (NUMA, NCCL_IB_HCA)",
         ("gpu",),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-GPU-TOPOLOGY",
+                "GPU-NIC NUMA mapping or NCCL_IB_HCA is wrong",
+                "config",
+                "set NCCL_IB_HCA and the GPU-NIC affinity the topology shows",
+            ),
+        ),
         group=GPU_NODES,
         judges=("gpu_node:judge_nccl_ib_hca", "gpu_node:judge_gpu_nic_numa"),
         sections=("gpu_topo", "rdma_sysfs", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
@@ -314,6 +665,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "Driver and library versions agree",
         ("versions",),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-VERSIONS",
+                "driver or library versions differ across the cluster",
+                "config",
+                "install the same driver, CUDA, NCCL and rdma-core everywhere",
+            ),
+        ),
         judges=("gpu_node:judge_versions",),
         sections=("versions", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
     ),
@@ -322,6 +681,22 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "GPU, NIC and BIOS firmware agree",
         ("versions",),
         "static",
+        faults=(
+            FaultCode(
+                "HPCNET-FIRMWARE",
+                "a GPU VBIOS, InfoROM or GSP firmware, an ECC mode, a NIC's driver or firmware "
+                "or the BIOS differs from its instance type's majority or pin",
+                "replace",
+                "the cloud provider owns the instance's firmware: open a ticket naming the "
+                "value and the one its peers run (an ECC mode is `config`: set it and reboot)",
+            ),
+            FaultCode(
+                "HPCNET-ECC-MODE",
+                "a GPU's ECC mode differs from its peers or the pin",
+                "config",
+                "enable ECC (`nvidia-smi -e 1`) and reboot",
+            ),
+        ),
         judges=("firmware:judge_firmware",),
         sections=("gpu_firmware", "nic_info", "bios", "metadata"),
     ),
@@ -330,6 +705,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "RDMA write bandwidth (ib_write_bw)",
         ("ib_write_bw",),
         "benchmark",
+        faults=(
+            FaultCode(
+                "HPCNET-RDMA-BW",
+                "RDMA write bandwidth between two nodes is below the bound",
+                "replace",
+                "re-run; the suspect node named by localization gets a ticket",
+            ),
+        ),
         figures=(Figure("bw_avg", "ib_write_bw average bandwidth", "Gbit/s", trended=True),),
         judges=("perftest:judge_pair_bandwidth",),
         pair=True,
@@ -340,6 +723,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "RDMA write latency (ib_write_lat)",
         ("ib_write_lat",),
         "benchmark",
+        faults=(
+            FaultCode(
+                "HPCNET-RDMA-LAT",
+                "RDMA write latency between two nodes is above the bound",
+                "replace",
+                "re-run; the suspect node named by localization gets a ticket",
+            ),
+        ),
         figures=(
             Figure("t_avg", "ib_write_lat average latency", "usec", trended=True),
             Figure("t_p99", "ib_write_lat p99 latency", "usec", trended=True),
@@ -356,6 +747,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "No suspect node in the pair schedule",
         ("ib_write_bw", "ib_write_lat"),
         "benchmark",
+        faults=(
+            FaultCode(
+                "HPCNET-RDMA-SUSPECT",
+                "a node is the common end of failing pairs",
+                "replace",
+                "drain it and open a ticket with its pairs' evidence",
+            ),
+        ),
         row=False,
         judges=("perftest:judge_no_suspects",),
     ),
@@ -364,6 +763,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "Bandwidth of every ERI",
         ("erdma",),
         "benchmark",
+        faults=(
+            FaultCode(
+                "HPCNET-ERI-BW",
+                "an ERI's bandwidth is below the bound",
+                "replace",
+                "re-run; a lasting shortfall is a ticket naming the ERI",
+            ),
+        ),
         judges=("perftest:judge_every_eri",),
         pair=True,
         bounds=(
@@ -375,6 +782,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "All ERIs of a node at once",
         ("erdma",),
         "benchmark",
+        faults=(
+            FaultCode(
+                "HPCNET-ERI-INSTANCE-BW",
+                "all ERIs at once fall short of the instance's bandwidth",
+                "replace",
+                "re-run; a lasting shortfall is a ticket",
+            ),
+        ),
         judges=("perftest:judge_eris_to_sum", "perftest:judge_all_eris_at_once"),
         sections=("erdma_identity", "ibv_devinfo_v"),
         bounds=(
@@ -386,6 +801,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "GPUDirect RDMA bandwidth of every ERI",
         ("erdma",),
         "benchmark",
+        faults=(
+            FaultCode(
+                "HPCNET-ERI-GDR-BW",
+                "GPUDirect RDMA bandwidth of an ERI is below the bound",
+                "replace",
+                "check erdma_gdr first; a lasting shortfall is a ticket",
+            ),
+        ),
         judges=("perftest:judge_gdr_every_eri",),
     ),
     Requirement(
@@ -393,6 +816,20 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "NCCL bus bandwidth",
         ("nccl",),
         "benchmark",
+        faults=(
+            FaultCode(
+                "HPCNET-NCCL-BUSBW",
+                "NCCL bus bandwidth is below the bound",
+                "config",
+                "check NCCL settings and the bisection's suspects",
+            ),
+            FaultCode(
+                "HPCNET-NCCL-WRONG-VALUES",
+                "NCCL reported wrong values (data corruption)",
+                "replace",
+                "drain the suspects and open a ticket",
+            ),
+        ),
         figures=(
             Figure("avg_busbw", "NCCL all_reduce average bus bandwidth", "GB/s", trended=True),
             Figure(
@@ -418,6 +855,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "NCCL on eRDMA, no socket fallback",
         ("erdma",),
         "benchmark",
+        faults=(
+            FaultCode(
+                "HPCNET-NCCL-SOCKET",
+                "NCCL did not run over eRDMA (socket fallback)",
+                "config",
+                "install the NCCL net plugin and set NCCL_IB_HCA",
+            ),
+        ),
         judges=("nccl:judge_nccl_network_used", "nccl:judge_nccl_traffic"),
     ),
     Requirement(
@@ -425,6 +870,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "No RDMA/NIC error counter moved in benchmarks",
         ("erdma",),
         "benchmark",
+        faults=(
+            FaultCode(
+                "HPCNET-RDMA-COUNTERS",
+                "an RDMA or NIC error counter moved during the benchmarks",
+                "replace",
+                "open a ticket with the counters",
+            ),
+        ),
         judges=("perftest:judge_counters_moved",),
     ),
     Requirement(
@@ -432,6 +885,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "CPFS",
         ("cpfs",),
         "benchmark",
+        faults=(
+            FaultCode(
+                "HPCNET-CPFS",
+                "CPFS is not mounted as expected or below its throughput",
+                "config",
+                "mount CPFS with the expected options; check the file system's rated throughput",
+            ),
+        ),
         figures=(
             Figure("write_bw", "CPFS write throughput per node", "MB/s", trended=True),
             Figure("read_bw", "CPFS read throughput per node", "MB/s", trended=True),
@@ -453,6 +914,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "GPU compute under load (TFLOPS, clocks, throttling)",
         ("gpu_load",),
         "gpu_load",
+        faults=(
+            FaultCode(
+                "HPCNET-GPU-COMPUTE",
+                "a GPU's compute under load is below the bound",
+                "reset",
+                "reset the GPU and re-run under load; replace it if it stays slow",
+            ),
+        ),
         figures=(
             Figure(
                 "bf16_tflops",
@@ -493,6 +962,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "GPU results agree across the cluster (checksum)",
         (),
         "gpu_load",
+        faults=(
+            FaultCode(
+                "HPCNET-GPU-CHECKSUM",
+                "a GPU's results disagree with the cluster's",
+                "replace",
+                "drain the node and open a ticket: silent data corruption",
+            ),
+        ),
         group=GPUS_UNDER_LOAD,
         judges=("gpu_load:judge_gpu_correctness",),
         sections=("gpu_engines",),
@@ -502,6 +979,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "GPU memory and host-link bandwidth under load",
         ("gpu_load",),
         "gpu_load",
+        faults=(
+            FaultCode(
+                "HPCNET-GPU-BANDWIDTH",
+                "GPU memory or host-link bandwidth under load is below the bound",
+                "reset",
+                "reset the GPU and re-run; replace it if it stays slow",
+            ),
+        ),
         figures=(
             Figure(
                 "hbm_gbs",
@@ -542,6 +1027,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "NVLink links up and error-free",
         ("gpu_load",),
         "gpu_load",
+        faults=(
+            FaultCode(
+                "HPCNET-GPU-NVLINK",
+                "an NVLink link is down or counts errors",
+                "reset",
+                "reset the GPU; a link that stays down is a ticket",
+            ),
+        ),
         group=GPUS_UNDER_LOAD,
         judges=("gpu_nvlink:judge_gpu_nvlink",),
         sections=("gpu_nvlink_status", "gpu_nvlink_errors", GPU_QUERY.name),
@@ -555,6 +1048,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "DCGM diagnostics pass on every GPU",
         ("gpu_load",),
         "gpu_load",
+        faults=(
+            FaultCode(
+                "HPCNET-GPU-DCGM",
+                "a DCGM diagnostic failed",
+                "replace",
+                "open a ticket with the DCGM output",
+            ),
+        ),
         group=GPUS_UNDER_LOAD,
         judges=("gpu_dcgm:judge_gpu_dcgm",),
         sections=(GPU_QUERY.name, "gpu_engines"),
@@ -564,6 +1065,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "Single-node NCCL all-reduce on every node",
         ("gpu_load",),
         "gpu_load",
+        faults=(
+            FaultCode(
+                "HPCNET-GPU-NCCL-NODE",
+                "single-node all-reduce is below the bound or failed",
+                "reset",
+                "reset the GPUs and re-run; replace if it stays slow",
+            ),
+        ),
         figures=(
             Figure(
                 "busbw_largest",
@@ -581,6 +1090,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "GPU-to-GPU bandwidth by link (NVLink, PCIe)",
         ("gpu_load",),
         "gpu_load",
+        faults=(
+            FaultCode(
+                "HPCNET-GPU-P2P",
+                "GPU-to-GPU bandwidth over a link is below the bound",
+                "reset",
+                "reset the GPUs and re-run; replace if it stays slow",
+            ),
+        ),
         group=GPUS_UNDER_LOAD,
         judges=("gpu_p2p:judge_gpu_p2p",),
         sections=("gpu_topo", GPU_QUERY.name, "gpu_engines"),
@@ -594,6 +1111,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "NVSwitch fabric and Fabric Manager ready",
         ("gpu_load",),
         "gpu_load",
+        faults=(
+            FaultCode(
+                "HPCNET-GPU-FABRIC",
+                "the NVSwitch fabric or Fabric Manager is not ready",
+                "reboot",
+                "restart nvidia-fabricmanager; reboot if the fabric stays down",
+            ),
+        ),
         group=GPUS_UNDER_LOAD,
         judges=("gpu_fabric:judge_gpu_fabric",),
         sections=("gpu_fabric", GPU_QUERY.name),
@@ -714,3 +1239,22 @@ def judge_functions(check_id: str) -> tuple[Callable[..., object], ...]:
         module, _, name = reference.partition(":")
         found.append(getattr(import_module(f"{JUDGES_PACKAGE}.{module}"), name))
     return tuple(found)
+
+
+def default_code(check_id: str) -> str:
+    """The code of a failure of `check_id` that no judge named more precisely; "" for a
+    site's own unregistered check or a requirement that declares none."""
+    found = BY_ID.get(check_id)
+    default = found.default_fault if found else None
+    return default.code if default else ""
+
+
+def fault_codes() -> dict[str, tuple[str, FaultCode]]:
+    """Every declared code: (requirement id, its `FaultCode`), in registry order."""
+    return {f.code: (r.id, f) for r in REQUIREMENTS for f in r.faults}
+
+
+def fault(code: str) -> FaultCode | None:
+    """The declared `FaultCode` of `code`, or None."""
+    found = fault_codes().get(code)
+    return found[1] if found else None

@@ -93,6 +93,10 @@ class Measurement:
     not measured."""
     basis: str = ""
     """How the bound was set: `profile floor`, `SKU figure x fraction`, `cluster median`, …"""
+    code: str = ""
+    """The fault code a failure of this figure means (`HPCNET-GPU-ECC-DBE`), one its
+    requirement declares in the registry; "" takes the verdict's code, else the
+    requirement's default when it is recorded."""
 
     def __post_init__(self) -> None:
         if self.outcome is None:
@@ -139,6 +143,9 @@ class Verdict:
     erdma_1`."""
     extra: dict = field(default_factory=dict, compare=False, hash=False)
     """Judge-specific detail a caller may read (never judged again)."""
+    code: str = ""
+    """The fault code of this failure where the judge's reason tells the cause (a failed
+    measurement without a code of its own takes it); "" leaves the requirement's default."""
 
     def __post_init__(self) -> None:
         if self.outcome is None:
@@ -165,6 +172,10 @@ class Verdict:
             said = Measurement(JUDGE, self.reason or outcome, outcome=outcome, subject=self.subject)
             # replace() runs this again: `own` finds it and puts it last once more
             found = (*found, said)
+        if self.code:
+            found = tuple(
+                replace(m, code=self.code) if m.outcome == FAIL and not m.code else m for m in found
+            )
         object.__setattr__(self, "measurements", found)
         object.__setattr__(self, "outcome", outcome)
         object.__setattr__(self, "passed", outcome == PASS)
@@ -197,6 +208,10 @@ class Verdict:
     def with_sections(self, *names: str) -> Verdict:
         """This verdict, naming the evidence sections it read."""
         return replace(self, sections=tuple(dict.fromkeys(self.sections + names)))
+
+    def with_code(self, code: str) -> Verdict:
+        """This verdict with the fault code of its failure (a pass or gap stays as it is)."""
+        return replace(self, code=code) if self.outcome == FAIL else self
 
     def with_reason(self, reason: str) -> Verdict:
         """This verdict with another one-line reason."""

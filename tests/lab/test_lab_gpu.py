@@ -49,6 +49,17 @@ FAULTS = {  # kind: (node, the one failing check, what its message says)
     "vbios": ("node02", "firmware", f"vbios 96.00.A5.00.1B on node02 {BUS3} (majority 96.00.A5"),
     "nic-firmware": ("node04", "firmware", "nic_firmware 1.2.3 on node04 eth0 (majority (empty)"),
 }
+CODES = {  # kind: the fault code its failure carries (docs/fault-codes.md)
+    "gpu-missing": "HPCNET-GPU-COUNT",
+    "gpu-ecc": "HPCNET-GPU-ECC-DBE",
+    "gpu-xid": "HPCNET-GPU-XID-94",
+    "gpu-throttle": "HPCNET-GPU-SLOWDOWN",
+    "gpu-pcie-downgrade": "HPCNET-PCIE-DOWNGRADE",
+    "eri-pcie-downgrade": "HPCNET-PCIE-DOWNGRADE",
+    "driver-mismatch": "HPCNET-VERSIONS",
+    "vbios": "HPCNET-FIRMWARE",
+    "nic-firmware": "HPCNET-FIRMWARE",
+}
 
 
 def test_healthy_lab_passes_every_gpu_check(lab4, tmp_path):
@@ -90,5 +101,6 @@ def test_gpu_fault_fails_exactly_that_nodes_check(lab4, tmp_path, kind):
         assert "gsp_firmware 570.172.08 on node03 GPU 0 " in bad[1]["message"]
     assert text in bad[0]["message"] and "fix: " in bad[0]["message"], bad[0]["message"]
     assert node in bad[0]["message"]
+    assert CODES[kind] in bad[0]["codes"], bad[0]["codes"]
     if kind not in ("gpu-missing", "driver-mismatch", "eri-pcie-downgrade", "nic-firmware"):
         assert BUS3 in bad[0]["message"], bad[0]["message"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.lab import faults
+from pytest_hpcnet.requirements.registry import BY_ID
 
 pytestmark = pytest.mark.lab
 
@@ -133,6 +134,11 @@ def test_fault_fails_exactly_the_checks_of_that_node(lab4, tmp_path, kind):
             f"{record['check_id']} {record['subject']}: {record['message']}"
         )
         assert NODE in record["message"], record["message"]
+        if record["verdict"] == "fail":  # a failure carries codes its requirement declares
+            declared = {f.code for f in BY_ID[record["check_id"]].faults}
+            assert record["codes"] and set(record["codes"]) <= declared, record["codes"]
+    if kind == "port-down":
+        assert [r["codes"] for r in bad] == [["HPCNET-ERI-PORT-DOWN"]]
 
 
 def test_heal_restores_a_clean_pass(lab4, tmp_path):

@@ -258,7 +258,8 @@ def test_one_rejected_partition_rejects_the_merge_and_names_the_failure(tmp_path
     assert (mtu_row["verdict"], mtu_row["worst_subject"]) == ("fail", "gpu-c")
     assert "gpu-c: eth0 mtu 1500 &lt; 9000" in (out / "evidence.html").read_text()
     page = (out / "certificate.html").read_text()
-    assert re.search(r'Jumbo MTU</td><td class="mono">gpu-c</td>', page)  # what failed, where
+    code = '<span class="mono muted code">HPCNET-MTU</span>'  # its fault code
+    assert re.search(rf'Jumbo MTU {code}</td><td class="mono">gpu-c</td>', page)  # where
     assert verify(out).ok
 
 

@@ -170,3 +170,13 @@ def test_pin_names_few_subjects_and_measures_each_odd_node(read):
         "bios_vendor": "Alibaba Cloud",
         "bios_version": "0.0.0",
     }
+
+
+def test_an_odd_ecc_mode_is_a_setting_and_an_odd_vbios_firmware(read):
+    nodes = {f"n{i}": node(read) for i in range(1, 4)}
+    pinned = Expectations.model_validate(
+        {"versions": {"pin": {"vbios": "96.00.74.00.05", "ecc_mode": "Disabled"}}}
+    )
+    verdict = judge_firmware(nodes, pinned)
+    codes = {m.name: m.code for m in verdict.measurements if m.outcome == "fail"}
+    assert codes == {"vbios": "HPCNET-FIRMWARE", "ecc_mode": "HPCNET-ECC-MODE"}

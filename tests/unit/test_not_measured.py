@@ -275,7 +275,7 @@ def test_the_summary_gives_each_failure_its_whole_reason_on_one_line(pytester):
         )
     )
     result = pytester.runpytest(".", "--inventory", "inv.yaml", "--reports-dir", "out")
-    result.stdout.fnmatch_lines([f"    FAIL mtu [cluster]: {reason.strip()}"])
+    result.stdout.fnmatch_lines([f"    FAIL mtu [cluster] HPCNET-MTU: {reason.strip()}"])
 
 
 def test_the_evidence_appendix_shows_each_gpus_ecc_count_as_a_number(tmp_path):

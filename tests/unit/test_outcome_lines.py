@@ -47,7 +47,8 @@ def test_each_check_is_one_line_and_the_counts_agree(pytester, tb):
     failures = out.split(" FAILURES ")[1].split(" hpcnet ")[0].splitlines()
     shown = [ln for ln in failures if not ln.startswith(("_", "=", "-"))]
     assert shown == [
-        "test_suite.py:10: n1: eth1 (erdma_1): MTU 1500, expected 8500 (fix: set MTU 8500)"
+        "test_suite.py:10: [HPCNET-MTU] n1: eth1 (erdma_1): MTU 1500, expected 8500 "
+        "(fix: set MTU 8500)"
     ]
     result.stdout.fnmatch_lines(
         [
@@ -78,3 +79,8 @@ def test_not_measured_reads_as_such_in_junit_and_verbose(pytester):
         "not measured: n1: GPU 3: nvidia-smi is not installed (fix: install the NVIDIA driver)"
     )
     assert "\n" not in failure.text.strip()
+    # a failure carries its fault code as a testcase property; a gap carries none
+    (bad,) = [c for c in root.iter("testcase") if c.get("name") == "test_bad"]
+    props = [(p.get("name"), p.get("value")) for p in bad.iter("property")]
+    assert props == [("hpcnet_fault_code", "HPCNET-MTU")]
+    assert [p.get("name") for p in case.iter("property")] == []

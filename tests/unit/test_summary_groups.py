@@ -52,7 +52,9 @@ def test_not_measured_is_one_line_per_node_and_cause(pytester):
         ]
     )
     assert summary.count("nvidia-smi is not installed") == 1, summary
-    result.stdout.fnmatch_lines(["    FAIL mtu [cluster]: n1: eth1: MTU 1500, expected 8500"])
+    result.stdout.fnmatch_lines(
+        ["    FAIL mtu [cluster] HPCNET-MTU: n1: eth1: MTU 1500, expected 8500"]
+    )
 
 
 def test_the_terminal_summary_does_not_import_the_session():
