@@ -27,7 +27,7 @@ from pytest_hpcnet.probes.gpu import GPU_QUERY
 if TYPE_CHECKING:
     from pytest_hpcnet.inventory.expectations import Expectations
 
-Selector = Literal["static", "benchmark", "gpu_load"]
+Selector = Literal["static", "benchmark", "gpu_load", "burnin"]
 GPUS_UNDER_LOAD = "gpus_under_load"
 """The certificate group of the requirements whose measurements fill its per-GPU table."""
 GPU_NODES = "gpu_nodes"
@@ -523,6 +523,14 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         group=GPUS_UNDER_LOAD,
         judges=("gpu_fabric:judge_gpu_fabric",),
         sections=("gpu_fabric", GPU_QUERY.name),
+    ),
+    Requirement(
+        "burnin",
+        "Burn-in: every GPU healthy for the whole duration",
+        ("gpu_load",),
+        "burnin",
+        judges=("burnin:judge_burnin",),
+        sections=(GPU_QUERY.name, "gpu_engines"),
     ),
 )
 
