@@ -25,6 +25,8 @@ from pathlib import Path
 
 from pytest_hpcnet.campaigns.facts import FactsCampaign
 from pytest_hpcnet.campaigns.gpu_load import ENGINE, gpu_facts
+from pytest_hpcnet.campaigns.progress import phase as progress_phase
+from pytest_hpcnet.campaigns.progress import silent
 from pytest_hpcnet.inventory.burnin_settings import BurninSettings
 from pytest_hpcnet.probes.burnin import collect_command, parse_collect, parse_lines, start_command
 from pytest_hpcnet.requirements.burnin import INSTALL_TORCH, NodeBurnin
@@ -78,6 +80,7 @@ class BurninCampaign:
         self.max_collections = max_collections
         """Stop collecting after this many rounds (a controller that dies mid-run)."""
         self.clock, self.sleep = clock, sleep
+        self.progress = getattr(facts, "progress", silent)
         self.offsets: dict[str, int] = {}
         self.last_seen: dict[str, float] = {}
         self.lost: dict[str, str] = {}
@@ -152,13 +155,14 @@ class BurninCampaign:
             path = self.folder / f"{name}.jsonl"
             self.offsets[name] = path.stat().st_size if path.exists() else 0
             self.started[name] = "already"
-            self.last_seen[name] = self.clock()
+            self.last_seen[name] = path.stat().st_mtime if path.exists() else plan.started_at
         return plan
 
     # -- collecting ------------------------------------------------------------------------
 
-    def collect(self, plan: BurninPlan, nodes: list[str]) -> set[str]:
-        """One collection round on `nodes`; the nodes whose burn-in has ended."""
+    def collect(self, plan: BurninPlan, nodes: list[str], final: bool = False) -> set[str]:
+        """One collection round on `nodes`; the nodes whose burn-in has ended (`final`: the
+        round after the end, where a node that does not answer is lost)."""
         results = self.facts.transport.run_on_all(
             lambda node: collect_command(plan.run, self.offsets.get(node.name, 0)),
             nodes=nodes,
@@ -169,7 +173,7 @@ class BurninCampaign:
         now = self.clock()
         for name, result in results.items():
             if result.unreachable or result.timed_out:
-                if now - self.last_seen.get(name, now) > plan.heartbeat:
+                if final or now - self.last_seen.get(name, now) > plan.heartbeat:
                     self.lost[name] = result.failure or "no answer"
                     ended.add(name)
                 continue
@@ -196,14 +200,26 @@ class BurninCampaign:
             plan = self._start(gpus)
         else:
             return skipped
-        active = [n for n in plan.gpus if n not in self.lost]
-        deadline = plan.started_at + plan.seconds + plan.interval * GRACE_INTERVALS
-        while active and self.clock() < deadline:
-            if self.max_collections is not None and self.collections >= self.max_collections:
-                break
-            self.sleep(min(plan.interval, max(0.0, deadline - self.clock())))
-            ended = self.collect(plan, active)
-            active = [n for n in active if n not in ended]
+        what = (
+            f"burn-in {plan.run} on {len(plan.gpus)} nodes, {sum(plan.gpus.values())} GPUs, "
+            f"{plan.seconds:g} s (samples every {plan.interval:g} s)"
+        )
+        with progress_phase(self.progress, what) as outcome:
+            active = [n for n in plan.gpus if n not in self.lost]
+            deadline = plan.started_at + plan.seconds + plan.interval * GRACE_INTERVALS
+            while active and self.clock() < deadline:
+                if self.max_collections is not None and self.collections >= self.max_collections:
+                    break
+                self.sleep(min(plan.interval, max(0.0, deadline - self.clock())))
+                ended = self.collect(plan, active)
+                active = [n for n in active if n not in ended]
+            if active and self.clock() >= deadline:  # what the nodes wrote last, or lost
+                ended = self.collect(plan, active, final=True)
+                active = [n for n in active if n not in ended]
+            lost = ", ".join(sorted(self.lost)) or "none"
+            outcome.text = (
+                f"{self.collections} collections, still running {len(active)}, lost {lost}"
+            )
         return {**skipped, **{n: self.node_result(n, plan) for n in plan.gpus}}
 
     def node_result(self, name: str, plan: BurninPlan) -> NodeBurnin:

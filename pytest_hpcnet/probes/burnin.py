@@ -1,8 +1,9 @@
 """Burn-in on the nodes: the detached start, the incremental collection and pure parsers.
 
 `start_command` saves the burn-in program (`burnin_program.py`) and the GPU load program
-beside it in `/var/tmp/hpcnet-burnin/RUN/` and starts it detached: a transient systemd unit
-`hpcnet-burnin-RUN` where systemd runs, else `setsid nohup`. It never starts a run twice (the
+beside it in `/var/tmp/hpcnet-burnin/RUN/` (`$HPCNET_BURNIN_DIR/RUN/` where set) and starts
+it detached: a transient systemd unit `hpcnet-burnin-RUN` where systemd runs, else `setsid
+nohup`. It never starts a run twice (the
 folder is the lock), so a resumed controller re-attaches. `collect_command` touches the
 heartbeat file and prints the samples file from a byte offset (at most `MAX_COLLECT_BYTES`);
 `parse_collect` keeps whole lines only, so the next offset never cuts a sample. Parsers never
@@ -29,39 +30,48 @@ EXTRA_S = 300
 
 
 def node_folder(run: str) -> str:
+    """The run's folder on the node, as a shell word: under `$HPCNET_BURNIN_DIR` where the
+    node's environment sets it (another disk; the lab's nodes, which share one file system),
+    else `/var/tmp/hpcnet-burnin`."""
     if not RUN_ID.match(run):
         raise ValueError(f"burn-in run id {run!r}: letters, digits, '.', '_', '-'")
-    return f"{NODE_ROOT}/{run}"
+    return f'"${{HPCNET_BURNIN_DIR:-{NODE_ROOT}}}/{run}"'
 
 
 def start_command(
     run: str, gpus: int, seconds: float, interval: float, heartbeat: float, size: int
 ) -> str:
     """Save the programs and start the burn-in detached, once per run (prints
-    `hpcnet-burnin started systemd|setsid` or `hpcnet-burnin already`)."""
-    d = node_folder(run)
+    `hpcnet-burnin started systemd|setsid` or `hpcnet-burnin already`). The unit gets the
+    session's PATH, PYTHONPATH and LD_LIBRARY_PATH, so it finds the python3 (and torch) the
+    facts found; `HPCNET_BURNIN_DETACH=setsid` in the node's environment skips systemd."""
     args = (
-        f"--dir {d} --seconds {seconds:g} --interval {interval:g} --heartbeat {heartbeat:g} "
+        f"--dir $d --seconds {seconds:g} --interval {interval:g} --heartbeat {heartbeat:g} "
         f"--gpus {int(gpus)} --size {int(size)}"
     )
     limit = int(seconds + heartbeat + EXTRA_S)
-    program = f"timeout -k 30 {limit} python3 {d}/burnin.py {args}"
-    unit = f"hpcnet-burnin-{run}"
+    program = f'timeout -k 30 {limit} "$py" $d/burnin.py {args}'
+    unit = shlex.quote(f"hpcnet-burnin-{run}")
+    env = " ".join(
+        f'--setenv={name}="${{{name}:-}}"' for name in ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH")
+    )
     return "\n".join(
         [
-            f"mkdir -p {NODE_ROOT} || exit 1",
-            f"if ! mkdir {d} 2>/dev/null; then echo 'hpcnet-burnin already'; exit 0; fi",
-            f"cat >{d}/burnin.py <<'HPCNET_BURNIN_EOF'",
+            f"d={node_folder(run)}; py=$(command -v python3) || exit 1",
+            'mkdir -p "$(dirname "$d")" || exit 1',
+            "if ! mkdir $d 2>/dev/null; then echo 'hpcnet-burnin already'; exit 0; fi",
+            "cat >$d/burnin.py <<'HPCNET_BURNIN_EOF'",
             PROGRAM.read_text().rstrip("\n"),
             "HPCNET_BURNIN_EOF",
-            f"cat >{d}/gpu_load.py <<'HPCNET_BURNIN_EOF'",
+            "cat >$d/gpu_load.py <<'HPCNET_BURNIN_EOF'",
             LOAD_PROGRAM.read_text().rstrip("\n"),
             "HPCNET_BURNIN_EOF",
-            f"touch {d}/heartbeat {d}/samples.jsonl",
-            "if [ -d /run/systemd/system ] && command -v systemd-run >/dev/null 2>&1 && "
-            f"systemd-run --quiet --unit {shlex.quote(unit)} {program} >/dev/null 2>&1; then "
+            "touch $d/heartbeat $d/samples.jsonl",
+            'if [ "${HPCNET_BURNIN_DETACH:-systemd}" = systemd ] && [ -d /run/systemd/system ] '
+            "&& command -v systemd-run >/dev/null 2>&1 && "
+            f"systemd-run --quiet --unit {unit} {env} {program} >/dev/null 2>&1; then "
             "echo 'hpcnet-burnin started systemd'; else "
-            f"setsid nohup {program} >{d}/log 2>&1 </dev/null & "
+            f"setsid nohup {program} >$d/log 2>&1 </dev/null & "
             "echo 'hpcnet-burnin started setsid'; fi",
         ]
     )
@@ -69,10 +79,10 @@ def start_command(
 
 def collect_command(run: str, offset: int) -> str:
     """Touch the heartbeat; print the samples file's size, then its bytes from `offset`."""
-    d = node_folder(run)
     start = int(offset) + 1
     return (
-        f"d={d}; if [ ! -d $d ]; then echo '{HEADER} missing'; exit 0; fi; touch $d/heartbeat; "
+        f"d={node_folder(run)}; if [ ! -d $d ]; then echo '{HEADER} missing'; exit 0; fi; "
+        f"touch $d/heartbeat; "
         f'echo "{HEADER} size=$(stat -c %s $d/samples.jsonl 2>/dev/null || echo 0)"; '
         f"tail -c +{start} $d/samples.jsonl 2>/dev/null | head -c {MAX_COLLECT_BYTES}"
     )

@@ -15,7 +15,8 @@ seeded checksum it reuses. Standard library plus `torch` only.
   `{"t": 30.0, "gpu": 0, "temp": 61, ..., "w": 1, "tflops": 781.2, "sum": "<16 hex>"}`.
 - It stops by itself after `--seconds`, or when the controller's heartbeat file (`heartbeat`,
   touched at each collection) is older than `--heartbeat` seconds, and writes a last line
-  `{"t": ..., "end": "done"}` (or `"heartbeat"`, `"error: ..."`).
+  `{"t": ..., "end": "done", "cpu_s": 1.2}` (or `"heartbeat"`, `"stopped: SIGTERM"`), with
+  the sampler's own CPU seconds.
 """
 
 from __future__ import annotations
@@ -236,7 +237,9 @@ def main(argv: list[str]) -> int:
                 child.wait(timeout=max(5.0, args.interval * 2))
             except subprocess.TimeoutExpired:
                 child.kill()
-        out.write(json.dumps({"t": round(time.time() - t0, 1), "end": end}) + "\n")
+        own = os.times()  # the sampler's own CPU, the load children not counted
+        done = {"t": round(time.time() - t0, 1), "end": end, "cpu_s": round(own[0] + own[1], 2)}
+        out.write(json.dumps(done) + "\n")
     return 0
 
 

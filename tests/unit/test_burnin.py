@@ -5,6 +5,9 @@ resumable collection against a fake transport."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,6 +17,7 @@ from pytest_hpcnet.campaigns.burnin import BurninCampaign
 from pytest_hpcnet.inventory.burnin_settings import BurninSettings, parse_duration
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.burnin import (
+    PROGRAM,
     collect_command,
     node_folder,
     parse_collect,
@@ -51,12 +55,32 @@ def test_settings_read_durations_with_defaults():
 
 def test_start_is_detached_once_per_run():
     cmd = start_command("run-1", 8, 3600, 30, 600, 8192)
-    assert "mkdir /var/tmp/hpcnet-burnin/run-1 2>/dev/null" in cmd  # the folder is the lock
-    assert "systemd-run --quiet --unit hpcnet-burnin-run-1" in cmd
-    assert "setsid nohup timeout -k 30 4500 python3" in cmd
+    assert 'd="${HPCNET_BURNIN_DIR:-/var/tmp/hpcnet-burnin}/run-1"' in cmd
+    assert "if ! mkdir $d 2>/dev/null; then echo 'hpcnet-burnin already'" in cmd  # the lock
+    assert "systemd-run --quiet --unit hpcnet-burnin-run-1 --setenv=PATH=" in cmd
+    assert 'setsid nohup timeout -k 30 4500 "$py" $d/burnin.py' in cmd
     assert "--seconds 3600 --interval 30 --heartbeat 600 --gpus 8" in cmd
     with pytest.raises(ValueError):
         node_folder("x; rm -rf /")
+
+
+def test_start_and_collect_on_a_local_folder(tmp_path):
+    """The start command saves the programs once (a second start re-attaches); collection
+    touches the heartbeat and reads from the offset."""
+    env = {**os.environ, "HPCNET_BURNIN_DIR": str(tmp_path), "HPCNET_BURNIN_DETACH": "setsid"}
+    start = start_command("run-1", 0, 1, 1, 10, 256).replace("setsid nohup", "true")
+
+    def sh(cmd: str) -> str:
+        return subprocess.run(["sh", "-c", cmd], env=env, capture_output=True, text=True).stdout
+
+    assert sh(start) == "hpcnet-burnin started setsid\n"
+    assert sh(start) == "hpcnet-burnin already\n"
+    folder = tmp_path / "run-1"
+    assert (folder / "burnin.py").read_text() == PROGRAM.read_text()
+    (folder / "samples.jsonl").write_text('{"t": 1}\n{"t": 2}\n')
+    got = parse_collect(sh(collect_command("run-1", 9)))
+    assert got.lines == ('{"t": 2}',) and got.size == 18
+    assert (folder / "heartbeat").stat().st_mtime > time.time() - 5
 
 
 def test_collect_reads_from_its_offset():
@@ -226,7 +250,7 @@ class FakeNodes:
         out = {}
         for name in nodes:
             text = command(type("N", (), {"name": name})())
-            if "mkdir /var/tmp" in text:
+            if "HPCNET_BURNIN_EOF" in text:
                 self.started += 1
                 out[name] = CommandResult(
                     name, "start", 0, "hpcnet-burnin started setsid\n", "", 0, 0
@@ -321,3 +345,23 @@ def test_evidence_stays_under_a_megabyte_per_node_hour():
 def test_replace_keeps_node_result_frozen():
     found = node(healthy())
     assert replace(found, lost="x").lost == "x"
+
+
+class Options:
+    def __init__(self, markexpr: str = "", **given: str):
+        self.option = type("Option", (), {"markexpr": markexpr})()
+        self.given = given
+
+    def getoption(self, name: str):
+        return self.given.get(name)
+
+
+def test_a_burnin_runs_only_when_asked():
+    from pytest_hpcnet.plugin import NO_BURNIN, burnin_asked
+
+    assert not burnin_asked(Options())  # a plain handover run: not applicable
+    assert not burnin_asked(Options("static"))
+    assert burnin_asked(Options(hpcnet_burnin="24h"))
+    assert burnin_asked(Options(hpcnet_burnin_resume="20261203-162604-eaa4"))
+    assert burnin_asked(Options("burnin"))
+    assert NO_BURNIN.startswith("not applicable: ")
