@@ -35,6 +35,8 @@ EVIDENCE = "burnin"
 RUN_FILE = "run.json"
 START_TIMEOUT_S = 120.0
 COLLECT_TIMEOUT_S = 60.0
+NO_DURATION = "no burn-in duration asked"
+SET_DURATION = "give --hpcnet-burnin DURATION (24h) or burnin.duration in the inventory"
 GRACE_INTERVALS = 3
 """Intervals the controller waits past the duration for each node's last line."""
 
@@ -193,6 +195,11 @@ class BurninCampaign:
         return ended
 
     def _run(self) -> dict[str, NodeBurnin]:
+        if not self.seconds and self.resume_from is None:
+            return {
+                n.name: NodeBurnin(n.name, 0.0, missing=NO_DURATION, fix=SET_DURATION)
+                for n in self.facts.inventory.nodes
+            }
         gpus, skipped = self._planned()
         if self.resume_from is not None:
             plan = self._resume()

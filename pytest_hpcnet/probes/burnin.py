@@ -116,6 +116,15 @@ def parse_collect(text: str) -> Collected:
 
 
 @dataclass(frozen=True)
+class Window:
+    """One load window of one GPU: its number, median steady TFLOPS and checksum."""
+
+    number: int
+    tflops: float | None
+    checksum: str | None
+
+
+@dataclass(frozen=True)
 class Sample:
     """One GPU at one interval of the burn-in (`t`: seconds since its start)."""
 
@@ -134,9 +143,8 @@ class Sample:
     rr_c: int | None = None
     rr_u: int | None = None
     xid: tuple[int, ...] = ()
-    window: int | None = None
-    tflops: float | None = None
-    checksum: str | None = None
+    windows: tuple[Window, ...] = ()
+    """The load windows the GPU finished since the previous sample."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +175,17 @@ def _events(value: object) -> int | None:
     return None
 
 
+def _windows(value: object) -> tuple[Window, ...]:
+    """`[[window, tflops, checksum], ...]`; an entry that is not one is left out."""
+    found = []
+    for entry in value if isinstance(value, list) else []:
+        if not isinstance(entry, list) or len(entry) != 3 or _int(entry[0]) is None:
+            continue
+        checksum = entry[2] if isinstance(entry[2], str) and entry[2] else None
+        found.append(Window(_int(entry[0]) or 0, _num(entry[1]), checksum))
+    return tuple(found)
+
+
 def parse_lines(lines: list[str] | tuple[str, ...]) -> NodeLines:
     """The samples of a node's `samples.jsonl` lines, in order."""
     samples: list[Sample] = []
@@ -193,7 +212,6 @@ def parse_lines(lines: list[str] | tuple[str, ...]) -> NodeLines:
             bad += 1
             continue
         xid = record.get("xid") or []
-        checksum = record.get("sum")
         samples.append(
             Sample(
                 t=t,
@@ -205,9 +223,7 @@ def parse_lines(lines: list[str] | tuple[str, ...]) -> NodeLines:
                 **{k: _int(record.get(k)) for k in ("ecc_cv", "ecc_uv", "ecc_ca", "ecc_ua")},
                 **{k: _int(record.get(k)) for k in ("rp_sbe", "rp_dbe", "rr_c", "rr_u")},
                 xid=tuple(x for x in (_int(v) for v in xid if isinstance(xid, list)) if x),
-                window=_int(record.get("w")),
-                tflops=_num(record.get("tflops")),
-                checksum=checksum if isinstance(checksum, str) and checksum else None,
+                windows=_windows(record.get("win")),
             )
         )
     return NodeLines(tuple(samples), end, end_t, tuple(errors), bad)

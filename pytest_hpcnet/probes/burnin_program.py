@@ -6,13 +6,14 @@ program (`gpu_load_program.py`, saved beside it as `gpu_load.py`), whose GEMM ti
 seeded checksum it reuses. Standard library plus `torch` only.
 
 - One child per GPU (`--gpu I`) runs windows back to back: bf16 GEMMs for most of an
-  interval (median steady TFLOPS), then the checksum of the fixed-seed product; it writes its
-  latest window to `gpuI.window` (one JSON object, replaced atomically).
+  interval (median steady TFLOPS), then the checksum of the fixed-seed product; it appends
+  each window to `gpuI.windows` (`[window, tflops, checksum]`).
 - The parent samples every `--interval` seconds: `nvidia-smi --query-gpu` (temperature,
   power, SM clock, clock-event reasons, ECC volatile and aggregate counts, retired pages,
-  remapped rows), the `NVRM: Xid` lines of the kernel log not seen at start, and each GPU's
-  latest window; it appends one line per GPU to `samples.jsonl`:
-  `{"t": 30.0, "gpu": 0, "temp": 61, ..., "w": 1, "tflops": 781.2, "sum": "<16 hex>"}`.
+  remapped rows), the `NVRM: Xid` lines of the kernel log not seen at start, and the windows
+  each GPU finished since the last sample (none lost, however short a window); it appends one
+  line per GPU to `samples.jsonl`:
+  `{"t": 30.0, "gpu": 0, "temp": 61, ..., "win": [[1, 781.2, "<16 hex>"]]}`.
 - It stops by itself after `--seconds`, or when the controller's heartbeat file (`heartbeat`,
   touched at each collection) is older than `--heartbeat` seconds, and writes a last line
   `{"t": ..., "end": "done", "cpu_s": 1.2}` (or `"heartbeat"`, `"stopped: SIGTERM"`), with
@@ -125,13 +126,6 @@ def new_xids(lines: list[str], seen: set[str]) -> dict[str, list[int]]:
     return found
 
 
-def _write_json(path: str, record: dict) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        f.write(json.dumps(record))
-    os.replace(tmp, path)
-
-
 def one_gpu(index: int, folder: str, seconds: float, interval: float, size: int) -> int:
     """Windows of GEMMs and a checksum on GPU `index` until `seconds` or a `stop` file."""
     sys.path.insert(0, folder)
@@ -142,21 +136,35 @@ def one_gpu(index: int, folder: str, seconds: float, interval: float, size: int)
     torch.cuda.set_device(dev)
     end = time.monotonic() + seconds
     window = 0
-    path = os.path.join(folder, f"gpu{index}.window")
+    path = os.path.join(folder, f"gpu{index}.windows")
     while time.monotonic() < end and not os.path.exists(os.path.join(folder, "stop")):
         window += 1
         tflops, _ = _gemm_tflops(torch, dev, torch.bfloat16, size, max(0.5, interval * 0.7))
-        record = {"w": window, "tflops": round(tflops, 1), "sum": _checksum(torch, dev)}
-        _write_json(path, record)
+        record = [window, round(tflops, 1), _checksum(torch, dev)]
+        with open(path, "a") as out:
+            out.write(json.dumps(record) + "\n")
     return 0
 
 
-def read_window(folder: str, index: int) -> dict:
+def new_windows(folder: str, index: int, offsets: dict[int, int]) -> list:
+    """The windows GPU `index` finished since the last sample ([w, tflops, checksum])."""
     try:
-        with open(os.path.join(folder, f"gpu{index}.window")) as f:
-            return json.loads(f.read())
-    except (OSError, ValueError):
-        return {}
+        with open(os.path.join(folder, f"gpu{index}.windows")) as f:
+            f.seek(offsets.get(index, 0))
+            text = f.read()
+    except OSError:
+        return []
+    whole, _, _ = text.rpartition("\n")
+    if not whole:
+        return []
+    offsets[index] = offsets.get(index, 0) + len(whole) + 1
+    found = []
+    for line in whole.split("\n"):
+        try:
+            found.append(json.loads(line))
+        except ValueError:
+            continue
+    return found
 
 
 def heartbeat_age(folder: str) -> float:
@@ -166,16 +174,19 @@ def heartbeat_age(folder: str) -> float:
         return 0.0  # no heartbeat file yet: the controller's first collection makes it
 
 
-def sample(folder: str, t0: float, seen: set[str], out) -> int:
-    """One line per GPU into `out`; the number of GPUs nvidia-smi listed."""
+def sample(folder: str, t0: float, seen: set[str], offsets: dict[int, int], out) -> int:
+    """One line per GPU into `out` (with the load windows it finished since the last);
+    the number of GPUs nvidia-smi listed."""
     rows = query()
     xids = new_xids(xid_lines(), seen)
     now = time.time()
     for row in rows:
         bus = str(row.get("bus") or "")
         slot = bus.split(":")[1].upper() if bus.count(":") >= 2 else ""
-        record = {"t": round(now - t0, 1), **row, **read_window(folder, int(row["gpu"] or 0))}
+        record = {"t": round(now - t0, 1), **row}
         record["events"] = str(row.get("events") or "")
+        if windows := new_windows(folder, int(row["gpu"] or 0), offsets):
+            record["win"] = windows
         if xids.get(slot):
             record["xid"] = xids[slot]
         record.pop("bus", None)
@@ -214,13 +225,14 @@ def main(argv: list[str]) -> int:
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append("stopped: SIGTERM"))
     end = "done"
+    offsets: dict[int, int] = {}
     with open(os.path.join(folder, "samples.jsonl"), "a") as out:
         next_at = t0 + args.interval
         while True:
             time.sleep(max(0.0, next_at - time.time()))
             next_at += args.interval
             try:
-                sample(folder, t0, seen, out)
+                sample(folder, t0, seen, offsets, out)
             except Exception as exc:  # the line says why; the load goes on
                 out.write(json.dumps({"t": round(time.time() - t0, 1), "error": str(exc)}) + "\n")
             if time.time() - t0 >= args.seconds - 0.01:

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pytest_hpcnet.inventory.expectations import Expectations
-from pytest_hpcnet.probes.burnin import NodeLines, Sample
+from pytest_hpcnet.probes.burnin import NodeLines, Sample, Window
 from pytest_hpcnet.probes.gpu_load import SLOWDOWN_BITS
 from pytest_hpcnet.requirements.verdict import FAIL, NOT_MEASURED, PASS, Measurement, Verdict
 
@@ -191,30 +191,45 @@ def gpu_measurements(
     return out
 
 
-def _windows(samples: list[Sample]) -> list[Sample]:
-    """One sample per load window (the first that reports it), in order."""
+@dataclass(frozen=True)
+class Timed:
+    """A load window with the time of the sample that reported it."""
+
+    t: float
+    window: Window
+
+
+def _windows(samples: list[Sample]) -> list[Timed]:
+    """Each load window once, in order, with the time it was first reported."""
     seen: set[int] = set()
     out = []
     for s in samples:
-        if s.window is not None and s.tflops is not None and s.window not in seen:
-            seen.add(s.window)
-            out.append(s)
+        for w in s.windows:
+            if w.number not in seen:
+                seen.add(w.number)
+                out.append(Timed(s.t, w))
     return out
 
 
 def _drift(gpu: int, samples: list[Sample], drift: float) -> Measurement:
-    windows = _windows(samples)
+    windows = [w for w in _windows(samples) if w.window.tflops is not None]
     if len(windows) <= BASELINE_WINDOWS:
         why = f"{len(windows)} windows (more than {BASELINE_WINDOWS} needed)"
         return Measurement(
             "burnin.tflops_drift", why, "%", subject=f"GPU {gpu}", outcome=NOT_MEASURED
         )
-    base = statistics.median(s.tflops or 0.0 for s in windows[:BASELINE_WINDOWS])
+    base = statistics.median(w.window.tflops or 0.0 for w in windows[:BASELINE_WINDOWS])
     floor = base * (1 - drift)
-    low = next((s for s in windows[BASELINE_WINDOWS:] if (s.tflops or 0.0) < floor), None)
-    worst = min(s.tflops or 0.0 for s in windows[BASELINE_WINDOWS:])
-    value = round(100.0 * (base - (low.tflops if low else worst)) / base, 1) if base else None
-    shown = f"{value} % ({low.tflops} of {base:g} TFLOPS) at {_when(low.t)}" if low else value
+    later = windows[BASELINE_WINDOWS:]
+    low = next((w for w in later if (w.window.tflops or 0.0) < floor), None)
+    worst = min(w.window.tflops or 0.0 for w in later)
+    found = low.window.tflops or 0.0 if low else worst
+    value = round(100.0 * (base - found) / base, 1) if base else None
+    shown = (
+        f"{value} % ({found} of {base:g} TFLOPS, window {low.window.number}) at {_when(low.t)}"
+        if low
+        else value
+    )
     return Measurement(
         "burnin.tflops_drift",
         shown,
@@ -229,14 +244,14 @@ def _drift(gpu: int, samples: list[Sample], drift: float) -> Measurement:
 
 
 def _checksum(gpu: int, samples: list[Sample], reference: str | None) -> Measurement:
-    sums = [s for s in _windows_with_sum(samples)]
+    sums = [w for w in _windows(samples) if w.window.checksum]
     if not sums:
         return Measurement(
             "burnin.checksum", "no window", subject=f"GPU {gpu}", outcome=NOT_MEASURED
         )
-    want = reference or sums[0].checksum
-    bad = next((s for s in sums if s.checksum != want), None)
-    shown = f"{bad.checksum} (window {bad.window}) at {_when(bad.t)}" if bad else want
+    want = reference or sums[0].window.checksum
+    bad = next((w for w in sums if w.window.checksum != want), None)
+    shown = f"{bad.window.checksum} (window {bad.window.number}) at {_when(bad.t)}" if bad else want
     return Measurement(
         "burnin.checksum",
         shown,
@@ -249,24 +264,14 @@ def _checksum(gpu: int, samples: list[Sample], reference: str | None) -> Measure
     )
 
 
-def _windows_with_sum(samples: list[Sample]) -> list[Sample]:
-    seen: set[int] = set()
-    out = []
-    for s in samples:
-        if s.window is not None and s.checksum and s.window not in seen:
-            seen.add(s.window)
-            out.append(s)
-    return out
-
-
 def reference_checksum(nodes: Mapping[str, NodeBurnin]) -> str | None:
     """The checksum most GPUs of the cluster gave in their first window (None without one)."""
-    firsts = Counter()
+    firsts: Counter[str] = Counter()
     for found in nodes.values():
         for samples in _by_gpu(found.lines.samples).values():
-            first = next(iter(_windows_with_sum(samples)), None)
-            if first is not None:
-                firsts[first.checksum] += 1
+            first = next((w for w in _windows(samples) if w.window.checksum), None)
+            if first is not None and first.window.checksum:
+                firsts[first.window.checksum] += 1
     return firsts.most_common(1)[0][0] if firsts else None
 
 

@@ -99,10 +99,13 @@ def test_collect_keeps_whole_lines_only():
 
 def test_lab_samples_parse():
     found = parse_lines(LAB_RUN.splitlines())
-    assert found.end == "done" and found.end_t == 11.0 and found.unreadable == 0
-    assert len(found.samples) == 80
+    assert found.end == "done" and found.end_t == 12.8 and found.unreadable == 0
+    assert len(found.samples) == 72
     hot = [s for s in found.samples if s.gpu == 2 and s.temp == 91]
-    assert hot[0].t == 4.3 and hot[0].events == 0x4C and hot[0].tflops == 546.0
+    assert hot[0].t == 5.1 and hot[0].events == 0x4C
+    windows = [w for s in found.samples if s.gpu == 1 for w in s.windows]
+    assert [w.number for w in windows] == list(range(1, 9))  # none lost, two in one sample
+    assert {w.checksum for w in windows[3:]} == {"2b3c0015b37b1db8"}
 
 
 def test_unreadable_lines_are_counted_not_judged():
@@ -115,8 +118,10 @@ def node(lines: list[str], asked: float = 10.0, name: str = "node01", **kw) -> N
 
 
 def line(t: float, gpu: int, w: int, **kw) -> str:
+    """A sample line; `tflops` and `sum` are its window's."""
+    tflops, checksum = kw.pop("tflops", 780.0), kw.pop("sum", "aaaa")
     record = {"t": t, "gpu": gpu, "temp": 60, "events": "0x4", "ecc_uv": 0, "ecc_ua": 0}
-    record |= {"rr_u": 0, "w": w, "tflops": 780.0, "sum": "aaaa"} | kw
+    record |= {"rr_u": 0, "win": [[w, tflops, checksum]]} | kw
     return json.dumps(record)
 
 
@@ -164,7 +169,10 @@ def test_each_quantity_fails_its_gpu_at_its_first_time(change, name):
     lines = healthy()
     for i, text in enumerate(lines):  # GPU 1 from window 5 (t=7) on
         record = json.loads(text)
-        if record.get("gpu") == 1 and record["w"] >= 5:
+        if record.get("gpu") == 1 and record["win"][0][0] >= 5:
+            w, tflops, checksum = record["win"][0]
+            change = dict(change)
+            record["win"] = [[w, change.pop("tflops", tflops), change.pop("sum", checksum)]]
             lines[i] = json.dumps(record | change)
     found = node(lines)
     verdict = judge_burnin(found, {"node01": found}, EXPECT)
@@ -175,7 +183,8 @@ def test_each_quantity_fails_its_gpu_at_its_first_time(change, name):
 
 
 def test_a_checksum_differing_from_the_other_gpus_fails_from_the_first_window():
-    lines = [text.replace('"aaaa"', '"cccc"') if '"gpu": 1' in text else text for text in healthy()]
+    gpu1 = '"gpu": 1,'
+    lines = [text.replace('"aaaa"', '"cccc"') if gpu1 in text else text for text in healthy()]
     found = node(lines)
     verdict = judge_burnin(
         found, {"node01": found, "node02": node(healthy(), name="node02")}, EXPECT
@@ -365,3 +374,27 @@ def test_a_burnin_runs_only_when_asked():
     assert burnin_asked(Options(hpcnet_burnin_resume="20261203-162604-eaa4"))
     assert burnin_asked(Options("burnin"))
     assert NO_BURNIN.startswith("not applicable: ")
+
+
+def test_lab_faults_record_when_they_start():
+    from pytest_hpcnet.lab.burnin import timed_fault
+    from pytest_hpcnet.lab.system import LabError
+
+    inject, _ = timed_fault("burnin-ecc")
+    kind, value, _ = inject(None, None, "5 8")
+    gpu, _, at = value.partition("@")
+    assert (kind, gpu) == ("burnin-ecc", "5") and abs(float(at) - time.time() - 8) < 2
+    assert timed_fault("burnin-checksum", windows=True)[0](None, None, "1 5")[1] == "1@5"
+    with pytest.raises(LabError):
+        inject(None, None, "9 8")
+
+
+def test_no_duration_is_not_measured_with_the_fix(tmp_path):
+    nodes = FakeNodes(["n1"], rounds=3)
+    inventory = type("Inventory", (), {"nodes": [type("Node", (), {"name": "n1"})()]})()
+    facts = type("F", (), {"transport": nodes, "inventory": inventory})()
+    c = BurninCampaign(facts, tmp_path, "run-1", None, BurninSettings())
+    found = c.found()["n1"]
+    verdict = judge_burnin(found, {"n1": found}, Expectations())
+    assert verdict.outcome == "not_measured" and "--hpcnet-burnin DURATION" in verdict.fix
+    assert nodes.started == 0

@@ -111,18 +111,30 @@ class _Gpu:
         if self.slot in _fault_slots("gpu-pcie-downgrade"):  # gen4 x8 of gen5 x16
             self.factors.update({"h2d": 0.25, "d2h": 0.25})
         self.corrupt = self.slot in _fault_slots("gpu-checksum")
-        faults = _node.faults()
-        hot = _gpu.timed_fault(faults, "burnin-throttle")
-        self.hot_from = hot[1] if hot is not None and hot[0] == self.slot else None
-        bad = _gpu.timed_fault(faults, "burnin-checksum")  # GPU@WINDOWS: products counted
-        self.corrupt_after = int(bad[1]) if bad is not None and bad[0] == self.slot else None
+        self.hot_from: float | None = None
+        self.corrupt_after: int | None = None
         self.seeded = 0
+        self.read_at = 0.0
+        self.read_timed()
         h = hashlib.sha256(f"{_lab.node_name()}/{self.slot}".encode()).digest()
         self.spread = 1.0 + (h[0] / 255.0 - 0.5) * 0.02  # each GPU within +-1 %
         self._written = 0.0
         self.busy_file = _lab.state_dir() / "nodes" / _lab.node_name() / "gpu_busy" / str(self.slot)
 
+    def read_timed(self) -> None:
+        """The burn-in faults of this GPU, read again at most once a second (a burn-in's
+        children live for hours; its faults are injected while they run)."""
+        if time.time() - self.read_at < 1.0:
+            return
+        self.read_at = time.time()
+        faults = _node.faults()
+        hot = _gpu.timed_fault(faults, "burnin-throttle")
+        self.hot_from = hot[1] if hot is not None and hot[0] == self.slot else None
+        bad = _gpu.timed_fault(faults, "burnin-checksum")  # GPU@WINDOWS: products counted
+        self.corrupt_after = int(bad[1]) if bad is not None and bad[0] == self.slot else None
+
     def queue(self, work: float, kind: str) -> None:
+        self.read_timed()
         rate = RATES[kind] * self.factors[kind] * self.spread
         if self.hot_from is not None and kind in ("bf16", "tf32") and time.time() >= self.hot_from:
             rate *= FAULT_FACTORS["gpu-hot"][kind]  # burn-in throttle: heat soaked
