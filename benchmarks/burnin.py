@@ -53,7 +53,7 @@ class InstantNodes:
 
 def controller(nodes: int, rounds: int, interval: float) -> tuple[float, int]:
     """(CPU seconds per collection round, evidence bytes per node per round)."""
-    lines = [x for x in SAMPLES.read_text().splitlines() if '"w":' in x][-8:]
+    lines = [x for x in SAMPLES.read_text().splitlines() if '"win"' in x][-8:]
     transport = InstantNodes(nodes, lines)
     with tempfile.TemporaryDirectory(prefix="hpcnet-burnin-bench-") as tmp:
         facts = type("Facts", (), {"transport": transport})()
