@@ -37,7 +37,7 @@ START_TIMEOUT_S = 120.0
 COLLECT_TIMEOUT_S = 60.0
 NO_DURATION = "no burn-in duration asked"
 SET_DURATION = "give --hpcnet-burnin DURATION (24h) or burnin.duration in the inventory"
-GRACE_INTERVALS = 3
+GRACE_INTERVALS = 1
 """Intervals the controller waits past the duration for each node's last line."""
 
 

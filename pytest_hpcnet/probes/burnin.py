@@ -186,8 +186,10 @@ def _windows(value: object) -> tuple[Window, ...]:
     return tuple(found)
 
 
-def parse_lines(lines: list[str] | tuple[str, ...]) -> NodeLines:
-    """The samples of a node's `samples.jsonl` lines, in order."""
+def parse_lines(lines: str | list[str] | tuple[str, ...]) -> NodeLines:
+    """The samples of a node's `samples.jsonl` (its text or its lines), in order."""
+    if isinstance(lines, str):
+        lines = lines.splitlines()
     samples: list[Sample] = []
     errors: list[str] = []
     end, end_t, bad = None, None, 0
