@@ -10,7 +10,11 @@ pending row remap), `gpu-throttle` (HW and HW thermal slowdown), `gpu-pcie-downg
 maximum, power near its 700 W cap (`sw_power_cap`), 60-63 C; with `gpu-hot` it slows down
 thermally (HW and HW thermal slowdown, 91 C) only then. `gpu-xid` lines live in the node's
 kernel log file, `<state>/nodes/<node>/kernel.log`, read by the emulated `dmesg` and
-`journalctl -k`. Standard library only: it runs on the node with the system python3.
+`journalctl -k`. The burn-in's faults start at a time (`GPU@EPOCH`): `burnin-throttle` (HW
+and HW thermal slowdown at 91 C), `burnin-ecc` (correctable errors counting, one
+uncorrectable, a remapped row); the ECC aggregate, retired-page and remapped-row fields the
+burn-in samples are listed too. Standard library only: it runs on the node with the system
+python3.
 """
 
 from __future__ import annotations
