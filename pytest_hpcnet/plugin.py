@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from pytest_hpcnet.campaigns.burnin import BurninCampaign
     from pytest_hpcnet.campaigns.cluster import Cluster
     from pytest_hpcnet.inventory.models import Node
     from pytest_hpcnet.report.recording import Check
@@ -79,6 +80,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="write a Prometheus textfile (node_exporter textfile collector) here",
     )
+    group.addoption(
+        "--hpcnet-burnin",
+        metavar="DURATION",
+        help="burn in every GPU for DURATION (24h, 90m, 30s; -m burnin; the inventory's "
+        "burnin: sets the interval and heartbeat)",
+    )
+    group.addoption(
+        "--hpcnet-burnin-resume",
+        metavar="RUN",
+        help="re-attach to the burn-in of run folder RUN (in the reports folder) without "
+        "restarting it: its samples so far are kept",
+    )
     parser.addini("hpcnet_inventory", "cluster inventory YAML (like --inventory)", default="")
 
 
@@ -128,6 +141,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "gpu_load: every GPU under load at once (GEMM soak, checksums, bandwidth)"
     )
+    config.addinivalue_line(
+        "markers", "burnin: hours of load on every GPU, sampled on the nodes (--hpcnet-burnin)"
+    )
     config.addinivalue_line("markers", "check(id, requirement): the requirement a test proves")
     config.addinivalue_line("markers", "audit: Alibaba Cloud control-plane audit (credentials)")
     config.addinivalue_line(
@@ -140,6 +156,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if concurrency is not None and concurrency < 1:
         raise pytest.UsageError("--hpcnet-concurrency must be at least 1")
     check_metrics_path(config.getoption("hpcnet_metrics"))
+    check_burnin_options(config)
     if not path:
         config.stash[HINT] = taken_alias_hint(config)
         return
@@ -167,6 +184,27 @@ def check_metrics_path(value: str | None) -> None:
         raise pytest.UsageError(f"--hpcnet-metrics {value}: is a folder; name a .prom file in it")
     if not path.parent.is_dir():
         raise pytest.UsageError(f"--hpcnet-metrics {value}: no such folder {str(path.parent)!r}")
+
+
+def check_burnin_options(config: pytest.Config) -> None:
+    """`--hpcnet-burnin` is a duration; `--hpcnet-burnin-resume` names an earlier run with a
+    burn-in: a typo is one line before the run."""
+    asked = config.getoption("hpcnet_burnin")
+    if asked:
+        from pytest_hpcnet.inventory.burnin_settings import parse_duration
+
+        try:
+            parse_duration(asked)
+        except ValueError as exc:
+            raise pytest.UsageError(f"--hpcnet-burnin: {exc}") from None
+    resume = config.getoption("hpcnet_burnin_resume")
+    if resume:
+        reports = Path(config.getoption("hpcnet_reports_dir"))
+        run_dir = Path(resume) if Path(resume).is_dir() else reports / resume
+        if not (run_dir / "burnin" / "run.json").is_file():
+            raise pytest.UsageError(
+                f"--hpcnet-burnin-resume {resume}: no burn-in in {run_dir} (burnin/run.json)"
+            )
 
 
 SUITES = Path(__file__).resolve().parent / "suites"
@@ -221,6 +259,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     if "node" in metafunc.fixturenames:
         ruled_out = not_applicable(metafunc.definition, inventory.expect)
+        if metafunc.definition.get_closest_marker("burnin") and not burnin_asked(metafunc.config):
+            ruled_out = NO_BURNIN
         if ruled_out:  # one skipped item for the cluster, not one per node
             skipped = pytest.param(None, marks=pytest.mark.skip(reason=ruled_out))
             metafunc.parametrize("node", [skipped], ids=[ALL_NODES])
@@ -275,6 +315,17 @@ def deselected_by_mark(metafunc: pytest.Metafunc) -> bool:
         return False
 
 
+NO_BURNIN = "not applicable: no burn-in asked (--hpcnet-burnin DURATION)"
+
+
+def burnin_asked(config: pytest.Config) -> bool:
+    """A burn-in runs only when asked: `--hpcnet-burnin`, `--hpcnet-burnin-resume`, or
+    `-m burnin` with the inventory's `burnin.duration` (never in a plain handover run)."""
+    if config.getoption("hpcnet_burnin") or config.getoption("hpcnet_burnin_resume"):
+        return True
+    return "burnin" in (config.option.markexpr or "")
+
+
 NO_FLOWS = "not applicable: no ACL flows in the inventory (expect.flows.allow/deny)"
 ONE_NODE = "not applicable: the inventory has one node, so no node pair"
 
@@ -293,6 +344,31 @@ def cluster(request: pytest.FixtureRequest) -> Cluster:
     if state is None:
         pytest.skip(NO_INVENTORY)
     return state.open_cluster()
+
+
+@pytest.fixture(scope="session")
+def burnin(request: pytest.FixtureRequest, cluster: Cluster) -> BurninCampaign:
+    """The burn-in of every node (`campaigns/burnin`), run or resumed once per session; its
+    samples are kept in the run folder's `burnin/`."""
+    from pytest_hpcnet.campaigns.burnin import EVIDENCE, BurninCampaign
+    from pytest_hpcnet.inventory.burnin_settings import parse_duration
+
+    state = request.config.stash[STATE]
+    asked = request.config.getoption("hpcnet_burnin")
+    resume = request.config.getoption("hpcnet_burnin_resume")
+    earlier = None
+    if resume:
+        given = Path(resume)
+        run_dir = given if given.is_dir() else state.run_dir.parent / resume
+        earlier = run_dir / EVIDENCE
+    return BurninCampaign(
+        cluster.facts_campaign,
+        state.run_dir / EVIDENCE,
+        state.run_dir.name,
+        parse_duration(asked) if asked else None,
+        state.inventory.burnin,
+        resume_from=earlier,
+    )
 
 
 @pytest.fixture(scope="session")

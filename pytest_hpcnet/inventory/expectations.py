@@ -253,6 +253,9 @@ class GpuLoadExpect(Strict):
     48 GB/s floor on PCIe gen5 x16, 63.0 GB/s, is 0.76 of it)."""
     max_temperature_c: PositiveFloat | None = None
     """The hottest sample under load; null: reported, not judged (thermal slowdown still fails)."""
+    burnin_tflops_drift: Annotated[float, Field(gt=0, lt=1)] = 0.05
+    """Burn-in: a GPU's window more than this fraction below the median of its first windows
+    fails (none published: this suite's default)."""
     nvlink_links: Annotated[int, Field(ge=1, le=64)] | None = None
     """NVLink links active on every GPU (`nvidia-smi nvlink -s`); null: no NVLink expected."""
     nvlink_max_errors: Annotated[int, Field(ge=0)] = 0

@@ -374,6 +374,7 @@ def _build(
             scheduler=parsed.scheduler,
             actions=parsed.actions,
             scope=parsed.scope,
+            burnin=parsed.burnin,
         )
     except ValidationError as exc:
         raise InventoryError(

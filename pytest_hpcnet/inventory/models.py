@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from pytest_hpcnet.inventory.bench_settings import BenchmarkSettings, CloudSettings
+from pytest_hpcnet.inventory.burnin_settings import BurninSettings
 from pytest_hpcnet.inventory.expectations import Expectations, Strict
 from pytest_hpcnet.inventory.gate_settings import ActionSettings, SchedulerSettings
 from pytest_hpcnet.inventory.sources import NodesFrom
@@ -199,6 +200,7 @@ class InventoryFile(Strict):
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     actions: ActionSettings = Field(default_factory=ActionSettings)
     scope: ScopeSettings | None = None
+    burnin: BurninSettings = Field(default_factory=BurninSettings)
 
     @field_validator("waivers")
     @classmethod
@@ -276,6 +278,7 @@ class Inventory(BaseModel):
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     actions: ActionSettings = Field(default_factory=ActionSettings)
     scope: ScopeSettings | None = None
+    burnin: BurninSettings = Field(default_factory=BurninSettings)
 
     @model_validator(mode="after")
     def _unique(self) -> Inventory:

@@ -69,7 +69,7 @@ PrintLastLog no
 MaxStartups 256:30:512
 MaxSessions 256
 ClientAliveInterval 0
-SetEnv HPCNET_LAB_NODE={name} HPCNET_LAB_STATE={state} {sysfs} {pythonpath}
+SetEnv HPCNET_LAB_NODE={name} HPCNET_LAB_STATE={state} {sysfs} {pythonpath} {burnin}
 LogLevel ERROR
 """
 
@@ -187,6 +187,8 @@ def _start_sshd(state: LabState, node: LabNode) -> None:
             state=state.root,
             sysfs=f"HPCNET_SYSFS={state.root}/nodes/{node.name}/sys",
             pythonpath=NODE_PYTHONPATH,
+            # the nodes share one file system; the burn-in's unit would leave the namespace
+            burnin=f"HPCNET_BURNIN_DIR={folder}/burnin HPCNET_BURNIN_DETACH=setsid",
         )
     )
     (folder / "sshd.pid").unlink(missing_ok=True)

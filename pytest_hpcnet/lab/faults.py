@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_hpcnet.lab import cgroups, shaping
+from pytest_hpcnet.lab import burnin, cgroups, shaping
 from pytest_hpcnet.lab import fault_actions as act
 from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR, LabNode, LabState, locked
 from pytest_hpcnet.lab.system import LabError
@@ -446,6 +446,40 @@ KINDS.update(
                 "fabricmanager-down", "inactive", r"inactive|failed", "inactive or failed"
             ),
             breaks=("gpu_fabric",),
+        ),
+    )
+)
+
+
+# Burn-in: faults that appear with time (lab/burnin.py), applied by the emulated tools
+KINDS.update(
+    (k.name, k)
+    for k in (
+        FaultKind(
+            "burnin-throttle",
+            "burnin-throttle NODE GPU AFTER_S",
+            "emulated nvidia-smi and torch: HW thermal slowdown at 91 C, GEMMs at 0.7x, "
+            "from AFTER_S seconds on",
+            *burnin.timed_fault("burnin-throttle"),
+            needs_arg=True,
+            breaks=("burnin",),
+        ),
+        FaultKind(
+            "burnin-ecc",
+            "burnin-ecc NODE GPU AFTER_S",
+            "emulated nvidia-smi: correctable ECC counting, one uncorrectable and a remapped "
+            "row, from AFTER_S seconds on",
+            *burnin.timed_fault("burnin-ecc"),
+            needs_arg=True,
+            breaks=("burnin",),
+        ),
+        FaultKind(
+            "burnin-checksum",
+            "burnin-checksum NODE GPU AFTER_WINDOWS",
+            "emulated torch: that GPU's products differ after AFTER_WINDOWS burn-in windows",
+            *burnin.timed_fault("burnin-checksum", windows=True),
+            needs_arg=True,
+            breaks=("burnin",),
         ),
     )
 )

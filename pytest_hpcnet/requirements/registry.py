@@ -28,7 +28,7 @@ from pytest_hpcnet.probes.gpu_xid import XID_MEANINGS, XID_SOURCE
 if TYPE_CHECKING:
     from pytest_hpcnet.inventory.expectations import Expectations
 
-Selector = Literal["static", "benchmark", "gpu_load"]
+Selector = Literal["static", "benchmark", "gpu_load", "burnin"]
 Repair = Literal["config", "reset", "reboot", "replace"]
 REPAIRS: tuple[Repair, ...] = ("config", "reset", "reboot", "replace")
 """Repair classes, least to most drastic: `config` (the operator fixes a setting; never
@@ -1122,6 +1122,52 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         group=GPUS_UNDER_LOAD,
         judges=("gpu_fabric:judge_gpu_fabric",),
         sections=("gpu_fabric", GPU_QUERY.name),
+    ),
+    Requirement(
+        "burnin",
+        "Burn-in: every GPU healthy for the whole duration",
+        ("gpu_load",),
+        "burnin",
+        faults=(
+            FaultCode(
+                "HPCNET-BURNIN-XID",
+                "a GPU logged an Xid during the burn-in",
+                "reboot",
+                "read the Xid in NVIDIA's catalog; reset or reboot, replace if it recurs",
+            ),
+            FaultCode(
+                "HPCNET-BURNIN-ECC",
+                "an uncorrectable ECC error during the burn-in",
+                "replace",
+                "open a ticket: the GPU must be replaced",
+            ),
+            FaultCode(
+                "HPCNET-BURNIN-RETIRED",
+                "a page retired or a row remapped during the burn-in",
+                "reboot",
+                "reboot to apply the remap; replace the GPU if it recurs",
+            ),
+            FaultCode(
+                "HPCNET-BURNIN-THERMAL",
+                "a GPU over its temperature ceiling or slowed down once soaked",
+                "replace",
+                "have the host's cooling and power checked (a ticket)",
+            ),
+            FaultCode(
+                "HPCNET-BURNIN-DRIFT",
+                "a GPU's GEMM throughput fell more than the drift bound over time",
+                "reboot",
+                "check clocks and cooling, reboot and burn in again; replace if it recurs",
+            ),
+            FaultCode(
+                "HPCNET-BURNIN-CHECKSUM",
+                "a GPU's result differed from its peers or its earlier windows",
+                "replace",
+                "open a ticket: silent data corruption, the GPU must be replaced",
+            ),
+        ),
+        judges=("burnin:judge_burnin",),
+        sections=(GPU_QUERY.name, "gpu_engines"),
     ),
 )
 

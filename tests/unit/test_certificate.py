@@ -193,6 +193,7 @@ def test_failing_rows_first_and_not_run_rows_listed():
         "erdma_nic_index",
         "erdma_gdr_bw",
         *GPU_LOAD_CHECKS,
+        "burnin",
     } == not_run
 
 

@@ -30,6 +30,7 @@ import pytest
 import pytest_hpcnet.probes as probes
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes import (
+    burnin,
     counters,
     erdma,
     erdma_gdr,
@@ -104,6 +105,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "gpu_engines": gpu_load.parse_engines,
     "gpu_load": gpu_load.parse_load,
     "gpu_samples": gpu_load.parse_samples,
+    "burnin_samples": burnin.parse_lines,
+    "burnin_collect": burnin.parse_collect,
     "nvlink_status": gpu_nvlink.parse_nvlink_status,
     "nvlink_errors": gpu_nvlink.parse_nvlink_errors,
     "dcgm": gpu_dcgm.parse_dcgm_json,
@@ -172,6 +175,7 @@ CORPUS: list[tuple[str, tuple[str, ...]]] = [
     ("gpu_load/engines-*", ("gpu_engines",)),
     ("gpu_load/load-*", ("gpu_load",)),
     ("gpu_load/samples-*", ("gpu_samples",)),
+    ("burnin/samples-*", ("burnin_samples", "burnin_collect")),
     ("gpu_load/nvidia-smi-nvlink-s-*", ("nvlink_status",)),
     ("gpu_load/nvidia-smi-nvlink-status-*", ("nvlink_status",)),
     ("gpu_load/nvidia-smi-nvlink-e-*", ("nvlink_errors",)),
@@ -328,6 +332,8 @@ UNFRAMED = {
     "gdr",
     "erdma_identity",
     "gpu_samples",
+    "burnin_samples",
+    "burnin_collect",
     "gpu_engines",
     "nvlink_status",
     "nvlink_errors",

@@ -37,7 +37,7 @@ from pytest_hpcnet.requirements.registry import (
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "pytest_hpcnet"
-SELECTORS = ("static", "benchmark", "gpu_load")
+SELECTORS = ("static", "benchmark", "gpu_load", "burnin")
 PAIR_FIXTURES = {"node_pair", "perftest_pair"}
 NO_LAB_FAULT = frozenset(
     {

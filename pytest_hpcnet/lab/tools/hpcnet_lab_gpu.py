@@ -11,12 +11,17 @@ GPU). A GPU the emulated torch keeps busy
 maximum, power near its 700 W cap (`sw_power_cap`), 60-63 C; with `gpu-hot` it slows down
 thermally (HW and HW thermal slowdown, 91 C) only then. `gpu-xid` lines live in the node's
 kernel log file, `<state>/nodes/<node>/kernel.log`, read by the emulated `dmesg` and
-`journalctl -k`. Standard library only: it runs on the node with the system python3.
+`journalctl -k`. The burn-in's faults start at a time (`GPU@EPOCH`): `burnin-throttle` (HW
+and HW thermal slowdown at 91 C), `burnin-ecc` (correctable errors counting, one
+uncorrectable, a remapped row); the ECC aggregate, retired-page and remapped-row fields the
+burn-in samples are listed too. Standard library only: it runs on the node with the system
+python3.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 import hpcnet_lab_node as node
 import hpcnet_lab_rdma as lab
@@ -44,6 +49,26 @@ def _fault_gpu(faults: dict[str, str], kind: str) -> int | None:
     return int(value) if value.isdigit() else 3
 
 
+def timed_fault(faults: dict[str, str], kind: str) -> tuple[int, float] | None:
+    """(GPU slot, the epoch it starts at) of a burn-in fault `GPU@EPOCH`, or None."""
+    gpu, _, at = (faults.get(kind) or "").partition("@")
+    try:
+        return int(gpu), float(at)
+    except ValueError:
+        return None
+
+
+def burnin_state(faults: dict[str, str], slot: int, now: float) -> tuple[bool, float]:
+    """(throttling, seconds of ECC errors) of a slot under the burn-in faults at `now`:
+    `burnin-throttle` (HW and HW thermal slowdown at 91 C from its time on), `burnin-ecc`
+    (correctable errors counting, one uncorrectable and a remapped row from its time on)."""
+    hot = timed_fault(faults, "burnin-throttle")
+    ecc = timed_fault(faults, "burnin-ecc")
+    throttling = hot is not None and hot[0] == slot and now >= hot[1]
+    ecc_s = now - ecc[1] if ecc is not None and ecc[0] == slot and now >= ecc[1] else -1.0
+    return throttling, ecc_s
+
+
 def _uuid(name: str, index: int) -> str:
     import hashlib  # only here: `topo -m` and the kernel log do not pay for it
 
@@ -53,8 +78,6 @@ def _uuid(name: str, index: int) -> str:
 
 def busy_slots() -> set[int]:
     """The slots the emulated torch has work queued on (their busy file's time is to come)."""
-    import time
-
     folder = lab.state_dir() / "nodes" / lab.node_name() / "gpu_busy"
     now = time.time()
     out = set()
@@ -86,6 +109,7 @@ def gpus() -> list[dict[str, str]]:
     driver = faults.get("driver-mismatch") or DRIVER
     missing = _fault_gpu(faults, "gpu-missing")
     busy = busy_slots()
+    now = time.time()
     out = []
     for slot, bus in enumerate(BUS_IDS):
         if slot == missing:
@@ -104,6 +128,12 @@ def gpus() -> list[dict[str, str]]:
                 load["temp"],
                 f"0x{mask:016X}",
             )
+        throttling, ecc_s = burnin_state(faults, slot, now)
+        if throttling:
+            mask = int(events, 16) | 0x48
+            clocks, power, temp, events = "1230 MHz", "612.40 W", "91", f"0x{mask:016X}"
+        corrected = str(int(ecc_s * 3) + 1) if ecc_s >= 0 else "0"
+        uncorrected = "1" if ecc_s >= 0 else "0"
         out.append(
             {
                 "index": str(len(out)),
@@ -127,9 +157,15 @@ def gpus() -> list[dict[str, str]]:
                 "clocks_event_reasons.active": events,
                 "clocks_throttle_reasons.active": events,
                 "ecc.mode.current": "Enabled",
-                "ecc.errors.uncorrected.volatile.total": "4" if ecc else "0",
-                "ecc.errors.corrected.volatile.total": "17" if ecc else "0",
+                "ecc.errors.uncorrected.volatile.total": "4" if ecc else uncorrected,
+                "ecc.errors.corrected.volatile.total": "17" if ecc else corrected,
                 "retired_pages.pending": "[N/A]",
+                "ecc.errors.corrected.aggregate.total": corrected if ecc_s >= 0 else "0",
+                "ecc.errors.uncorrected.aggregate.total": uncorrected,
+                "retired_pages.single_bit_ecc.count": "[N/A]",
+                "retired_pages.double_bit.count": "[N/A]",
+                "remapped_rows.correctable": "0",
+                "remapped_rows.uncorrectable": uncorrected,
                 "remapped_rows.pending": "Yes" if ecc else "No",
                 "remapped_rows.failure": "No",
                 "mig.mode.current": "Disabled",

@@ -13,7 +13,9 @@ that recipe, identical on every healthy GPU. While a GPU has work queued, its bu
 Faults (`lab.json`, per GPU): `gpu-slow` (GEMMs at 0.6x), `gpu-hot` (thermal slowdown
 under load: GEMMs at 0.7x), `gpu-checksum` (its products differ), `gpu-hbm-slow`
 (device copies at 0.5x), `gpu-host-slow` (host copies at 0.5x), `p2p-slow` (copies between
-one GPU pair at 0.45x; every pair has peer access, at 395.1 GB/s); the static
+one GPU pair at 0.45x; every pair has peer access, at 395.1 GB/s); the burn-in's
+`burnin-throttle` (GEMMs at 0.7x from its time on) and `burnin-checksum` (products differ
+after N seeded products, one per window); the static
 `gpu-pcie-downgrade` (gen4 x8) moves host copies at a quarter of gen5 x16.
 """
 
@@ -109,13 +111,33 @@ class _Gpu:
         if self.slot in _fault_slots("gpu-pcie-downgrade"):  # gen4 x8 of gen5 x16
             self.factors.update({"h2d": 0.25, "d2h": 0.25})
         self.corrupt = self.slot in _fault_slots("gpu-checksum")
+        self.hot_from: float | None = None
+        self.corrupt_after: int | None = None
+        self.seeded = 0
+        self.read_at = 0.0
+        self.read_timed()
         h = hashlib.sha256(f"{_lab.node_name()}/{self.slot}".encode()).digest()
         self.spread = 1.0 + (h[0] / 255.0 - 0.5) * 0.02  # each GPU within +-1 %
         self._written = 0.0
         self.busy_file = _lab.state_dir() / "nodes" / _lab.node_name() / "gpu_busy" / str(self.slot)
 
+    def read_timed(self) -> None:
+        """The burn-in faults of this GPU, read again at most once a second (a burn-in's
+        children live for hours; its faults are injected while they run)."""
+        if time.time() - self.read_at < 1.0:
+            return
+        self.read_at = time.time()
+        faults = _node.faults()
+        hot = _gpu.timed_fault(faults, "burnin-throttle")
+        self.hot_from = hot[1] if hot is not None and hot[0] == self.slot else None
+        bad = _gpu.timed_fault(faults, "burnin-checksum")  # GPU@WINDOWS: products counted
+        self.corrupt_after = int(bad[1]) if bad is not None and bad[0] == self.slot else None
+
     def queue(self, work: float, kind: str) -> None:
+        self.read_timed()
         rate = RATES[kind] * self.factors[kind] * self.spread
+        if self.hot_from is not None and kind in ("bf16", "tf32") and time.time() >= self.hot_from:
+            rate *= FAULT_FACTORS["gpu-hot"][kind]  # burn-in throttle: heat soaked
         self.busy_until = max(self.busy_until, time.time()) + work / rate
         self.worked_s += work / rate
         if self.busy_until > self._written - 1.0:
@@ -277,7 +299,10 @@ def matmul(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
     m = b.shape[-1]
     kind = "bf16" if a.dtype is bfloat16 else "tf32"
     gpu.queue(2.0 * n * k * m, kind)
-    recipe = f"mm({a.recipe},{b.recipe})" + ("!" if gpu.corrupt else "")
+    if a.recipe.startswith("randn(") and not a.recipe.startswith("randn(?"):
+        gpu.seeded += 1  # a checksum's seeded product: one per burn-in window
+    late = gpu.corrupt_after is not None and gpu.seeded > gpu.corrupt_after
+    recipe = f"mm({a.recipe},{b.recipe})" + ("!" if gpu.corrupt or late else "")
     result = out or Tensor((n, m), a.dtype, a.device, recipe)
     result.recipe = recipe
     return result

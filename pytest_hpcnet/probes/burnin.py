@@ -1,0 +1,231 @@
+"""Burn-in on the nodes: the detached start, the incremental collection and pure parsers.
+
+`start_command` saves the burn-in program (`burnin_program.py`) and the GPU load program
+beside it in `/var/tmp/hpcnet-burnin/RUN/` (`$HPCNET_BURNIN_DIR/RUN/` where set) and starts
+it detached: a transient systemd unit `hpcnet-burnin-RUN` where systemd runs, else `setsid
+nohup`. It never starts a run twice (the
+folder is the lock), so a resumed controller re-attaches. `collect_command` touches the
+heartbeat file and prints the samples file from a byte offset (at most `MAX_COLLECT_BYTES`);
+`parse_collect` keeps whole lines only, so the next offset never cuts a sample. Parsers never
+raise: an unreadable line is counted, not judged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROGRAM = Path(__file__).with_name("burnin_program.py")
+LOAD_PROGRAM = Path(__file__).with_name("gpu_load_program.py")
+NODE_ROOT = "/var/tmp/hpcnet-burnin"
+MAX_COLLECT_BYTES = 4 << 20
+"""At most this much of a node's samples per collection (8 GPUs x 30 s: ~9 h of samples)."""
+HEADER = "hpcnet-burnin-collect"
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,80}$")
+EXTRA_S = 300
+"""The node's own hard limit beyond duration and heartbeat (`timeout -k`)."""
+
+
+def node_folder(run: str) -> str:
+    """The run's folder on the node, as a shell word: under `$HPCNET_BURNIN_DIR` where the
+    node's environment sets it (another disk; the lab's nodes, which share one file system),
+    else `/var/tmp/hpcnet-burnin`."""
+    if not RUN_ID.match(run):
+        raise ValueError(f"burn-in run id {run!r}: letters, digits, '.', '_', '-'")
+    return f'"${{HPCNET_BURNIN_DIR:-{NODE_ROOT}}}/{run}"'
+
+
+def start_command(
+    run: str, gpus: int, seconds: float, interval: float, heartbeat: float, size: int
+) -> str:
+    """Save the programs and start the burn-in detached, once per run (prints
+    `hpcnet-burnin started systemd|setsid` or `hpcnet-burnin already`). The unit gets the
+    session's PATH, PYTHONPATH and LD_LIBRARY_PATH, so it finds the python3 (and torch) the
+    facts found; `HPCNET_BURNIN_DETACH=setsid` in the node's environment skips systemd."""
+    args = (
+        f"--dir $d --seconds {seconds:g} --interval {interval:g} --heartbeat {heartbeat:g} "
+        f"--gpus {int(gpus)} --size {int(size)}"
+    )
+    limit = int(seconds + heartbeat + EXTRA_S)
+    program = f'timeout -k 30 {limit} "$py" $d/burnin.py {args}'
+    unit = shlex.quote(f"hpcnet-burnin-{run}")
+    env = " ".join(
+        f'--setenv={name}="${{{name}:-}}"' for name in ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH")
+    )
+    return "\n".join(
+        [
+            f"d={node_folder(run)}; py=$(command -v python3) || exit 1",
+            'mkdir -p "$(dirname "$d")" || exit 1',
+            "if ! mkdir $d 2>/dev/null; then echo 'hpcnet-burnin already'; exit 0; fi",
+            "cat >$d/burnin.py <<'HPCNET_BURNIN_EOF'",
+            PROGRAM.read_text().rstrip("\n"),
+            "HPCNET_BURNIN_EOF",
+            "cat >$d/gpu_load.py <<'HPCNET_BURNIN_EOF'",
+            LOAD_PROGRAM.read_text().rstrip("\n"),
+            "HPCNET_BURNIN_EOF",
+            "touch $d/heartbeat $d/samples.jsonl",
+            'if [ "${HPCNET_BURNIN_DETACH:-systemd}" = systemd ] && [ -d /run/systemd/system ] '
+            "&& command -v systemd-run >/dev/null 2>&1 && "
+            f"systemd-run --quiet --unit {unit} {env} {program} >/dev/null 2>&1; then "
+            "echo 'hpcnet-burnin started systemd'; else "
+            f"setsid nohup {program} >$d/log 2>&1 </dev/null & "
+            "echo 'hpcnet-burnin started setsid'; fi",
+        ]
+    )
+
+
+def collect_command(run: str, offset: int) -> str:
+    """Touch the heartbeat; print the samples file's size, then its bytes from `offset`."""
+    start = int(offset) + 1
+    return (
+        f"d={node_folder(run)}; if [ ! -d $d ]; then echo '{HEADER} missing'; exit 0; fi; "
+        f"touch $d/heartbeat; "
+        f'echo "{HEADER} size=$(stat -c %s $d/samples.jsonl 2>/dev/null || echo 0)"; '
+        f"tail -c +{start} $d/samples.jsonl 2>/dev/null | head -c {MAX_COLLECT_BYTES}"
+    )
+
+
+@dataclass(frozen=True)
+class Collected:
+    """One collection from one node: the whole sample lines read, the bytes they take (the
+    next offset moves by that), the file's size, and what could not be read."""
+
+    lines: tuple[str, ...] = ()
+    consumed: int = 0
+    size: int | None = None
+    missing: bool = False
+    error: str | None = None
+
+
+def parse_collect(text: str) -> Collected:
+    """Read `collect_command`'s output: whole lines only (a line still being written waits
+    for the next collection)."""
+    head, _, body = text.partition("\n")
+    if head.strip() == f"{HEADER} missing":
+        return Collected(missing=True)
+    m = re.fullmatch(rf"{HEADER} size=(\d+)", head.strip())
+    if not m:
+        return Collected(error="no collection header in the output")
+    whole, _, _ = body.rpartition("\n")
+    lines = tuple(whole.split("\n")) if whole else ()
+    consumed = len((whole + "\n").encode()) if whole else 0
+    return Collected(lines, consumed, int(m.group(1)))
+
+
+@dataclass(frozen=True)
+class Window:
+    """One load window of one GPU: its number, median steady TFLOPS and checksum."""
+
+    number: int
+    tflops: float | None
+    checksum: str | None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One GPU at one interval of the burn-in (`t`: seconds since its start)."""
+
+    t: float
+    gpu: int
+    temp: float | None = None
+    power: float | None = None
+    sm: float | None = None
+    events: int | None = None
+    ecc_cv: int | None = None
+    ecc_uv: int | None = None
+    ecc_ca: int | None = None
+    ecc_ua: int | None = None
+    rp_sbe: int | None = None
+    rp_dbe: int | None = None
+    rr_c: int | None = None
+    rr_u: int | None = None
+    xid: tuple[int, ...] = ()
+    windows: tuple[Window, ...] = ()
+    """The load windows the GPU finished since the previous sample."""
+
+
+@dataclass(frozen=True)
+class NodeLines:
+    """A node's sample lines read: the samples, the end line if written, and what failed."""
+
+    samples: tuple[Sample, ...] = ()
+    end: str | None = None
+    end_t: float | None = None
+    errors: tuple[str, ...] = field(default_factory=tuple)
+    unreadable: int = 0
+
+
+def _num(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if value == value and abs(value) != float("inf") else None
+
+
+def _int(value: object) -> int | None:
+    found = _num(value)
+    return int(found) if found is not None and found == int(found) else None
+
+
+def _events(value: object) -> int | None:
+    if isinstance(value, str) and re.fullmatch(r"0x[0-9A-Fa-f]{1,16}", value.strip()):
+        return int(value.strip(), 16)
+    return None
+
+
+def _windows(value: object) -> tuple[Window, ...]:
+    """`[[window, tflops, checksum], ...]`; an entry that is not one is left out."""
+    found = []
+    for entry in value if isinstance(value, list) else []:
+        if not isinstance(entry, list) or len(entry) != 3 or _int(entry[0]) is None:
+            continue
+        checksum = entry[2] if isinstance(entry[2], str) and entry[2] else None
+        found.append(Window(_int(entry[0]) or 0, _num(entry[1]), checksum))
+    return tuple(found)
+
+
+def parse_lines(lines: str | list[str] | tuple[str, ...]) -> NodeLines:
+    """The samples of a node's `samples.jsonl` (its text or its lines), in order."""
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    samples: list[Sample] = []
+    errors: list[str] = []
+    end, end_t, bad = None, None, 0
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if not isinstance(record, dict) or _num(record.get("t")) is None:
+            bad += 1
+            continue
+        t = float(record["t"])
+        if "end" in record:
+            end, end_t = str(record["end"]), t
+            continue
+        if "error" in record:
+            errors.append(str(record["error"])[:200])
+            continue
+        gpu = _int(record.get("gpu"))
+        if gpu is None:
+            bad += 1
+            continue
+        xid = record.get("xid") or []
+        samples.append(
+            Sample(
+                t=t,
+                gpu=gpu,
+                temp=_num(record.get("temp")),
+                power=_num(record.get("power")),
+                sm=_num(record.get("sm")),
+                events=_events(record.get("events")),
+                **{k: _int(record.get(k)) for k in ("ecc_cv", "ecc_uv", "ecc_ca", "ecc_ua")},
+                **{k: _int(record.get(k)) for k in ("rp_sbe", "rp_dbe", "rr_c", "rr_u")},
+                xid=tuple(x for x in (_int(v) for v in xid if isinstance(xid, list)) if x),
+                windows=_windows(record.get("win")),
+            )
+        )
+    return NodeLines(tuple(samples), end, end_t, tuple(errors), bad)

@@ -1,0 +1,378 @@
+"""Burn-in judged over time: one `burnin` requirement per node, one measurement per judged
+quantity per GPU, each naming the first time it went wrong.
+
+One requirement, not one per quantity: a burn-in is one run with one duration, and its
+certificate row says per node "pass" or the first failure with its time; the quantities are
+its measurements (`burnin.xid`, `burnin.ecc_uncorrected`, `burnin.retired`,
+`burnin.temperature`, `burnin.slowdown`, `burnin.tflops_drift`, `burnin.checksum`,
+`burnin.duration`), each subject `GPU i`, so a waiver or the gate still names one GPU.
+
+- any Xid, uncorrectable ECC (volatile or aggregate rising), a new retired page or remapped
+  row fails (bound 0 new; correctable ECC is reported, not judged);
+- temperature over `expect.gpu_load.max_temperature_c`, or HW / HW thermal / SW thermal /
+  power-brake slowdown in a sample, fails;
+- TFLOPS more than `expect.gpu_load.burnin_tflops_drift` (default 5 %, none published)
+  below the median of the GPU's first `BASELINE_WINDOWS` windows fails;
+- a checksum differing from the node's first GPU's first window (or from the cluster's
+  majority), or changing over time, fails;
+- a burn-in shorter than asked (interrupted, node lost) is not measured, with the duration
+  achieved and, for a lost node, the time it was last seen.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from pytest_hpcnet.inventory.expectations import Expectations
+from pytest_hpcnet.probes.burnin import NodeLines, Sample, Window
+from pytest_hpcnet.probes.gpu_load import SLOWDOWN_BITS
+from pytest_hpcnet.requirements.verdict import FAIL, NOT_MEASURED, PASS, Measurement, Verdict
+
+BASELINE_WINDOWS = 3
+"""The first windows whose median TFLOPS a GPU's later windows are compared with."""
+SECTION = "burnin_samples"
+"""The evidence a burn-in verdict reads: the node's `samples.jsonl`, kept in the run folder."""
+SOURCE_DRIFT = "expect.gpu_load.burnin_tflops_drift (none published; this suite's default 5 %)"
+SOURCE_ZERO = "none: any is a hardware fault (NVIDIA Xid catalog, row remapping)"
+SOURCE_SLOWDOWN = "nvml.h clock event reasons (HW, HW thermal, SW thermal, power brake)"
+CODES: dict[str, tuple[str, str]] = {
+    "burnin.xid": ("HPCNET-BURNIN-XID", "read the Xid in NVIDIA's catalog; reset or reboot"),
+    "burnin.ecc_uncorrected": (
+        "HPCNET-BURNIN-ECC",
+        "an uncorrectable ECC error under load: have the GPU replaced",
+    ),
+    "burnin.retired": (
+        "HPCNET-BURNIN-RETIRED",
+        "a page retired or row remapped under load: reboot to apply it; replace if it recurs",
+    ),
+    "burnin.temperature": (
+        "HPCNET-BURNIN-THERMAL",
+        "the GPU ran hot once soaked: have the host's cooling checked",
+    ),
+    "burnin.slowdown": (
+        "HPCNET-BURNIN-THERMAL",
+        "the GPU slowed itself down under load: have the host's cooling and power checked",
+    ),
+    "burnin.tflops_drift": (
+        "HPCNET-BURNIN-DRIFT",
+        "the GPU's throughput fell over time: check its clocks and cooling, then re-run",
+    ),
+    "burnin.checksum": (
+        "HPCNET-BURNIN-CHECKSUM",
+        "the GPU computed a wrong result: have it replaced (silent data corruption)",
+    ),
+}
+"""Each judged quantity's fault code (the registry's `burnin` codes) and what to do."""
+INSTALL_TORCH = "install PyTorch with CUDA for the node's python3 (pip install torch)"
+
+
+@dataclass(frozen=True)
+class NodeBurnin:
+    """One node's burn-in as the controller collected it: its sample lines, the duration asked,
+    when it was last seen (epoch), and why it was not run or stopped answering."""
+
+    node: str
+    asked_s: float
+    lines: NodeLines = field(default_factory=NodeLines)
+    started: str = ""
+    """How it was started: `systemd`, `setsid`, `already` (re-attached)."""
+    missing: str = ""
+    """Why the node ran no burn-in (unreachable at start, no PyTorch), with `fix`."""
+    fix: str = ""
+    lost: str = ""
+    """Why the node stopped answering during the run ("" while it answers)."""
+    last_seen: float | None = None
+    gpus: int = 0
+
+    @property
+    def achieved_s(self) -> float:
+        ts = [s.t for s in self.lines.samples]
+        if self.lines.end_t is not None:
+            ts.append(self.lines.end_t)
+        return max(ts, default=0.0)
+
+
+def _when(t: float) -> str:
+    """`t=1234 s (0h20m34s)`: seconds since the burn-in started."""
+    h, rest = divmod(int(t), 3600)
+    return f"t={t:g} s ({h}h{rest // 60:02d}m{rest % 60:02d}s)"
+
+
+def _by_gpu(samples: tuple[Sample, ...]) -> dict[int, list[Sample]]:
+    out: dict[int, list[Sample]] = {}
+    for s in sorted(samples, key=lambda s: (s.gpu, s.t)):
+        out.setdefault(s.gpu, []).append(s)
+    return out
+
+
+def _rise(samples: list[Sample], key: str) -> Sample | None:
+    """The first sample where counter `key` is above the first sample's value."""
+    first = next((getattr(s, key) for s in samples if getattr(s, key) is not None), None)
+    if first is None:
+        return None
+    return next((s for s in samples if (getattr(s, key) or first) > first), None)
+
+
+def _first_failure(
+    name: str,
+    gpu: int,
+    at: Sample | None,
+    value: object,
+    unit: str,
+    bound: object,
+    comparison: str,
+    source: str,
+) -> Measurement:
+    """A measurement of one GPU's quantity: failed at sample `at` (its time in the value)."""
+    shown = value if at is None else f"{value} at {_when(at.t)}"
+    return Measurement(
+        name,
+        shown,
+        unit,
+        bound,
+        comparison,
+        source,
+        subject=f"GPU {gpu}",
+        outcome=PASS if at is None else FAIL,
+    )
+
+
+def gpu_measurements(
+    gpu: int, samples: list[Sample], expect: Expectations, reference: str | None
+) -> list[Measurement]:
+    """Every judged quantity of one GPU's samples (in time order)."""
+    out: list[Measurement] = []
+    xid = next((s for s in samples if s.xid), None)
+    out.append(
+        _first_failure(
+            "burnin.xid",
+            gpu,
+            xid,
+            ",".join(map(str, xid.xid)) if xid else 0,
+            "",
+            0,
+            "==",
+            SOURCE_ZERO,
+        )
+    )
+    ecc = next((s for s in samples if (s.ecc_uv or 0) > 0), None) or _rise(samples, "ecc_ua")
+    out.append(
+        _first_failure(
+            "burnin.ecc_uncorrected",
+            gpu,
+            ecc,
+            (ecc.ecc_uv or ecc.ecc_ua) if ecc else 0,
+            "errors",
+            0,
+            "==",
+            SOURCE_ZERO,
+        )
+    )
+    retired = next(
+        (r for k in ("rp_sbe", "rp_dbe", "rr_c", "rr_u") if (r := _rise(samples, k))), None
+    )
+    out.append(
+        _first_failure(
+            "burnin.retired", gpu, retired, "new" if retired else 0, "rows", 0, "==", SOURCE_ZERO
+        )
+    )
+    corrected = max((s.ecc_cv or 0 for s in samples), default=0)
+    out.append(Measurement("burnin.ecc_corrected", corrected, "errors", subject=f"GPU {gpu}"))
+    ceiling = expect.gpu_load.max_temperature_c
+    temps = [s for s in samples if s.temp is not None]
+    hottest = max((s.temp for s in temps), default=None)
+    if ceiling is None:
+        out.append(Measurement("burnin.temperature", hottest, "C", subject=f"GPU {gpu}"))
+    else:
+        hot = next((s for s in temps if s.temp > ceiling), None)
+        out.append(
+            _first_failure(
+                "burnin.temperature",
+                gpu,
+                hot,
+                hot.temp if hot else hottest,
+                "C",
+                ceiling,
+                "<=",
+                "expect.gpu_load.max_temperature_c",
+            )
+        )
+    slow = next((s for s in samples if (s.events or 0) & sum(SLOWDOWN_BITS)), None)
+    out.append(
+        _first_failure(
+            "burnin.slowdown",
+            gpu,
+            slow,
+            f"0x{slow.events:x}" if slow else "none",
+            "",
+            "none",
+            "==",
+            SOURCE_SLOWDOWN,
+        )
+    )
+    out.append(_drift(gpu, samples, expect.gpu_load.burnin_tflops_drift))
+    out.append(_checksum(gpu, samples, reference))
+    return out
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A load window with the time of the sample that reported it."""
+
+    t: float
+    window: Window
+
+
+def _windows(samples: list[Sample]) -> list[Timed]:
+    """Each load window once, in order, with the time it was first reported."""
+    seen: set[int] = set()
+    out = []
+    for s in samples:
+        for w in s.windows:
+            if w.number not in seen:
+                seen.add(w.number)
+                out.append(Timed(s.t, w))
+    return out
+
+
+def _drift(gpu: int, samples: list[Sample], drift: float) -> Measurement:
+    windows = [w for w in _windows(samples) if w.window.tflops is not None]
+    if len(windows) <= BASELINE_WINDOWS:
+        why = f"{len(windows)} windows (more than {BASELINE_WINDOWS} needed)"
+        return Measurement(
+            "burnin.tflops_drift", why, "%", subject=f"GPU {gpu}", outcome=NOT_MEASURED
+        )
+    base = statistics.median(w.window.tflops or 0.0 for w in windows[:BASELINE_WINDOWS])
+    floor = base * (1 - drift)
+    later = windows[BASELINE_WINDOWS:]
+    low = next((w for w in later if (w.window.tflops or 0.0) < floor), None)
+    worst = min(w.window.tflops or 0.0 for w in later)
+    found = low.window.tflops or 0.0 if low else worst
+    value = round(100.0 * (base - found) / base, 1) if base else None
+    shown = (
+        f"{value} % ({found} of {base:g} TFLOPS, window {low.window.number}) at {_when(low.t)}"
+        if low
+        else value
+    )
+    return Measurement(
+        "burnin.tflops_drift",
+        shown,
+        "%",
+        round(drift * 100, 1),
+        "<=",
+        SOURCE_DRIFT,
+        subject=f"GPU {gpu}",
+        outcome=FAIL if low else PASS,
+        basis=f"median of the first {BASELINE_WINDOWS} windows: {base:g} TFLOPS",
+    )
+
+
+def _checksum(gpu: int, samples: list[Sample], reference: str | None) -> Measurement:
+    sums = [w for w in _windows(samples) if w.window.checksum]
+    if not sums:
+        return Measurement(
+            "burnin.checksum", "no window", subject=f"GPU {gpu}", outcome=NOT_MEASURED
+        )
+    want = reference or sums[0].window.checksum
+    bad = next((w for w in sums if w.window.checksum != want), None)
+    shown = f"{bad.window.checksum} (window {bad.window.number}) at {_when(bad.t)}" if bad else want
+    return Measurement(
+        "burnin.checksum",
+        shown,
+        "",
+        want,
+        "==",
+        "the same seeded product on every GPU and window (gpu_load_program.py)",
+        subject=f"GPU {gpu}",
+        outcome=FAIL if bad else PASS,
+    )
+
+
+def reference_checksum(nodes: Mapping[str, NodeBurnin]) -> str | None:
+    """The checksum most GPUs of the cluster gave in their first window (None without one)."""
+    firsts: Counter[str] = Counter()
+    for found in nodes.values():
+        for samples in _by_gpu(found.lines.samples).values():
+            first = next((w for w in _windows(samples) if w.window.checksum), None)
+            if first is not None and first.window.checksum:
+                firsts[first.window.checksum] += 1
+    return firsts.most_common(1)[0][0] if firsts else None
+
+
+def judge_burnin(
+    found: NodeBurnin, nodes: Mapping[str, NodeBurnin], expect: Expectations
+) -> Verdict:
+    """One node's burn-in: each GPU's quantities over time, then the duration achieved."""
+    if found.missing:
+        return Verdict(
+            reason=f"no burn-in: {found.missing}",
+            fix=found.fix,
+            outcome=NOT_MEASURED,
+            sections=(SECTION,),
+            subject=found.node,
+        )
+    by_gpu = _by_gpu(found.lines.samples)
+    reference = reference_checksum(nodes)
+    measured = [
+        m
+        for gpu, samples in by_gpu.items()
+        for m in gpu_measurements(gpu, samples, expect, reference)
+    ]
+    measured = [
+        replace(m, code=CODES[m.name][0]) if m.outcome == FAIL and m.name in CODES else m
+        for m in measured
+    ]
+    failed = [m for m in measured if m.outcome == FAIL]
+    achieved = found.achieved_s
+    duration = Measurement(
+        "burnin.duration",
+        round(achieved, 1),
+        "s",
+        found.asked_s,
+        ">=",
+        "--hpcnet-burnin / burnin.duration",
+        outcome=PASS if achieved >= found.asked_s - 0.5 else NOT_MEASURED,
+    )
+    short = duration.outcome == NOT_MEASURED
+    code = fix = ""
+    if failed:
+        first = min(failed, key=_failed_at)
+        code, fix = CODES.get(first.name, ("", ""))
+        reason = f"{first.subject} {first.name.removeprefix('burnin.')} {first.value}"
+        if len(failed) > 1:
+            reason += f" (and {len(failed) - 1} more)"
+        outcome = FAIL
+    elif not by_gpu:
+        reason, outcome = "no sample collected", NOT_MEASURED
+    elif short:
+        reason = f"burn-in {achieved:g} s of {found.asked_s:g} s asked"
+        outcome = NOT_MEASURED
+    else:
+        reason, outcome = f"pass over {achieved:g} s, {len(by_gpu)} GPUs", PASS
+    if found.lost:
+        seen = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(found.last_seen or 0))
+        reason += f"; stopped answering ({found.lost}), last seen {seen}"
+        outcome = FAIL if outcome == FAIL else NOT_MEASURED
+    return Verdict(
+        reason=reason,
+        fix=fix if outcome == FAIL else "",
+        code=code if outcome == FAIL else "",
+        outcome=outcome,
+        measurements=(*measured, duration),
+        sections=(SECTION,),
+        subject=found.node,
+    )
+
+
+def _failed_at(m: Measurement) -> float:
+    text = str(m.value)
+    _, _, after = text.partition(" at t=")
+    number = after.split(" ", 1)[0]
+    try:
+        return float(number)
+    except ValueError:
+        return float("inf")

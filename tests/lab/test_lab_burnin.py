@@ -1,0 +1,133 @@
+"""Burn-in through the real suite on the 4-node lab, in compressed time (24 s, a sample every
+2 s): faults that appear with time each fail exactly their node and GPU at about the time
+injected, the controller is killed mid-run and resumed (`--hpcnet-burnin-resume`) without
+losing or repeating a sample, and a node that stops answering halfway (`block tcp/22`) is
+named with its last-seen time while the others go on. One run of ~40 s covers all of it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_hpcnet.lab import faults
+
+pytestmark = pytest.mark.lab
+
+ROOT = Path(__file__).resolve().parents[2]
+SECONDS, INTERVAL = 24, 2
+INJECTED = [  # kind, node, argument: GPU and when (seconds after the burn-in started)
+    ("burnin-throttle", "node01", "2 9"),  # after the GPU's 3 baseline windows
+    ("burnin-ecc", "node02", "5 8"),
+    ("burnin-checksum", "node03", "1 5"),  # windows
+]
+FAILS = {  # node: the measurements that fail, each of one GPU
+    "node01": {"GPU 2 burnin.temperature", "GPU 2 burnin.slowdown", "GPU 2 burnin.tflops_drift"},
+    "node02": {"GPU 5 burnin.ecc_uncorrected", "GPU 5 burnin.retired"},
+    "node03": {"GPU 1 burnin.checksum"},
+}
+
+
+def pytest_run(inventory: Path, reports: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            *(sys.executable, "-m", "pytest", "-m", "burnin", "-q", "-p", "no:cacheprovider"),
+            *("--inventory", str(inventory), "--reports-dir", str(reports), *extra),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_for(predicate, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.2)
+
+
+def records_of(run: Path) -> dict[str, dict]:
+    lines = (run / "evidence.jsonl").read_text().splitlines()
+    return {r["subject"]: r for r in map(json.loads, lines) if r["check_id"] == "burnin"}
+
+
+def lab_fault(state: Path, node: str, kind: str) -> str:
+    """The value the lab recorded for a node's fault (`GPU@EPOCH`)."""
+    record = json.loads((state / "lab.json").read_text())
+    return next(n for n in record["nodes"] if n["name"] == node)["faults"][kind]
+
+
+def first_time(value: str) -> float:
+    return float(re.search(r"at t=([0-9.]+) s", value).group(1))
+
+
+def test_burnin_faults_over_time_a_killed_controller_and_a_lost_node(lab4, tmp_path):
+    state = Path(lab4.state_dir)
+    inventory = tmp_path / "lab.yaml"
+    inventory.write_text(
+        Path(lab4.inventory).read_text()
+        + f"burnin: {{interval: {INTERVAL}, heartbeat: 30, size: 4096}}\n"
+    )
+    reports = tmp_path / "reports"
+    try:
+        first = pytest_run(inventory, reports, "--hpcnet-burnin", f"{SECONDS}s")
+        wait_for(lambda: len(list(reports.glob("*/burnin/run.json"))) == 1, 60)
+        run = next(reports.glob("*/burnin")).parent
+        for kind, node, arg in INJECTED:  # the burn-in has started on every node
+            faults.inject(kind, node, arg, state)
+        recorded = {node: lab_fault(state, node, kind) for kind, node, _ in INJECTED}
+        wait_for(lambda: (run / "burnin" / "node01.jsonl").exists(), 30)
+        wait_for(lambda: (run / "burnin" / "node01.jsonl").stat().st_size > 3000, 30)
+        first.send_signal(signal.SIGKILL)  # the controller dies mid-run; the nodes go on
+        first.communicate()
+        kept = {p.name: p.read_text() for p in (run / "burnin").glob("node0*.jsonl")}
+        faults.inject("block", "node04", "tcp/22", state)  # node04 stops answering
+        resumed = pytest_run(inventory, reports, "--hpcnet-burnin-resume", run.name)
+        out, _ = resumed.communicate(timeout=120)
+    finally:
+        faults.heal("all", state)
+    runs = sorted(p for p in reports.iterdir() if p.is_dir())
+    assert len(runs) == 2, out
+    found = records_of(runs[-1])
+    assert {n: r["verdict"] for n, r in found.items()} == {
+        "node01": "fail",
+        "node02": "fail",
+        "node03": "fail",
+        "node04": "not_measured",
+    }, out[-3000:]
+    burnin = runs[-1] / "burnin"
+    run_id = json.loads((burnin / "run.json").read_text())["run"]
+    for node, expected in FAILS.items():
+        failed = {
+            f"{m['subject']} {m['name']}": m["value"]
+            for m in found[node]["measured"]
+            if m["outcome"] == "fail"
+        }
+        assert set(failed) == expected, (node, failed)
+        folder = state / "nodes" / node / "burnin" / run_id
+        t0 = float(re.search(r"t0=([0-9.]+)", (folder / "started").read_text()).group(1))
+        kind = next(k for k, n, _ in INJECTED if n == node)
+        if kind == "burnin-checksum":  # the first window after AFTER_WINDOWS
+            assert all("(window 6)" in value for value in failed.values()), failed
+            continue
+        at = float(recorded[node].partition("@")[2]) - t0
+        for name, value in failed.items():  # a sample's lag, or a window's (TFLOPS)
+            lag = 4 * INTERVAL + 1 if name.endswith("tflops_drift") else 2 * INTERVAL + 1
+            assert abs(first_time(value) - at) <= lag, (node, name, value, at)
+    assert "stopped answering" in found["node04"]["message"]
+    assert "last seen 20" in found["node04"]["message"]
+    for node in ("node01", "node02", "node03"):  # every sample the node wrote, once
+        on_node = state / "nodes" / node / "burnin" / run_id / "samples.jsonl"
+        collected = (burnin / f"{node}.jsonl").read_text()
+        assert collected == on_node.read_text()
+        assert collected.startswith(kept[f"{node}.jsonl"])
+        assert '"end": "done"' in collected.splitlines()[-1]
