@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from pytest_hpcnet.lab import links
+from pytest_hpcnet.lab.host_view import write_host_view
 from pytest_hpcnet.lab.inventory_file import write_inventory
 from pytest_hpcnet.lab.state import MAX_NODES_TWO_ERIS, LabNode, LabState, node_address, node_mac
 
@@ -38,6 +39,8 @@ TOOLS = {
     "dcgmi": "dcgmi.py",
     "nvbandwidth": "nvbandwidth.py",
     "systemctl": "systemctl.py",
+    "lscpu": "lscpu.py",
+    "chronyc": "chronyc.py",
 }
 SHARED = ("hpcnet_lab_rdma.py", "hpcnet_lab_node.py", "hpcnet_lab_perftest.py", "hpcnet_lab_gpu.py")
 SHARED += ("hpcnet_lab_nccl_node.py", "hpcnet_lab_perftest_print.py")
@@ -167,6 +170,7 @@ def write_rdma_state(state: LabState, node: LabNode) -> Path:
     tmp.write_text(json.dumps({"node": node.name, "devices": devices}, indent=2))
     tmp.replace(path)
     write_sysfs(path.parent / "sys", devices)
+    write_host_view(state, node, [d["name"] for d in devices])
     return path
 
 

@@ -217,6 +217,30 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         sections=("sysctl", "links"),
         pair=True,
     ),
+    Requirement(
+        "host_hardware",
+        "Host hardware (CPUs, memory, huge pages, local NVMe)",
+        ("host",),
+        "static",
+        judges=("host_hardware:judge_host_hardware",),
+        sections=("host_hardware",),
+    ),
+    Requirement(
+        "pcie_aer",
+        "No PCIe AER errors (GPUs, ERIs, NVMe)",
+        ("host",),
+        "static",
+        judges=("pcie_aer:judge_pcie_aer",),
+        sections=("pcie_devices",),
+    ),
+    Requirement(
+        "host_settings",
+        "Host settings (clocksource, governor, NUMA balancing, THP, IOMMU, time sync)",
+        ("host",),
+        "static",
+        judges=("host_settings:judge_host_settings", "host_settings:judge_time_offset"),
+        sections=("host_settings", "timesync"),
+    ),
     # GPU node health; a CPU-only profile (expect.gpu.count unset) skips them
     Requirement(
         "gpu_inventory",
@@ -256,12 +280,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     Requirement(
         "pcie_links",
-        "PCIe links at full speed (GPUs, RDMA devices)",
+        "PCIe links at full speed (GPUs, RDMA devices, NVMe)",
         ("gpu", "rdma"),
         "static",
         group=GPU_NODES,
-        judges=("gpu:judge_pcie", "gpu_node:judge_rdma_pcie"),
-        sections=(GPU_QUERY.name, "rdma_sysfs", "gpu_driver", "gpu_cuda"),
+        judges=("gpu:judge_pcie", "gpu_node:judge_rdma_pcie", "pcie_aer:judge_nvme_pcie"),
+        sections=(GPU_QUERY.name, "rdma_sysfs", "gpu_driver", "gpu_cuda", "pcie_devices"),
     ),
     Requirement(
         "memlock",
