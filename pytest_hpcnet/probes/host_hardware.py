@@ -73,12 +73,14 @@ _MEMINFO["Hugepagesize"] = "hugepage_kib"
 
 def _parts(text: str) -> dict[str, list[str]]:
     parts: dict[str, list[str]] = {}
-    current: list[str] | None = None
+    current: list[str] | None = None  # lines before any header: lscpu's own output
     for raw in strip_ansi(text).splitlines():
         m = PART.match(raw.strip())
         if m:
             current = parts.setdefault(m.group(1), [])
-        elif current is not None and raw.strip():
+        elif raw.strip():
+            if current is None:
+                current = parts.setdefault("lscpu", [])
             current.append(raw.strip())
     return parts
 

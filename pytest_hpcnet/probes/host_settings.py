@@ -38,6 +38,11 @@ class HostSettings:
     complete: bool = False
 
     @property
+    def incomplete(self) -> bool:
+        """The output was cut before its `done` line."""
+        return not self.complete
+
+    @property
     def governor(self) -> str | None:
         """The one governor every CPU uses, `mixed` when they differ, None when not shown."""
         if not self.governors:

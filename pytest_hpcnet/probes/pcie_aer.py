@@ -79,6 +79,11 @@ class PcieDevices:
     complete: bool = False
     problems: tuple[str, ...] = ()
 
+    @property
+    def incomplete(self) -> bool:
+        """The output was cut before its `done` line."""
+        return not self.complete
+
     def of_kind(self, kind: str) -> tuple[PcieDevice, ...]:
         return tuple(d for d in self.devices if d.kind == kind)
 

@@ -46,17 +46,21 @@ from pytest_hpcnet.probes import (
     gpu_rdma,
     gpu_topo,
     gpu_xid,
+    host_hardware,
+    host_settings,
     links,
     metadata,
     nccl,
     nccl_debug,
     nccl_json,
+    pcie_aer,
     perftest_parsers,
     ping,
     ports,
     rdma,
     rdma_parsers,
     sysctl,
+    timesync,
     versions,
 )
 from pytest_hpcnet.requirements import gpu as gpu_judges
@@ -110,6 +114,10 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "fabric": gpu_fabric.parse_fabric,
     "torch_p2p": gpu_p2p_torch.parse_torch_p2p,
     "nccl_node": partial(gpu_nccl_node.parse_node_nccl, gpus=8, e="10G"),
+    "host_hardware": host_hardware.parse_host_hardware,
+    "pcie_devices": pcie_aer.parse_pcie_devices,
+    "host_settings": host_settings.parse_host_settings,
+    "timesync": timesync.parse_timesync,
 }
 
 # Which parsers read which samples (glob under tests/fixtures/, parser names).
@@ -178,6 +186,10 @@ CORPUS: list[tuple[str, tuple[str, ...]]] = [
     ("gpu_load/derived-nvidia-smi-q-*", ("fabric",)),
     ("gpu_load/p2p-torch-*", ("torch_p2p",)),
     ("gpu_load/derived-p2p-torch-*", ("torch_p2p",)),
+    ("host/real-lscpu-*", ("host_hardware",)),
+    ("host/real-aer_dev_*", ("pcie_devices",)),  # the sysfs files, not the section's lines
+    ("host/real-chronyc-*", ("timesync",)),
+    ("host/real-timedatectl-*", ("timesync",)),
 ]
 
 LINE_PREFIXES = 24
@@ -331,6 +343,7 @@ UNFRAMED = {
     "mount",
     "sysctl",
     "nccl_debug",
+    "host_hardware",
 }
 
 
