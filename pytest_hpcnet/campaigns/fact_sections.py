@@ -43,9 +43,12 @@ from pytest_hpcnet.probes.gpu_nvlink import STATUS_COMMAND as NVLINK_STATUS_COMM
 from pytest_hpcnet.probes.gpu_rdma import CUDA_COMMAND, GPU_CUDA, RDMA_SYSFS, RDMA_SYSFS_COMMAND
 from pytest_hpcnet.probes.gpu_topo import GPU_TOPO, TOPO_COMMAND
 from pytest_hpcnet.probes.gpu_xid import GPU_KLOG, KERNEL_LOG_COMMAND
+from pytest_hpcnet.probes.host_hardware import HOST_HARDWARE, host_hardware_command
+from pytest_hpcnet.probes.host_settings import HOST_SETTINGS, host_settings_command
 from pytest_hpcnet.probes.identity import HOSTNAME, KERNEL
 from pytest_hpcnet.probes.links import ADDR, LINKS, ip_addr_command, ip_link_command
 from pytest_hpcnet.probes.metadata import METADATA, metadata_command
+from pytest_hpcnet.probes.pcie_aer import PCIE_DEVICES, pcie_devices_command
 from pytest_hpcnet.probes.rdma import (
     COMPAT_MODE,
     ERDMA_MODULE,
@@ -57,6 +60,7 @@ from pytest_hpcnet.probes.rdma import (
 from pytest_hpcnet.probes.rdma_parsers import IBV_DEVINFO, RDMA_LINK
 from pytest_hpcnet.probes.sections import sections_script
 from pytest_hpcnet.probes.sysctl import SYSCTL, sysctl_command
+from pytest_hpcnet.probes.timesync import TIMESYNC, TIMESYNC_COMMAND
 from pytest_hpcnet.probes.versions import VERSIONS, versions_command
 
 
@@ -156,6 +160,16 @@ SECTIONS += [
     FactSection(
         GPU_FABRIC.name, _when(lambda e: _gpu(e) and e.gpu_load.nvswitch, lambda e: FABRIC_COMMAND)
     ),
+]
+
+
+# The host itself: its hardware, the PCIe devices' AER counters and links, the settings that
+# change results and the clock's offset (every node, GPU or not)
+SECTIONS += [
+    FactSection(HOST_HARDWARE.name, _always(host_hardware_command())),
+    FactSection(PCIE_DEVICES.name, _always(pcie_devices_command())),
+    FactSection(HOST_SETTINGS.name, _always(host_settings_command())),
+    FactSection(TIMESYNC.name, _always(TIMESYNC_COMMAND)),
 ]
 
 

@@ -293,6 +293,40 @@ class VersionsExpect(Strict):
     known_bad: list[KnownBad] = Field(default_factory=list)
 
 
+class HostExpect(Strict):
+    """The host's own hardware and the settings that change results (docs/checks.md, "The
+    host"). None: measured and reported, not judged (no source gives a value); a profile
+    sets each value with its source."""
+
+    cpu_model: str | None = None
+    """A part of lscpu's `Model name` (`Platinum 8468`), case and spacing ignored."""
+    cpus: Annotated[int, Field(ge=1)] | None = None
+    """Logical CPUs (lscpu `CPU(s)`): the instance type's vCPUs."""
+    memory_gib: PositiveFloat | None = None
+    """The instance type's memory (GiB); MemTotal must reach `memory_gib * (1 + memory_lower)`."""
+    memory_lower: Annotated[float, Field(gt=-1, le=0)] = -0.05
+    """MemTotal is physical RAM less firmware and kernel reservations (proc(5)): 5 % below
+    the published size passes, as NHC's `check_hw_physmem` tolerance (project choice)."""
+    hugepages: Annotated[int, Field(ge=0)] | None = None
+    """HugePages_Total at least this many (default-size) huge pages; None: not asked."""
+    nvme_count: Annotated[int, Field(ge=0)] | None = None
+    """Local NVMe namespaces (0: the SKU has none); None: counted, not judged."""
+    nvme_min_gb: PositiveFloat | None = None
+    """Each namespace at least this size (GB, 10^9 bytes, as datasheets)."""
+    aer_max_correctable: Annotated[int, Field(ge=0)] | None = None
+    """Correctable AER errors a device may have counted since boot; None: counted only
+    (no vendor publishes a bound). Non-fatal and fatal errors always fail."""
+    clocksource: str | None = None
+    governor: str | None = None
+    numa_balancing: str | int | None = None
+    """`kernel.numa_balancing` (0: off), compared as text."""
+    thp: Literal["always", "madvise", "never"] | None = None
+    iommu: Literal["passthrough", "translated", "off"] | None = None
+    """The IOMMU mode; `passthrough` where GPUDirect RDMA is expected."""
+    max_time_offset_ms: PositiveFloat | None = None
+    """The clock's largest offset from its time source (chrony or timesyncd)."""
+
+
 DEFAULT_SYSCTL: dict[str, dict] = {
     "net.core.rmem_max": {"value": 16777216, "mode": "min"},
     "net.core.wmem_max": {"value": 16777216, "mode": "min"},
@@ -332,6 +366,7 @@ class Expectations(Strict):
     gpu: GpuExpect = Field(default_factory=GpuExpect)
     gpu_load: GpuLoadExpect = Field(default_factory=GpuLoadExpect)
     versions: VersionsExpect = Field(default_factory=VersionsExpect)
+    host: HostExpect = Field(default_factory=HostExpect)
     regression_tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.10
     regression_tolerances: dict[str, Annotated[float, Field(gt=0, le=100)]] = Field(
         default_factory=lambda: {"tuning.rtt_avg": 2.0, "tuning.rtt_max": 5.0}

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from pytest_hpcnet.lab import links
+from pytest_hpcnet.lab.host_view import write_host_view
 from pytest_hpcnet.lab.inventory_file import write_inventory
 from pytest_hpcnet.lab.state import MAX_NODES_TWO_ERIS, LabNode, LabState, node_address, node_mac
 
@@ -39,6 +40,8 @@ TOOLS = {
     "nvbandwidth": "nvbandwidth.py",
     "systemctl": "systemctl.py",
     "ethtool": "ethtool.py",
+    "lscpu": "lscpu.py",
+    "chronyc": "chronyc.py",
 }
 SHARED = ("hpcnet_lab_rdma.py", "hpcnet_lab_node.py", "hpcnet_lab_perftest.py", "hpcnet_lab_gpu.py")
 SHARED += ("hpcnet_lab_nccl_node.py", "hpcnet_lab_perftest_print.py")
@@ -169,6 +172,7 @@ def write_rdma_state(state: LabState, node: LabNode) -> Path:
     tmp.replace(path)
     write_sysfs(path.parent / "sys", devices)
     write_dmi(path.parent / "sys")
+    write_host_view(state, node, [d["name"] for d in devices])
     return path
 
 

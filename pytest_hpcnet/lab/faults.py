@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_hpcnet.lab import burnin, cgroups, shaping
+from pytest_hpcnet.lab import burnin, cgroups, host_view, shaping
 from pytest_hpcnet.lab import fault_actions as act
 from pytest_hpcnet.lab.state import DEFAULT_STATE_DIR, LabNode, LabState, locked
 from pytest_hpcnet.lab.system import LabError
@@ -361,6 +361,50 @@ KINDS.update(
             "console: every ERI of the node attached on that NetworkCardIndex",
             *act.recorded_fault("nic-index", "0", r"[0-9]", "a NIC index 0..9"),
             breaks=("erdma_nic_index",),
+        ),
+    )
+)
+
+
+# The host itself: its /proc and sysfs view (lab/host_view.py) and the emulated chronyc
+KINDS.update(
+    (k.name, k)
+    for k in (
+        FaultKind(
+            "memory",
+            f"memory NODE [GIB={host_view.DEFAULTS['memory']}]",
+            "MemTotal in the node's /proc/meminfo (a DIMM missing)",
+            *host_view.view_fault("memory"),
+            breaks=("host_hardware",),
+        ),
+        FaultKind(
+            "aer",
+            "aer NODE DEVICE fatal|nonfatal|correctable N",
+            "N AER errors of that severity in the sysfs counters of DEVICE (gpuN, erdma_N)",
+            *host_view.view_fault("aer"),
+            needs_arg=True,
+            breaks=("pcie_aer",),
+        ),
+        FaultKind(
+            "clocksource",
+            f"clocksource NODE [NAME={host_view.DEFAULTS['clocksource']}]",
+            "the node's current clocksource in sysfs",
+            *host_view.view_fault("clocksource"),
+            breaks=("host_settings",),
+        ),
+        FaultKind(
+            "governor",
+            f"governor NODE [NAME={host_view.DEFAULTS['governor']}]",
+            "every CPU's cpufreq scaling_governor in sysfs",
+            *host_view.view_fault("governor"),
+            breaks=("host_settings",),
+        ),
+        FaultKind(
+            "clock-skew",
+            "clock-skew NODE [SECONDS=2]",
+            "emulated chronyc tracking: the system time that many seconds fast (- slow)",
+            *act.recorded_fault("clock-skew", "2", r"-?\d+(?:\.\d+)?", "seconds such as 2"),
+            breaks=("host_settings",),
         ),
     )
 )

@@ -64,6 +64,7 @@ class Check:
         self.nodeid = nodeid
         self.bundle = bundle
         self.measured: list[dict[str, Any]] = []
+        self.failure_code = ""  # the judge's code for a failure no measurement carries
         self.commands: list[dict[str, Any]] = []
         self._results: dict[int, CommandResult] = {}
         self.suspects: list[str] = []
@@ -123,6 +124,7 @@ class Check:
         if verdict.fix and verdict.outcome in (FAIL, NOT_MEASURED):
             reason = f"{reason} (fix: {verdict.fix})" if reason else verdict.fix
         if verdict.outcome == FAIL:
+            self.failure_code = verdict.code
             raise CheckFailed(reason or "failed")
         if verdict.outcome == NOT_MEASURED:
             raise NotMeasured(reason or "not measured")
@@ -286,7 +288,8 @@ def decide(
         if found:
             verdict, message = "fail", "; ".join(r.describe() for r in found)
     record.update(verdict=check_verdict(verdict, waiver, run_date), message=message)
-    record["codes"] = record_codes(record) if record["verdict"] in CODED else []
+    coded = record["verdict"] in CODED
+    record["codes"] = record_codes(record, check.failure_code) if coded else []
     return record, waiver
 
 
@@ -298,11 +301,12 @@ def fault_properties(record: dict[str, Any]) -> list[tuple[str, str]]:
     return [(FAULT_CODE_PROPERTY, code) for code in record.get("codes", ())]
 
 
-def record_codes(record: dict[str, Any]) -> list[str]:
-    """The fault codes of a failed record: its failed measurements' codes, else its
-    requirement's default (a failure no measurement carries, a baseline regression)."""
+def record_codes(record: dict[str, Any], failure_code: str = "") -> list[str]:
+    """The fault codes of a failed record: its failed measurements' codes, else the code
+    its judge gave the failure (`failure_code`), else its requirement's default (a failure
+    no measurement carries, a baseline regression)."""
     found = [m["code"] for m in record["measured"] if m.get("outcome") == FAIL and m.get("code")]
-    default = default_code(record["check_id"])
+    default = failure_code or default_code(record["check_id"])
     return list(dict.fromkeys(found)) or ([default] if default else [])
 
 

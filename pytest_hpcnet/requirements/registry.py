@@ -489,6 +489,76 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             BoundKey("rtt_max", "ping.max_ms", "<=", "ms"),
         ),
     ),
+    Requirement(
+        "host_hardware",
+        "Host hardware (CPUs, memory, huge pages, local NVMe)",
+        ("host",),
+        "static",
+        faults=(
+            FaultCode(
+                "HPCNET-HOST-HARDWARE",
+                "fewer CPUs or less memory than the instance type, another CPU model, or a "
+                "local NVMe disk missing or short",
+                "replace",
+                "open a ticket naming the figure and the instance type's "
+                "(a DIMM or disk is missing)",
+            ),
+            FaultCode(
+                "HPCNET-HUGEPAGES",
+                "fewer huge pages than the profile asks",
+                "config",
+                "reserve them (vm.nr_hugepages, or hugepages= on the kernel command line)",
+            ),
+        ),
+        judges=("host_hardware:judge_host_hardware",),
+        sections=("host_hardware",),
+    ),
+    Requirement(
+        "pcie_aer",
+        "No PCIe AER errors (GPUs, ERIs, NVMe)",
+        ("host",),
+        "static",
+        faults=(
+            FaultCode(
+                "HPCNET-PCIE-AER",
+                "a GPU, ERI or NVMe device counted a non-fatal or fatal PCIe error",
+                "replace",
+                "open a ticket naming the device, its bus id and the counter",
+            ),
+            FaultCode(
+                "HPCNET-PCIE-AER-CORRECTABLE",
+                "a device counted more correctable PCIe errors than the bound",
+                "replace",
+                "a marginal link: re-seat or replace (a ticket) if the count keeps rising",
+            ),
+        ),
+        judges=("pcie_aer:judge_pcie_aer",),
+        sections=("pcie_devices",),
+    ),
+    Requirement(
+        "host_settings",
+        "Host settings (clocksource, governor, NUMA balancing, THP, IOMMU, time sync)",
+        ("host",),
+        "static",
+        faults=(
+            FaultCode(
+                "HPCNET-HOST-SETTING",
+                "a host setting (clocksource, governor, NUMA balancing, THP, IOMMU) differs "
+                "from the profile",
+                "config",
+                "set it as the profile says (sysctl, kernel command line, cpupower) and "
+                "reboot where needed",
+            ),
+            FaultCode(
+                "HPCNET-TIME-SYNC",
+                "the clock follows no time source or is off by more than the bound",
+                "config",
+                "start chronyd with Alibaba's NTP servers and let it step the clock",
+            ),
+        ),
+        judges=("host_settings:judge_host_settings", "host_settings:judge_time_offset"),
+        sections=("host_settings", "timesync"),
+    ),
     # GPU node health; a CPU-only profile (expect.gpu.count unset) skips them
     Requirement(
         "gpu_inventory",
@@ -611,7 +681,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     Requirement(
         "pcie_links",
-        "PCIe links at full speed (GPUs, RDMA devices)",
+        "PCIe links at full speed (GPUs, RDMA devices, NVMe)",
         ("gpu", "rdma"),
         "static",
         faults=(
@@ -623,8 +693,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         group=GPU_NODES,
-        judges=("gpu:judge_pcie", "gpu_node:judge_rdma_pcie"),
-        sections=(GPU_QUERY.name, "rdma_sysfs", "gpu_driver", "gpu_cuda"),
+        judges=("gpu:judge_pcie", "gpu_node:judge_rdma_pcie", "pcie_aer:judge_nvme_pcie"),
+        sections=(GPU_QUERY.name, "rdma_sysfs", "gpu_driver", "gpu_cuda", "pcie_devices"),
     ),
     Requirement(
         "memlock",

@@ -14,7 +14,7 @@ a node that did not answer, a bound that is not set.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -212,6 +212,19 @@ class Verdict:
     def with_code(self, code: str) -> Verdict:
         """This verdict with the fault code of its failure (a pass or gap stays as it is)."""
         return replace(self, code=code) if self.outcome == FAIL else self
+
+    def with_codes(self, codes: Mapping[str, str]) -> Verdict:
+        """This verdict with each failed measurement coded by its name (`codes`: measurement
+        name -> fault code; a name not listed keeps the verdict's or the default code)."""
+        found = tuple(
+            replace(m, code=codes[m.name])
+            if m.outcome == FAIL and not m.code and m.name in codes
+            else m
+            for m in self.measurements
+        )
+        copy = replace(self)
+        object.__setattr__(copy, "measurements", found)
+        return copy
 
     def with_reason(self, reason: str) -> Verdict:
         """This verdict with another one-line reason."""

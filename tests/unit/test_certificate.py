@@ -192,6 +192,9 @@ def test_failing_rows_first_and_not_run_rows_listed():
         "instance_type",
         "erdma_nic_index",
         "erdma_gdr_bw",
+        "host_hardware",
+        "pcie_aer",
+        "host_settings",
         *GPU_LOAD_CHECKS,
         "burnin",
     } == not_run

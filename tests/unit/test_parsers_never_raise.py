@@ -48,17 +48,21 @@ from pytest_hpcnet.probes import (
     gpu_rdma,
     gpu_topo,
     gpu_xid,
+    host_hardware,
+    host_settings,
     links,
     metadata,
     nccl,
     nccl_debug,
     nccl_json,
+    pcie_aer,
     perftest_parsers,
     ping,
     ports,
     rdma,
     rdma_parsers,
     sysctl,
+    timesync,
     versions,
 )
 from pytest_hpcnet.requirements import gpu as gpu_judges
@@ -118,6 +122,10 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "nic_info": firmware.parse_nic_info,
     "ethtool_info": partial(firmware.parse_ethtool_info, "eth0"),
     "bios": firmware.parse_bios,
+    "host_hardware": host_hardware.parse_host_hardware,
+    "pcie_devices": pcie_aer.parse_pcie_devices,
+    "host_settings": host_settings.parse_host_settings,
+    "timesync": timesync.parse_timesync,
 }
 
 # Which parsers read which samples (glob under tests/fixtures/, parser names).
@@ -190,6 +198,10 @@ CORPUS: list[tuple[str, tuple[str, ...]]] = [
     ("firmware/nvidia-smi-q-*", ("smi_firmware", "fabric")),
     ("firmware/ethtool-i-*", ("ethtool_info",)),
     ("firmware/dmidecode-*", ("bios",)),
+    ("host/real-lscpu-*", ("host_hardware",)),
+    ("host/real-aer_dev_*", ("pcie_devices",)),  # the sysfs files, not the section's lines
+    ("host/real-chronyc-*", ("timesync",)),
+    ("host/real-timedatectl-*", ("timesync",)),
 ]
 
 LINE_PREFIXES = 24
@@ -345,6 +357,7 @@ UNFRAMED = {
     "mount",
     "sysctl",
     "nccl_debug",
+    "host_hardware",
 }
 
 
