@@ -23,7 +23,7 @@ from pydantic import (
 
 from pytest_hpcnet.inventory.bench_settings import BenchmarkSettings, CloudSettings
 from pytest_hpcnet.inventory.expectations import Expectations, Strict
-from pytest_hpcnet.inventory.gate_settings import ActionSettings, SchedulerSettings
+from pytest_hpcnet.inventory.gate_settings import ActionSettings, GateSettings, SchedulerSettings
 from pytest_hpcnet.inventory.sources import NodesFrom
 from pytest_hpcnet.inventory.ssh_files import file_problem
 
@@ -198,6 +198,7 @@ class InventoryFile(Strict):
     waiver_horizon_days: Annotated[int, Field(ge=1, le=3660)] = WAIVER_HORIZON_DAYS
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     actions: ActionSettings = Field(default_factory=ActionSettings)
+    gate: GateSettings = Field(default_factory=GateSettings)
     scope: ScopeSettings | None = None
 
     @field_validator("waivers")
@@ -275,6 +276,7 @@ class Inventory(BaseModel):
     waiver_horizon_days: int = WAIVER_HORIZON_DAYS
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     actions: ActionSettings = Field(default_factory=ActionSettings)
+    gate: GateSettings = Field(default_factory=GateSettings)
     scope: ScopeSettings | None = None
 
     @model_validator(mode="after")

@@ -8,6 +8,11 @@ whenever that file changed (`cloud_world.lab_world`), so a console fault applies
 It writes its own pidfile and exits once its lab is gone or the pidfile names another daemon;
 `lab down` kills it (`stop`).
 
+`RebootInstance` reboots a lab node for real, as far as the lab goes: its sshd and every
+session stop, its transient faults clear (`faults.heal_transient`; persistent ones stay),
+and after `REBOOT_DOWN_S` its sshd starts again; meanwhile `DescribeInstanceStatus` says
+`Stopping`, then `Starting`, and `Running` once sshd is back.
+
 The lab inventory's `cloud:` block names the endpoint (protocol http) and the lab's
 credentials file (`cloud.credentials_file`: the SDK's ini format, mode 0600, a dummy
 AccessKey drawn per `lab up` that no Alibaba Cloud endpoint knows); the audit registers
@@ -29,10 +34,10 @@ import time
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from pytest_hpcnet.lab.cloud_api import LOOPBACK, Answer, CloudWorld, api_handler, error
+from pytest_hpcnet.lab.cloud_api import LOOPBACK, Answer, CloudWorld, Reboot, api_handler, error
 from pytest_hpcnet.lab.cloud_world import CONTROLLER, lab_world
 from pytest_hpcnet.lab.metadata_server import detach
-from pytest_hpcnet.lab.state import LabState
+from pytest_hpcnet.lab.state import LabState, locked
 from pytest_hpcnet.lab.system import LabError
 
 MODULE = "pytest_hpcnet.lab.control_plane"
@@ -47,6 +52,9 @@ SDK_MODULES = ("alibabacloud_ecs20140526", "alibabacloud_vpc20160428", "alibabac
 CONTROLLER_FLOW = "controller"
 INTERNET = "203.0.113.9"
 """TEST-NET-3 (RFC 5737): stands for any host on the internet."""
+REBOOT_DOWN_S = 3.0
+"""How long a lab node rebooted by RebootInstance is away (sshd stopped) before its sshd
+starts again: a real instance takes a minute or more, the lab keeps its tests short."""
 
 
 def credentials_file(state: LabState) -> Path:
@@ -78,8 +86,13 @@ def endpoint(state: LabState) -> str | None:
 
 
 def inventory_cloud(state: LabState) -> dict:
-    """The lab inventory's `cloud:` block: the lab's endpoint, credentials file, and the
-    external flows the lab has (the controller's SSH; the internet kept out)."""
+    """`RebootInstance` reboots a lab node for real, as far as the lab goes: its sshd and every
+    session stop, its transient faults clear (`faults.heal_transient`; persistent ones stay),
+    and after `REBOOT_DOWN_S` its sshd starts again; meanwhile `DescribeInstanceStatus` says
+    `Stopping`, then `Starting`, and `Running` once sshd is back.
+
+    The lab inventory's `cloud:` block: the lab's endpoint, credentials file, and the
+        external flows the lab has (the controller's SSH; the internet kept out)."""
     where = endpoint(state)
     if where is None or not state.nodes:
         return {"enabled": False}
@@ -145,6 +158,9 @@ class ControlPlaneServer(ThreadingHTTPServer):
         self.started = self.last_check = time.monotonic()
         self._world: tuple[tuple[int, int, int], CloudWorld] | None = None
         self._world_lock = threading.Lock()
+        self.reboots: dict[str, Reboot] = {}
+        """Reboots in progress, kept across rebuilds of the world."""
+        self.reboot_down_s = REBOOT_DOWN_S
         super().__init__((LOOPBACK, 0), api_handler(self.answer))
 
     def answer(self, params: dict[str, str]) -> Answer:
@@ -167,8 +183,41 @@ class ControlPlaneServer(ThreadingHTTPServer):
                 state = LabState.load(self.state_dir)
                 if state is None:
                     return None
-                self._world = (key, lab_world(state))
+                world = lab_world(state)
+                world.reboots, world.on_reboot = self.reboots, self.reboot
+                self._world = (key, world)
             return self._world[1]
+
+    def reboot(self, instance_id: str, reboot: Reboot) -> None:
+        """Reboot the lab node of `instance_id` in the background (RebootInstance answers at
+        once, as ECS does)."""
+        worker = threading.Thread(target=self._reboot, args=(instance_id, reboot), daemon=True)
+        worker.start()
+
+    def _reboot(self, instance_id: str, reboot: Reboot) -> None:
+        from pytest_hpcnet.lab import cluster, faults
+
+        try:
+            with locked(self.state_dir):
+                state = LabState.load(self.state_dir)
+                node = (
+                    next(n for n in state.nodes if n.instance_id == instance_id) if state else None
+                )
+                if node is None:
+                    return
+                stop_tree(node.sshd_pid)
+                node.sshd_pid = None
+                state.save()
+            faults.heal_transient(node.name, self.state_dir)
+            time.sleep(self.reboot_down_s)
+            with locked(self.state_dir):
+                state = LabState.load(self.state_dir)
+                if state is not None:
+                    cluster.start_node_sshd(state, node.name)
+        except Exception as exc:  # a daemon thread: say it in the log, the status stays down
+            print(f"reboot of {instance_id} failed: {exc}", file=sys.stderr, flush=True)
+            return
+        reboot.up_at = time.monotonic()
 
     def service_actions(self) -> None:
         now = time.monotonic()
@@ -178,6 +227,29 @@ class ControlPlaneServer(ThreadingHTTPServer):
         gone = not (self.state_dir / "lab.json").exists()
         if gone or read_pidfile(self.state_dir) != os.getpid():
             threading.Thread(target=self.shutdown, daemon=True).start()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def stop_tree(pid: int | None) -> None:
+    """SIGKILL `pid` (a node's sshd) and every process under it (its sessions), children
+    first found, so nothing of the node's SSH is left running: what a reboot does."""
+    if not pid:
+        return
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending.extend(_children(current))
+    for one in found:
+        with contextlib.suppress(OSError):
+            os.kill(one, signal.SIGKILL)
 
 
 def pidfile(state_dir: Path) -> Path:
