@@ -36,6 +36,16 @@ Run = Callable[[str, str, float], CommandResult]
 Runner = Callable[..., Any]
 
 
+def reaccept_argv(inventory: Path, reports: Path, node: str, judgement: NodeJudgement) -> list[str]:
+    """One pytest run on `node` alone: its failed tests and every `gpu_load` test (`-k`
+    matches a test's name or its markers, so one run holds both)."""
+    names = dict.fromkeys(nid.partition("::")[2].partition("[")[0] for nid in judgement.nodeids)
+    expression = " or ".join(["gpu_load", *(n for n in names if n)])
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", expression]
+    argv += ["--hpcnet-inventory", str(inventory), "--hpcnet-reports-dir", str(reports)]
+    return [*argv, "--hpcnet-nodes", node, str(confirm.SUITES)]
+
+
 def transport_run(inventory: Inventory) -> Run:
     """Run one command on one node over a fresh SSH connection (after a reboot, a cached one
     is dead)."""
@@ -192,32 +202,26 @@ class LiveRepairer:
     def reaccept(self, node: str, judgement: NodeJudgement) -> Acceptance:
         reports = self.run_dir.parent / confirm.GATE_DIR / self.run_dir.name / REPAIR_DIR / node
         lines: list[str] = []
-        failed = {node: judgement}
-        first = self._first()
-        checks_argv = confirm.rerun_argv(self.inventory_path, reports, failed, None)
-        got = self._pytest(checks_argv, reports, lines)
+        got = self._pytest(
+            reaccept_argv(self.inventory_path, reports, node, judgement), reports, lines
+        )
         if isinstance(got, str):
-            return Acceptance(False, f"failed checks re-run: {got}", lines)
-        outcome = confirm.outcomes(failed, *got, first=first)[node]
+            return Acceptance(False, got, lines)
+        records, summary = got
+        first = self._first()
+        outcome = confirm.outcomes({node: judgement}, records, summary, first=first)[node]
         if outcome.outcome != "flaky":  # "flaky" here: every failed check passes now
             detail = "failed again" if outcome.outcome == "confirmed" else "not judged"
-            return Acceptance(False, f"{', '.join(judgement.checks)} {detail}: {outcome.detail}")
-        load_argv = [sys.executable, "-m", "pytest", "-m", "gpu_load", "-q"]
-        load_argv += ["-p", "no:cacheprovider", "--hpcnet-inventory", str(self.inventory_path)]
-        load_argv += ["--hpcnet-reports-dir", str(reports), "--hpcnet-nodes", node]
-        load_argv += [str(confirm.SUITES)]
-        got = self._pytest(load_argv, reports, lines)
-        if isinstance(got, str):
-            return Acceptance(False, f"GPU load: {got}", lines)
-        records, summary = got
+            why = f"{', '.join(judgement.checks)} {detail}: {outcome.detail}"
+            return Acceptance(False, why, lines)
         status = judge(records, summary, [node]).get(node)
-        load_checks = sorted({r.check_id for r in records})
-        below = confirm.peer_misses(first, records, node, load_checks)
+        load = sorted({r.check_id for r in records} - set(judgement.checks))
+        below = confirm.peer_misses(first, records, node, load)
         if status is None or status.status != "pass" or below:
             why = (status.checks or [status.why]) if status else ["no record"]
-            return Acceptance(False, f"GPU load: {'; '.join(below or why)}", lines)
-        runs = f"{summary.run_id}: {len(load_checks)} GPU load checks"
-        return Acceptance(True, f"{', '.join(judgement.checks)} pass; {runs} pass", lines)
+            return Acceptance(False, f"under load: {'; '.join(below or why)}", lines)
+        passed = f"{', '.join(judgement.checks)} and {len(load)} GPU load checks pass"
+        return Acceptance(True, f"{summary.run_id}: {passed}", lines)
 
 
 def loop_for(inventory_path: Path, inventory: Inventory, run_dir: Path) -> RepairLoop | None:

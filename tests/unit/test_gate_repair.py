@@ -341,3 +341,14 @@ def test_dry_run_plans_the_repair_and_does_nothing(tmp_path):
     )
     assert "  repair node01: HPCNET-GPU-XID: reboot (planned)" in report.lines
     assert fake.done == [] and all(a[1] == "show" for a in fake_slurm.ran)
+
+
+def test_reaccept_is_one_run_on_the_node_alone_with_its_failed_tests_and_the_load():
+    from pytest_hpcnet.gate.repair_live import reaccept_argv
+
+    judgement = failed("node02", "gpu_xid")
+    judgement.nodeids = ["pytest_hpcnet/suites/test_gpu.py::test_gpu_no_xid_since_boot[node02]"]
+    argv = reaccept_argv(Path("inv.yaml"), Path("out"), "node02", judgement)
+    assert argv[argv.index("-k") + 1] == "gpu_load or test_gpu_no_xid_since_boot"
+    assert argv[argv.index("--hpcnet-nodes") + 1] == "node02"
+    assert argv[-1].endswith("pytest_hpcnet/suites") and "-m" not in argv[3:]
