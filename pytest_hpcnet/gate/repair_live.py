@@ -89,6 +89,7 @@ class LiveRepairer:
     run: Run | None = None
     runner: Runner = subprocess.run
     poll_s: float = POLL_S
+    leave_running_s: float = LEAVE_RUNNING_S
     first: list[CheckRecord] | None = None
     _instances: dict[str, str] = field(default_factory=dict)
 
@@ -140,7 +141,13 @@ class LiveRepairer:
             power.reboot(instance)
             started = time.monotonic()
             limit = self.policy.reboot_timeout_s
-            _poll(lambda: power.status(instance), lambda s: s != "Running", LEAVE_RUNNING_S, 0.5)
+            status, left = _poll(
+                lambda: power.status(instance), lambda s: s != "Running", self.leave_running_s, 0.5
+            )
+            if not left:
+                raise RepairError(
+                    f"{instance} still Running {self.leave_running_s:g} s after RebootInstance"
+                )
             status, ok = _poll(
                 lambda: power.status(instance), lambda s: s == "Running", limit, self.poll_s
             )

@@ -145,3 +145,12 @@ def test_live_reboot_is_bounded():
         pytest.raises(RepairError, match=r"SSH not answering 0\.3"),
     ):
         repairer(power(fake), refusals=10**6).reboot("node01")
+
+
+def test_a_reboot_that_never_happened_is_not_taken_for_one():
+    with FakeAliyun(world()) as fake:
+        fake.script("RebootInstance", {"RequestId": "accepted-but-lost"})
+        live = repairer(power(fake), refusals=0)
+        live.leave_running_s = 0.2
+        with pytest.raises(RepairError, match=r"i-1 still Running 0\.2 s after RebootInstance"):
+            live.reboot("node01")
