@@ -42,8 +42,6 @@ BUSY_FLAGS = {"ALLOCATED", "MIXED", "COMPLETING"}
 RETURNING = 2
 """A node with this many repairs in the history read is named as returning."""
 
-__all__ = ["NodeFault", "RepairClass", "node_faults"]
-
 
 @dataclass(frozen=True)
 class NodeFault:

@@ -49,11 +49,10 @@ def reaccept_argv(inventory: Path, reports: Path, node: str, judgement: NodeJudg
 def transport_run(inventory: Inventory) -> Run:
     """Run one command on one node over a fresh SSH connection (after a reboot, a cached one
     is dead)."""
-    from pytest_hpcnet.session import only_nodes
     from pytest_hpcnet.transport.fanout import Transport
 
     def run(node: str, command: str, timeout_s: float) -> CommandResult:
-        transport = Transport(only_nodes(inventory, node))
+        transport = Transport(inventory, concurrency=1)  # connects to `node` only
         try:
             return transport.run(node, command, timeout_s)
         finally:

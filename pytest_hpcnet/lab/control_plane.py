@@ -37,10 +37,11 @@ from pathlib import Path
 from pytest_hpcnet.lab.cloud_api import LOOPBACK, Answer, CloudWorld, Reboot, api_handler, error
 from pytest_hpcnet.lab.cloud_world import CONTROLLER, lab_world
 from pytest_hpcnet.lab.metadata_server import detach
-from pytest_hpcnet.lab.state import LabState, locked
+from pytest_hpcnet.lab.state import LabState
 from pytest_hpcnet.lab.system import LabError
 
 MODULE = "pytest_hpcnet.lab.control_plane"
+REBOOT_MODULE = "pytest_hpcnet.lab.reboot"
 LIFECHECK_GRACE_S = 30.0
 LIFECHECK_EVERY_S = 5.0
 READY_S = 20.0
@@ -195,27 +196,13 @@ class ControlPlaneServer(ThreadingHTTPServer):
         worker.start()
 
     def _reboot(self, instance_id: str, reboot: Reboot) -> None:
-        from pytest_hpcnet.lab import cluster, faults
-
-        try:
-            with locked(self.state_dir):
-                state = LabState.load(self.state_dir)
-                node = (
-                    next(n for n in state.nodes if n.instance_id == instance_id) if state else None
-                )
-                if node is None:
-                    return
-                stop_tree(node.sshd_pid)
-                node.sshd_pid = None
-                state.save()
-            faults.heal_transient(node.name, self.state_dir)
-            time.sleep(self.reboot_down_s)
-            with locked(self.state_dir):
-                state = LabState.load(self.state_dir)
-                if state is not None:
-                    cluster.start_node_sshd(state, node.name)
-        except Exception as exc:  # a daemon thread: say it in the log, the status stays down
-            print(f"reboot of {instance_id} failed: {exc}", file=sys.stderr, flush=True)
+        """`lab/reboot.py` in a process of its own (it restarts sshd with the lab's setup
+        code, which imports this module); the instance is `Running` once it is done."""
+        command = [sys.executable, "-m", REBOOT_MODULE, "--state-dir", str(self.state_dir)]
+        command += ["--instance", instance_id, "--down-s", str(self.reboot_down_s)]
+        proc = subprocess.run(command, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:  # the status stays `Starting`: the caller's wait times out
+            print(f"reboot of {instance_id} failed: {proc.stderr.strip()}", file=sys.stderr)
             return
         reboot.up_at = time.monotonic()
 
@@ -227,29 +214,6 @@ class ControlPlaneServer(ThreadingHTTPServer):
         gone = not (self.state_dir / "lab.json").exists()
         if gone or read_pidfile(self.state_dir) != os.getpid():
             threading.Thread(target=self.shutdown, daemon=True).start()
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(p) for p in text.split()]
-
-
-def stop_tree(pid: int | None) -> None:
-    """SIGKILL `pid` (a node's sshd) and every process under it (its sessions), children
-    first found, so nothing of the node's SSH is left running: what a reboot does."""
-    if not pid:
-        return
-    found, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        found.append(current)
-        pending.extend(_children(current))
-    for one in found:
-        with contextlib.suppress(OSError):
-            os.kill(one, signal.SIGKILL)
 
 
 def pidfile(state_dir: Path) -> Path:
