@@ -15,6 +15,7 @@ with a `Repairer` (`repair_live.LiveRepairer` on a real cluster, fakes in the un
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -53,40 +54,27 @@ class NodeFault:
 
 
 # PROVISIONAL: replaced at merge by the registry's fault codes and repair classes.
-_RESET_CHECKS = ("gpu_health",)
-_REBOOT_CHECKS = (
-    "gpu_xid",
-    "gpu_compute",
-    "gpu_bandwidth",
-    "gpu_correctness",
-    "gpu_clocks",
-    "gpu_dcgm",
-    "gpu_nvlink",
-    "gpu_fabric",
-    "gpu_p2p",
-    "gpu_nccl_node",
-)
-_CONFIG_CHECKS = ("mtu", "path_mtu", "tuning", "sysctl", "security_group", "cloud_audit")
-_REPLACE_CHECKS = ("gpu_inventory", "erdma", "pcie_links")
+_CONFIG = re.compile(r"mtu|tuning|sysctl|security_group|cloud_audit|firewall|memlock")
+_REPLACE = re.compile(r"_inventory$|^erdma$|pcie|missing|not enumerated|no \S+ device")
+_RESET = re.compile(r"ecc|row remap", re.IGNORECASE)
+_REBOOT = re.compile(r"^gpu_|^nvlink|xid", re.IGNORECASE)
 
 
 def _provisional_faults(check_id: str, message: str) -> NodeFault:
     """PROVISIONAL, to be replaced by the registry's codes: `HPCNET-<CHECK-ID>` and a class
-    from the check id (ECC `reset`; XID and the GPU load `reboot`; MTU, tuning and the
-    security group `config`; a missing device `replace`), else from the message."""
+    from the check id and message: MTU, tuning and the security group `config`; a missing
+    device or a degraded link `replace`; ECC `reset`; an Xid and the GPU checks (the GPU
+    load) `reboot`; anything else `config` (a person looks at it, never rebooted)."""
     code = "HPCNET-" + check_id.upper().replace("_", "-")
-    text = message.lower()
-    repair: RepairClass
-    if check_id in _RESET_CHECKS or "ecc" in text:
-        repair = "reset"
-    elif check_id in _REBOOT_CHECKS or "xid" in text:
-        repair = "reboot"
-    elif check_id in _CONFIG_CHECKS or check_id.startswith(("tuning", "sysctl")):
+    repair: RepairClass = "config"
+    if _CONFIG.search(check_id):
         repair = "config"
-    elif check_id in _REPLACE_CHECKS or "missing" in text or "not found" in text:
+    elif _REPLACE.search(check_id) or _REPLACE.search(message.lower()):
         repair = "replace"
-    else:
-        repair = "config"  # unknown: a person looks at it, never rebooted
+    elif _RESET.search(check_id) or _RESET.search(message) or check_id == "gpu_health":
+        repair = "reset"
+    elif _REBOOT.search(check_id) or _REBOOT.search(message):
+        repair = "reboot"
     return NodeFault(code, repair, check_id)
 
 
