@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hpcnet.gate import confirm as confirming
-from pytest_hpcnet.gate import hook, slurm
+from pytest_hpcnet.gate import hook, repair, slurm
 from pytest_hpcnet.gate.confirm import GATE_DIR, Confirmer
 from pytest_hpcnet.gate.judge import NodeJudgement, judge
 from pytest_hpcnet.inventory.gate_settings import ActionSettings, SchedulerSettings
@@ -90,7 +90,17 @@ def run(args: argparse.Namespace) -> int:
         act=args.act,
         cluster=inventory.cluster.name,
         confirm=confirming.for_run(args.inventory, inventory.scheduler, args.run_dir),
+        repair_loop=repair_loop_for(args.inventory, inventory, args.run_dir),
     ).code
+
+
+def repair_loop_for(
+    inventory_path: Path, inventory: Any, run_dir: Path
+) -> repair.RepairLoop | None:
+    """The inventory's `gate.repair` loop (None without the policy)."""
+    from pytest_hpcnet.gate.repair_live import loop_for
+
+    return loop_for(inventory_path, inventory, run_dir)
 
 
 def apply(
@@ -103,10 +113,13 @@ def apply(
     scontrol_runner: slurm.Runner = slurm.run_command,
     hook_runner: HookRunner = hook.run_hook,
     confirm: Confirmer | None = None,
+    repair_loop: repair.RepairLoop | None = None,
 ) -> Report:
     """Judge the run, confirm its failures by a re-run (`confirm`, when given and there is
     something to act with), plan, print the plan's exact commands and, with `act`, carry
-    it out. Only a confirmed failure is acted on; an unreachable node never is."""
+    it out. Only a confirmed failure is acted on; an unreachable node never is. With
+    `repair_loop` (the inventory's `gate.repair`), drained nodes are then reset or rebooted
+    and re-accepted (gate/repair.py)."""
     report = Report()
     mode = "act" if act else "dry run"
     if act and scheduler.kind == "slurm" and not scheduler.act:
@@ -167,6 +180,7 @@ def apply(
         report.code = EXIT_INCOMPLETE
     entry: dict[str, Any] = {
         "at": datetime.now(timezone.utc).isoformat(),
+        "cluster": cluster,
         "run_id": run_id,
         "mode": mode,
         "failed": failed,
@@ -179,6 +193,10 @@ def apply(
     not_done = False
     if scheduler.kind == "slurm":
         not_done |= _slurm(report, judgements, scheduler, act, scontrol_runner, entry)
+        if repair_loop is not None and not not_done:
+            not_done |= _repair(
+                report, judgements, scheduler, act, scontrol_runner, entry, repair_loop, confirm
+            )
     if actions.command is not None:
         not_done |= _hooks(
             report,
@@ -270,6 +288,57 @@ def _slurm(
         report.say(f"slurm: not done (next run plans it again): {rest.command}")
     entry["slurm"]["failed"] = {"command": action.command, "error": error}
     return True
+
+
+def _repair(
+    report: Report,
+    judgements: Mapping[str, NodeJudgement],
+    scheduler: SchedulerSettings,
+    act: bool,
+    runner: slurm.Runner,
+    entry: dict[str, Any],
+    loop: repair.RepairLoop,
+    confirm: Confirmer | None,
+) -> bool:
+    """Plan and (with act) carry out the resets and reboots of drained nodes (gate.repair);
+    True when Slurm could not be read."""
+    try:
+        live = slurm.read_nodes(scheduler, runner)
+    except slurm.SlurmError as exc:
+        report.say(f"repair: controller not answering: {exc}; nothing repaired")
+        return True
+    if not act:  # in a dry run nothing is drained yet: plan as if the drains were done
+        live = {
+            name: slurm.SlurmNode(name, f"{node.state}+DRAIN", f"{slurm.PREFIX} (planned)")
+            if not node.reason or node.ours
+            else node
+            for name, node in live.items()
+        }
+    the_plan = repair.plan(
+        judgements,
+        live,
+        loop.policy,
+        scheduler,
+        loop.past,
+        loop.cluster_nodes,
+        confirm_required=confirm is not None,
+    )
+    for candidate in the_plan.chosen:
+        codes = ",".join(f.code for f in candidate.faults)
+        report.say(
+            f"  repair {candidate.node}: {codes}: {candidate.action}"
+            + ("" if act else " (planned)")
+        )
+    records = list(the_plan.left)
+    if act:
+        records += repair.execute(the_plan, loop.repairer, repair.slurm_resume(scheduler, runner))
+    for record in sorted(records, key=lambda r: r.node):
+        if act or record.action is None:
+            report.say(record.line())
+    for node, past in loop.past.returning().items():
+        report.say(f"  returning {node}: repaired {len(past)} times since {past[0].at[:10]}")
+    entry["repair"] = [r.as_dict() for r in records]
+    return False
 
 
 def _hooks(

@@ -5,10 +5,14 @@ gate's own judgement (`gate/judge.py`), so "flapped" means what the gate acted o
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from pytest_hpcnet.gate.confirm import GATE_DIR
 from pytest_hpcnet.gate.judge import judge
+from pytest_hpcnet.gate.repair import PastRepairs, past_repairs
 from pytest_hpcnet.report.evidence import CheckRecord, RunSummary, read_summary
 from pytest_hpcnet.report.trends import MAX_RUNS, History, build_history, digest_run, write_digest
 
@@ -80,4 +84,44 @@ def run(args: argparse.Namespace) -> int:
         f"{len(found.regressions())} regressed points ({len(latest)} in the latest run), "
         f"flapped: {', '.join(found.flapped) or 'none'}"
     )
+    for line in repair_lines(repairs(args.reports_dir, found.cluster)):
+        print(f"  repair: {line}")
     return 1 if latest else 0
+
+
+def gate_entries(reports_dir: Path) -> list[dict]:
+    """Every gate run's entry in `<reports>/.gate/*/gate.jsonl` (unreadable lines skipped)."""
+    found: list[dict] = []
+    gate_dir = reports_dir / GATE_DIR
+    for path in sorted(gate_dir.glob("*/gate.jsonl")) if gate_dir.is_dir() else []:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                if isinstance(entry, dict):
+                    found.append(entry)
+    return found
+
+
+def repairs(reports_dir: Path, cluster: str = "") -> PastRepairs:
+    """The repairs the gate did in this reports folder (of `cluster`), oldest first."""
+    return past_repairs(gate_entries(reports_dir), cluster)
+
+
+def repair_lines(past: PastRepairs) -> list[str]:
+    """Per node: its repairs (code, repair, times, outcome), and the nodes that keep
+    coming back, named."""
+    lines = []
+    for record in past.records:
+        if record.action is not None:
+            lines.append(f"{record.at[:16]} {record.line().strip()}")
+    for node, records in past.returning().items():
+        codes = sorted({c for r in records for c in r.codes})
+        lines.append(
+            f"returning {node}: {len(records)} repairs since {records[0].at[:10]} "
+            f"({', '.join(codes)})"
+        )
+    return lines

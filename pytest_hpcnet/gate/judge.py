@@ -36,6 +36,8 @@ class NodeJudgement:
     """Failed check ids, in order of first failure."""
     reasons: list[str] = field(default_factory=list)
     """One short message per failed check id, same order."""
+    faults: list[tuple[str, str]] = field(default_factory=list)
+    """(check id, fault code) of each code the failed records carry, in order."""
     why: str = ""
     """For `unjudged`: why the gate will not act on this node."""
     nodeids: list[str] = field(default_factory=list)
@@ -99,6 +101,9 @@ def judge(
                 if record.check_id not in judgement.checks:
                     judgement.checks.append(record.check_id)
                     judgement.reasons.append(short(record.message or record.check_id))
+                for code in record.fault_codes():
+                    if (record.check_id, code) not in judgement.faults:
+                        judgement.faults.append((record.check_id, code))
                 if record.nodeid and record.nodeid not in judgement.nodeids:
                     judgement.nodeids.append(record.nodeid)
                 judgement.local = judgement.local and record.kind == "node"

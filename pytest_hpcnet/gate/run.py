@@ -125,6 +125,7 @@ def _run_locked(args: argparse.Namespace, inventory, reports: Path, lock_file: P
         act=args.act,
         cluster=inventory.cluster.name,
         confirm=confirm.for_run(args.inventory, inventory.scheduler, run_dir),
+        repair_loop=gate_apply.repair_loop_for(args.inventory, inventory, run_dir),
     )
     code = report.code
     if status not in PYTEST_OK and code in (gate_apply.EXIT_HEALTHY, gate_apply.EXIT_FAILED):

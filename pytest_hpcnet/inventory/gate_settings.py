@@ -6,7 +6,7 @@ import re
 import shlex
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from pytest_hpcnet.inventory.expectations import Strict
 
@@ -90,3 +90,63 @@ class ActionSettings(Strict):
             if not words:
                 raise ValueError("command is empty")
         return self
+
+
+RepairClass = Literal["config", "reset", "reboot", "replace"]
+REPAIRABLE = ("reset", "reboot")
+"""The repair classes the gate may act on itself; `config` and `replace` go to a person."""
+FAULT_CODE = re.compile(r"^HPCNET-[A-Z0-9][A-Z0-9_-]*$")
+
+
+class RepairSettings(Strict):
+    """`gate.repair:` which confirmed faults the gate resets or reboots, and how many nodes
+    at once (see docs/gate.md, "Reboot and re-accept")."""
+
+    reset: list[str] = Field(default_factory=lambda: ["reset"])
+    """Fault codes (`HPCNET-GPU-HEALTH`) or the class `reset`: repaired by `nvidia-smi -r`."""
+    reboot: list[str] = Field(default_factory=lambda: ["reset", "reboot"])
+    """Fault codes or the classes `reset`/`reboot`: repaired by an ECS `RebootInstance` (a
+    node whose faults the `reset` list does not all cover; a reboot resets the GPUs too)."""
+    max_nodes_per_night: Annotated[int, Field(ge=0, le=1000)] = 2
+    max_share: Annotated[float, Field(gt=0, le=1)] = 0.10
+    """The largest fraction of the cluster's nodes in repair at once (rounded down)."""
+    max_attempts: Annotated[int, Field(ge=1, le=10)] = 2
+    """Repairs of one node that did not hold (failed re-acceptance, or the fault came back
+    while suspect) before it is left for `replace`."""
+    suspect_nights: Annotated[int, Field(ge=0, le=90)] = 7
+    """Nights a repaired node stays suspect: the same code again goes straight to `replace`."""
+    reboot_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 900.0
+    """RebootInstance to the instance `Running` again (NVIDIA's cloud validation: under 600 s
+    for a reboot, 900 s for a power cycle)."""
+    ssh_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 600.0
+    """`Running` to SSH answering."""
+    reaccept_timeout_s: Annotated[float, Field(gt=0, le=14400)] = 1800.0
+    """Each re-acceptance pytest run (the failed checks, then `-m gpu_load`)."""
+
+    @field_validator("reset", "reboot")
+    @classmethod
+    def _codes_or_classes(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        allowed = ("reset",) if info.field_name == "reset" else REPAIRABLE
+        for item in value:
+            if item in ("config", "replace"):
+                raise ValueError(f"{item!r} faults are never reset or rebooted")
+            if item in ("reset", "reboot"):
+                if item not in allowed:
+                    raise ValueError(f"the class {item!r} cannot be repaired by a GPU reset")
+            elif not FAULT_CODE.match(item):
+                raise ValueError(
+                    f"{item!r} is neither a repair class ({', '.join(allowed)}) nor a fault "
+                    "code (HPCNET-...)"
+                )
+        return value
+
+    def limit(self, cluster_nodes: int) -> int:
+        """How many nodes may be in repair at once in a cluster of `cluster_nodes`."""
+        return min(self.max_nodes_per_night, int(self.max_share * cluster_nodes + 1e-9))
+
+
+class GateSettings(Strict):
+    """`gate:` what the nightly gate may do beyond drain and resume."""
+
+    repair: RepairSettings | None = None
+    """Absent: no reset or reboot; a drained node waits for a person."""

@@ -373,6 +373,7 @@ def _build(
             waiver_horizon_days=parsed.waiver_horizon_days,
             scheduler=parsed.scheduler,
             actions=parsed.actions,
+            gate=parsed.gate,
             scope=parsed.scope,
             burnin=parsed.burnin,
         )

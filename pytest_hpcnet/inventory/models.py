@@ -24,7 +24,7 @@ from pydantic import (
 from pytest_hpcnet.inventory.bench_settings import BenchmarkSettings, CloudSettings
 from pytest_hpcnet.inventory.burnin_settings import BurninSettings
 from pytest_hpcnet.inventory.expectations import Expectations, Strict
-from pytest_hpcnet.inventory.gate_settings import ActionSettings, SchedulerSettings
+from pytest_hpcnet.inventory.gate_settings import ActionSettings, GateSettings, SchedulerSettings
 from pytest_hpcnet.inventory.sources import NodesFrom
 from pytest_hpcnet.inventory.ssh_files import file_problem
 
@@ -199,6 +199,7 @@ class InventoryFile(Strict):
     waiver_horizon_days: Annotated[int, Field(ge=1, le=3660)] = WAIVER_HORIZON_DAYS
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     actions: ActionSettings = Field(default_factory=ActionSettings)
+    gate: GateSettings = Field(default_factory=GateSettings)
     scope: ScopeSettings | None = None
     burnin: BurninSettings = Field(default_factory=BurninSettings)
 
@@ -277,6 +278,7 @@ class Inventory(BaseModel):
     waiver_horizon_days: int = WAIVER_HORIZON_DAYS
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     actions: ActionSettings = Field(default_factory=ActionSettings)
+    gate: GateSettings = Field(default_factory=GateSettings)
     scope: ScopeSettings | None = None
     burnin: BurninSettings = Field(default_factory=BurninSettings)
 

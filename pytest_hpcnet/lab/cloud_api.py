@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -132,6 +133,33 @@ def error(code: str, message: str) -> dict[str, Any]:
     return {"RequestId": "fake", "Code": code, "Message": message}
 
 
+REBOOT_DOWN_S = 3.0
+"""How long a rebooted instance of a fake world is away (a real one takes one to a few
+minutes; the lab keeps its tests short)."""
+STOPPING_SHARE = 0.3
+"""The part of a reboot spent `Stopping` (the rest `Starting`)."""
+
+
+@dataclass
+class Reboot:
+    """One RebootInstance in progress: accepted at `at` (monotonic), back when `up_at` is set
+    (by the world's `on_reboot`, or `down_s` after `at` when nobody sets it)."""
+
+    at: float
+    down_s: float = REBOOT_DOWN_S
+    up_at: float | None = None
+    managed: bool = False
+    """True when `on_reboot` sets `up_at` itself (the lab: once sshd is back)."""
+
+    def status(self, now: float | None = None) -> str:
+        now = time.monotonic() if now is None else now
+        if self.up_at is not None and now >= self.up_at:
+            return "Running"
+        if not self.managed and now >= self.at + self.down_s:
+            return "Running"
+        return "Stopping" if now < self.at + STOPPING_SHARE * self.down_s else "Starting"
+
+
 @dataclass
 class CloudWorld:
     """What the fake API describes; bodies are plain dicts in the API's shape."""
@@ -157,6 +185,19 @@ class CloudWorld:
     """Port list id -> port ranges (`80/80`)."""
     page_size: int | None = None
     """Cap on items per page (forces paging whatever MaxResults says)."""
+    reboots: dict[str, Reboot] = field(default_factory=dict)
+    """Instance id -> its reboot in progress (RebootInstance); shared between the worlds a
+    server builds, so a reboot outlives a rebuild."""
+    reboot_down_s: float = REBOOT_DOWN_S
+    """How long a rebooted instance is away when no `on_reboot` says when it is back."""
+    on_reboot: Callable[[str, Reboot], None] | None = None
+    """Called with the instance id once RebootInstance is accepted (the lab restarts the
+    node's sshd; FakeAliyun's worlds come back after `Reboot.down_s`)."""
+
+    def status(self, instance_id: str, listed: str = "Running") -> str:
+        """The instance's status now: `Stopping`, then `Starting` while it reboots."""
+        reboot = self.reboots.get(instance_id)
+        return reboot.status() if reboot is not None else listed
 
     def add_group(
         self,
@@ -206,8 +247,47 @@ class CloudWorld:
         if params.get("VpcId"):
             found = [i for i in found if i["VpcAttributes"]["VpcId"] == params["VpcId"]]
         page, token = self._page(found, params)
+        page = [{**i, "Status": self.status(i["InstanceId"], i["Status"])} for i in page]
         body = {"RequestId": "fake", "TotalCount": len(found), "NextToken": token}
         return 200, {**body, "Instances": {"Instance": page}}
+
+    def _instance(self, instance_id: str) -> dict[str, Any] | None:
+        return next((i for i in self.instances if i["InstanceId"] == instance_id), None)
+
+    def _RebootInstance(self, params: dict[str, str]) -> Answer:
+        instance_id = params.get("InstanceId", "")
+        instance = self._instance(instance_id)
+        if instance is None:
+            return 404, error(
+                "InvalidInstanceId.NotFound", "The specified instance does not exist."
+            )
+        if self.status(instance_id, instance.get("Status", "Running")) != "Running":
+            message = "The current status of the resource does not support this operation."
+            return 403, error("IncorrectInstanceStatus", message)
+        managed = self.on_reboot is not None
+        reboot = Reboot(time.monotonic(), self.reboot_down_s, managed=managed)
+        self.reboots[instance_id] = reboot
+        if self.on_reboot is not None:
+            self.on_reboot(instance_id, reboot)
+        return 200, {"RequestId": "fake"}
+
+    def _DescribeInstanceStatus(self, params: dict[str, str]) -> Answer:
+        wanted = {v for k, v in params.items() if k.startswith("InstanceId.")}
+        found = [i for i in self.instances if not wanted or i["InstanceId"] in wanted]
+        size = int(params.get("PageSize") or 10)
+        number = int(params.get("PageNumber") or 1)
+        page = found[(number - 1) * size : number * size]
+        items = [
+            {"InstanceId": i["InstanceId"], "Status": self.status(i["InstanceId"], i["Status"])}
+            for i in page
+        ]
+        return 200, {
+            "RequestId": "fake",
+            "TotalCount": len(found),
+            "PageNumber": number,
+            "PageSize": size,
+            "InstanceStatuses": {"InstanceStatus": items},
+        }
 
     def _DescribeInstanceTypes(self, params: dict[str, str]) -> Answer:
         wanted = {v for k, v in params.items() if k.startswith("InstanceTypes")}

@@ -8,6 +8,11 @@ whenever that file changed (`cloud_world.lab_world`), so a console fault applies
 It writes its own pidfile and exits once its lab is gone or the pidfile names another daemon;
 `lab down` kills it (`stop`).
 
+`RebootInstance` reboots a lab node for real, as far as the lab goes: its sshd and every
+session stop, its transient faults clear (`faults.heal_transient`; persistent ones stay),
+and after `REBOOT_DOWN_S` its sshd starts again; meanwhile `DescribeInstanceStatus` says
+`Stopping`, then `Starting`, and `Running` once sshd is back.
+
 The lab inventory's `cloud:` block names the endpoint (protocol http) and the lab's
 credentials file (`cloud.credentials_file`: the SDK's ini format, mode 0600, a dummy
 AccessKey drawn per `lab up` that no Alibaba Cloud endpoint knows); the audit registers
@@ -29,13 +34,14 @@ import time
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from pytest_hpcnet.lab.cloud_api import LOOPBACK, Answer, CloudWorld, api_handler, error
+from pytest_hpcnet.lab.cloud_api import LOOPBACK, Answer, CloudWorld, Reboot, api_handler, error
 from pytest_hpcnet.lab.cloud_world import CONTROLLER, lab_world
 from pytest_hpcnet.lab.metadata_server import detach
 from pytest_hpcnet.lab.state import LabState
 from pytest_hpcnet.lab.system import LabError
 
 MODULE = "pytest_hpcnet.lab.control_plane"
+REBOOT_MODULE = "pytest_hpcnet.lab.reboot"
 LIFECHECK_GRACE_S = 30.0
 LIFECHECK_EVERY_S = 5.0
 READY_S = 20.0
@@ -47,6 +53,9 @@ SDK_MODULES = ("alibabacloud_ecs20140526", "alibabacloud_vpc20160428", "alibabac
 CONTROLLER_FLOW = "controller"
 INTERNET = "203.0.113.9"
 """TEST-NET-3 (RFC 5737): stands for any host on the internet."""
+REBOOT_DOWN_S = 3.0
+"""How long a lab node rebooted by RebootInstance is away (sshd stopped) before its sshd
+starts again: a real instance takes a minute or more, the lab keeps its tests short."""
 
 
 def credentials_file(state: LabState) -> Path:
@@ -78,8 +87,13 @@ def endpoint(state: LabState) -> str | None:
 
 
 def inventory_cloud(state: LabState) -> dict:
-    """The lab inventory's `cloud:` block: the lab's endpoint, credentials file, and the
-    external flows the lab has (the controller's SSH; the internet kept out)."""
+    """`RebootInstance` reboots a lab node for real, as far as the lab goes: its sshd and every
+    session stop, its transient faults clear (`faults.heal_transient`; persistent ones stay),
+    and after `REBOOT_DOWN_S` its sshd starts again; meanwhile `DescribeInstanceStatus` says
+    `Stopping`, then `Starting`, and `Running` once sshd is back.
+
+    The lab inventory's `cloud:` block: the lab's endpoint, credentials file, and the
+        external flows the lab has (the controller's SSH; the internet kept out)."""
     where = endpoint(state)
     if where is None or not state.nodes:
         return {"enabled": False}
@@ -145,6 +159,9 @@ class ControlPlaneServer(ThreadingHTTPServer):
         self.started = self.last_check = time.monotonic()
         self._world: tuple[tuple[int, int, int], CloudWorld] | None = None
         self._world_lock = threading.Lock()
+        self.reboots: dict[str, Reboot] = {}
+        """Reboots in progress, kept across rebuilds of the world."""
+        self.reboot_down_s = REBOOT_DOWN_S
         super().__init__((LOOPBACK, 0), api_handler(self.answer))
 
     def answer(self, params: dict[str, str]) -> Answer:
@@ -167,8 +184,27 @@ class ControlPlaneServer(ThreadingHTTPServer):
                 state = LabState.load(self.state_dir)
                 if state is None:
                     return None
-                self._world = (key, lab_world(state))
+                world = lab_world(state)
+                world.reboots, world.on_reboot = self.reboots, self.reboot
+                self._world = (key, world)
             return self._world[1]
+
+    def reboot(self, instance_id: str, reboot: Reboot) -> None:
+        """Reboot the lab node of `instance_id` in the background (RebootInstance answers at
+        once, as ECS does)."""
+        worker = threading.Thread(target=self._reboot, args=(instance_id, reboot), daemon=True)
+        worker.start()
+
+    def _reboot(self, instance_id: str, reboot: Reboot) -> None:
+        """`lab/reboot.py` in a process of its own (it restarts sshd with the lab's setup
+        code, which imports this module); the instance is `Running` once it is done."""
+        command = [sys.executable, "-m", REBOOT_MODULE, "--state-dir", str(self.state_dir)]
+        command += ["--instance", instance_id, "--down-s", str(self.reboot_down_s)]
+        proc = subprocess.run(command, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:  # the status stays `Starting`: the caller's wait times out
+            print(f"reboot of {instance_id} failed: {proc.stderr.strip()}", file=sys.stderr)
+            return
+        reboot.up_at = time.monotonic()
 
     def service_actions(self) -> None:
         now = time.monotonic()

@@ -527,3 +527,36 @@ KINDS.update(
         ),
     )
 )
+
+
+# Transient or persistent: what a reboot (the lab control plane's RebootInstance) clears
+TRANSIENT = frozenset({"gpu-xid", "gpu-ecc", "gpu-hot", "fabric-fail", "fabricmanager-down"})
+"""Faults a GPU reset or a reboot clears (an Xid in the kernel log of the last boot, volatile
+ECC counts and a pending row remap, a hot GPU, a fabric not yet registered, a stopped
+service); every other fault is persistent: it is there again after the reboot (a slow or
+corrupting GPU, a link down, a throttled clock, a missing device, a setting)."""
+
+
+def persistence(fault_id: str) -> str:
+    """`transient` or `persistent` (a reboot clears the first kind only)."""
+    return "transient" if fault_id.partition(":")[0] in TRANSIENT else "persistent"
+
+
+def heal_transient(node_name: str, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
+    """Heal the node's transient faults, newest first (what its reboot clears); returns
+    what was healed. Persistent faults stay."""
+    healed: list[str] = []
+    with locked(state_dir):
+        state = _load(state_dir)
+        node = _node(state, node_name)
+        try:
+            for fault_id in reversed(list(node.faults)):
+                if persistence(fault_id) != "transient":
+                    continue
+                _kind_of(fault_id).heal(state, node, fault_id, node.undo.get(fault_id, ""))
+                node.faults.pop(fault_id, None)
+                node.undo.pop(fault_id, None)
+                healed.append(f"{node.name}: {fault_id}")
+        finally:
+            state.save()
+    return healed
