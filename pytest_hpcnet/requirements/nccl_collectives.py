@@ -8,7 +8,7 @@ busbw is measured and reported, not judged (INCOMPLETE)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_hpcnet.inventory.expectations import Expectations
@@ -23,6 +23,7 @@ from pytest_hpcnet.requirements.verdict import (
     combine,
     not_applicable,
     not_measured,
+    passing,
 )
 
 PERFORMANCE_MD = "nccl-tests doc/PERFORMANCE.md"
@@ -37,6 +38,14 @@ def _named(verdict: Verdict, binary: str) -> Verdict:
         reason=verdict.reason.replace("all_reduce_perf", binary),
         subject=verdict.subject,
     )
+
+
+def judge_collective_selected(selected: Sequence[str], key: str) -> Verdict:
+    """The collective is one `benchmarks.nccl.collectives.run` selects; else not applicable
+    (the inventory leaves it out)."""
+    if key in selected:
+        return passing()
+    return not_applicable(f"{key} not selected (benchmarks.nccl.collectives.run)")
 
 
 def judge_collective_run(run: Any) -> Verdict:

@@ -80,6 +80,7 @@ class Requirement:
 
 
 COLLECTIVE_JUDGES = (
+    "nccl_collectives:judge_collective_selected",
     "nccl_collectives:judge_collective_run",
     "nccl_collectives:judge_collective_correct",
     "nccl_collectives:judge_collective_transport",

@@ -17,6 +17,7 @@ from pytest_hpcnet.requirements.nccl_collectives import (
     judge_collective_busbw,
     judge_collective_correct,
     judge_collective_run,
+    judge_collective_selected,
     judge_collective_transport,
 )
 from pytest_hpcnet.requirements.registry import mark
@@ -91,6 +92,11 @@ def test_nccl_runs_on_erdma_not_sockets(cluster, check):
 # -- the collectives beyond all-reduce: one launch, each its own requirement -------------
 
 
+def selected(cluster):
+    """The collectives the inventory runs (`benchmarks.nccl.collectives.run`)."""
+    return cluster.inventory.benchmarks.nccl.collectives.run
+
+
 def collective(cluster, check, key):
     """The collective's run of the phase (every selected collective in one launch, once);
     nodes that stopped answering during it are named."""
@@ -115,6 +121,7 @@ def collective_blame(cluster, check, key):
 @pytest.mark.collectives
 @mark("nccl_all_gather")
 def test_all_gather(cluster, check):
+    check.judge(judge_collective_selected(selected(cluster), "all_gather"))
     run = collective(cluster, check, "all_gather")
     check.judge(judge_collective_run(run))
     check.judge(judge_collective_correct(run))
@@ -126,6 +133,7 @@ def test_all_gather(cluster, check):
 @pytest.mark.collectives
 @mark("nccl_reduce_scatter")
 def test_reduce_scatter(cluster, check):
+    check.judge(judge_collective_selected(selected(cluster), "reduce_scatter"))
     run = collective(cluster, check, "reduce_scatter")
     check.judge(judge_collective_run(run))
     check.judge(judge_collective_correct(run))
@@ -137,6 +145,7 @@ def test_reduce_scatter(cluster, check):
 @pytest.mark.collectives
 @mark("nccl_alltoall")
 def test_alltoall(cluster, check):
+    check.judge(judge_collective_selected(selected(cluster), "alltoall"))
     run = collective(cluster, check, "alltoall")
     check.judge(judge_collective_run(run))
     check.judge(judge_collective_correct(run))
@@ -148,6 +157,7 @@ def test_alltoall(cluster, check):
 @pytest.mark.collectives
 @mark("nccl_sendrecv")
 def test_sendrecv(cluster, check):
+    check.judge(judge_collective_selected(selected(cluster), "sendrecv"))
     run = collective(cluster, check, "sendrecv")
     check.judge(judge_collective_run(run))
     check.judge(judge_collective_correct(run))

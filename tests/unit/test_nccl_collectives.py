@@ -26,6 +26,7 @@ from pytest_hpcnet.requirements.nccl_collectives import (
     judge_collective_busbw,
     judge_collective_correct,
     judge_collective_run,
+    judge_collective_selected,
 )
 from pytest_hpcnet.transport.results import CommandResult
 
@@ -193,3 +194,12 @@ def test_each_collective_reads_its_own_debug_files(tmp_path):
 )
 def test_sibling_binary(all_reduce, want):
     assert sibling_binary(all_reduce, "alltoall_perf") == want
+
+
+def test_a_collective_the_inventory_leaves_out_is_not_applicable():
+    assert judge_collective_selected(["alltoall"], "alltoall").ok
+    left_out = judge_collective_selected([], "sendrecv")
+    assert (
+        left_out.outcome == "not_applicable"
+        and "benchmarks.nccl.collectives.run" in left_out.reason
+    )
