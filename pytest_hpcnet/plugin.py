@@ -145,6 +145,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "burnin: hours of load on every GPU, sampled on the nodes (--hpcnet-burnin)"
     )
     config.addinivalue_line("markers", "check(id, requirement): the requirement a test proves")
+    config.addinivalue_line(
+        "markers", "collectives: NCCL all_gather, reduce_scatter, alltoall, sendrecv (benchmark)"
+    )
     config.addinivalue_line("markers", "audit: Alibaba Cloud control-plane audit (credentials)")
     config.addinivalue_line(
         "markers",

@@ -16,6 +16,7 @@ from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, Nod
 from pytest_hpcnet.campaigns.gpu_load import DcgmPhase, GpuLoadPhase, NodeNcclPhase
 from pytest_hpcnet.campaigns.gpu_p2p import P2pPhase
 from pytest_hpcnet.campaigns.nccl import NcclCampaign
+from pytest_hpcnet.campaigns.nccl_collectives import CollectivesCampaign
 from pytest_hpcnet.campaigns.pairs import FlowFacts, PairCampaign, PairFacts
 from pytest_hpcnet.campaigns.partition import FactsSpool, Partition
 from pytest_hpcnet.campaigns.perftest import PerftestCampaign, PerftestCampaigns
@@ -139,6 +140,7 @@ class Cluster:
         self.eri_paths = EriPathCampaign(self.facts_campaign, self.pairs.ring)
         self.perftests = PerftestCampaigns(self.facts_campaign)
         self.collective = NcclCampaign(self.facts_campaign)
+        self.collectives = CollectivesCampaign(self.collective)
         self.storage = FioCampaign(self.facts_campaign)
         self.phases: dict[type, PhaseRun[Any, Any]] = {
             kind: PhaseRun(kind(), self.facts_campaign) for kind in PHASES

@@ -58,6 +58,18 @@ class NcclArgs(Strict):
     w: Annotated[int, Field(ge=0)] | None = 5
 
 
+class NcclCollectivesSettings(Strict):
+    """The collectives beyond all-reduce, run in turn in one launch (`collectives` marker)."""
+
+    run: list[Literal["all_gather", "reduce_scatter", "alltoall", "sendrecv"]] = Field(
+        default_factory=lambda: ["all_gather", "reduce_scatter", "alltoall", "sendrecv"]
+    )
+    """Which collectives run (each its own requirement); an empty list runs none."""
+    args: NcclArgs | None = None
+    """Their -b -e -f -g -c -n -w; None: the all-reduce's (`benchmarks.nccl.args`, its
+    large-message range)."""
+
+
 class NcclSettings(Strict):
     """How all_reduce_perf is launched across the inventory's nodes."""
 
@@ -80,6 +92,8 @@ class NcclSettings(Strict):
     bisect_max_runs: Annotated[int, Field(ge=0, le=100)] | None = None
     """NCCL runs on halves to find a slow node the pair benchmarks do not blame (None: enough
     for one slow node, 2*log2(N)+2; 0: off)."""
+    collectives: NcclCollectivesSettings = Field(default_factory=NcclCollectivesSettings)
+    """all_gather_perf, reduce_scatter_perf, alltoall_perf and sendrecv_perf, one launch."""
 
 
 class FioSettings(Strict):

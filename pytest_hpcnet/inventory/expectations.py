@@ -149,12 +149,30 @@ class LatencyExpect(Strict):
     max_p99_us: PositiveFloat = 50.0
 
 
+class CollectiveBounds(Strict):
+    """One collective's busbw floors (GB/s, its own busbw formula); unset: measured, not
+    judged (INCOMPLETE). No cloud publishes them for eRDMA: set them from a known-good run."""
+
+    min_avg_busbw_gbs: PositiveFloat | None = None
+    min_busbw_largest_gbs: PositiveFloat | None = None
+
+
+class NcclCollectivesExpect(Strict):
+    """`expect.nccl.collectives.<collective>`: all_gather, reduce_scatter, alltoall, sendrecv."""
+
+    all_gather: CollectiveBounds = Field(default_factory=CollectiveBounds)
+    reduce_scatter: CollectiveBounds = Field(default_factory=CollectiveBounds)
+    alltoall: CollectiveBounds = Field(default_factory=CollectiveBounds)
+    sendrecv: CollectiveBounds = Field(default_factory=CollectiveBounds)
+
+
 class NcclExpect(Strict):
     min_avg_busbw_gbs: PositiveFloat | None = None
     min_busbw_largest_gbs: PositiveFloat | None = None
     max_busbw_gbs: PositiveFloat = 1800.0
     """The physical ceiling of a bus bandwidth: no GPU moves more than NVLink 5's 1.8 TB/s
     (B200); a profile sets its own. Above it, the output was misread (not measured)."""
+    collectives: NcclCollectivesExpect = Field(default_factory=NcclCollectivesExpect)
 
 
 class CpfsExpect(Strict):

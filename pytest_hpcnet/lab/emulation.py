@@ -33,6 +33,10 @@ TOOLS = {
     "ib_write_bw": "ib_write_bw.py",
     "ib_write_lat": "ib_write_lat.py",
     "all_reduce_perf": "all_reduce_perf.py",
+    "all_gather_perf": "all_reduce_perf.py",
+    "reduce_scatter_perf": "all_reduce_perf.py",
+    "alltoall_perf": "all_reduce_perf.py",
+    "sendrecv_perf": "all_reduce_perf.py",
     "nvidia-smi": "nvidia_smi.py",
     "dmesg": "dmesg.py",
     "journalctl": "journalctl.py",
@@ -45,7 +49,7 @@ TOOLS = {
 }
 SHARED = ("hpcnet_lab_rdma.py", "hpcnet_lab_node.py", "hpcnet_lab_perftest.py", "hpcnet_lab_gpu.py")
 SHARED += ("hpcnet_lab_nccl_node.py", "hpcnet_lab_perftest_print.py")
-SHARED += ("hpcnet_lab_nccl_net.py", "hpcnet_lab_nccl_json.py")
+SHARED += ("hpcnet_lab_nccl_net.py", "hpcnet_lab_nccl_json.py", "hpcnet_lab_nccl_collectives.py")
 PYLIB = "pylib"
 """On lab nodes' PYTHONPATH (`/usr/local/sbin/pylib`, sshd's SetEnv): the emulated `torch`."""
 TORCH_VERSION = "2.5.1+hpcnet.lab.emulation"

@@ -214,6 +214,29 @@ KINDS: dict[str, FaultKind] = {
             breaks=("nccl_busbw",),
         ),
         FaultKind(
+            "nccl-incast",
+            "nccl-incast NODE [FACTOR]",
+            "emulated alltoall and all-gather rank (many-to-one receives) stretched by FACTOR "
+            f"(default x{act.DEFAULT_NCCL_SLOW}); all-reduce, reduce-scatter, sendrecv untouched",
+            *act.recorded_fault(
+                "nccl-incast", act.DEFAULT_NCCL_SLOW, act.NUMBER, "a slowdown factor such as 4"
+            ),
+            breaks=("nccl_alltoall", "nccl_all_gather"),
+        ),
+        FaultKind(
+            "nccl-socket-one",
+            "nccl-socket-one NODE [COLLECTIVE]",
+            "emulated NCCL uses sockets on the node for one collective only (default alltoall; "
+            "all_gather, reduce_scatter, sendrecv): `Using network Socket` in its launch",
+            *act.recorded_fault(
+                "nccl-socket-one",
+                "alltoall",
+                r"all_gather|reduce_scatter|alltoall|sendrecv",
+                "a collective: all_gather, reduce_scatter, alltoall or sendrecv",
+            ),
+            breaks=("nccl_all_gather", "nccl_reduce_scatter", "nccl_alltoall", "nccl_sendrecv"),
+        ),
+        FaultKind(
             "gid-shift",
             "gid-shift NODE [DEV]",
             "an extra IPv6 GID moves one ERI's IPv4 GID from index 1 to 2",

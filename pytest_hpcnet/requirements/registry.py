@@ -174,6 +174,16 @@ class Requirement:
         return self.faults[0] if self.faults else None
 
 
+COLLECTIVE_JUDGES = (
+    "nccl_collectives:judge_collective_selected",
+    "nccl_collectives:judge_collective_run",
+    "nccl_collectives:judge_collective_correct",
+    "nccl_collectives:judge_collective_transport",
+    "nccl_collectives:judge_collective_busbw",
+)
+"""The judges of each collective beyond all-reduce (one suite test per collective)."""
+
+
 REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement(
         "reachability",
@@ -934,6 +944,65 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("nccl:judge_nccl_network_used", "nccl:judge_nccl_traffic"),
+    ),
+    Requirement(
+        "nccl_all_gather",
+        "NCCL all-gather across all nodes",
+        ("nccl", "erdma"),
+        "benchmark",
+        figures=(
+            Figure("avg_busbw", "NCCL all_gather average bus bandwidth", "GB/s", trended=True),
+            Figure(
+                "busbw_largest", "NCCL all_gather bus bandwidth, largest size", "GB/s", trended=True
+            ),
+        ),
+        judges=COLLECTIVE_JUDGES,
+        sections=("hostname",),
+    ),
+    Requirement(
+        "nccl_reduce_scatter",
+        "NCCL reduce-scatter across all nodes",
+        ("nccl", "erdma"),
+        "benchmark",
+        figures=(
+            Figure("avg_busbw", "NCCL reduce_scatter average bus bandwidth", "GB/s", trended=True),
+            Figure(
+                "busbw_largest",
+                "NCCL reduce_scatter bus bandwidth, largest size",
+                "GB/s",
+                trended=True,
+            ),
+        ),
+        judges=COLLECTIVE_JUDGES,
+        sections=("hostname",),
+    ),
+    Requirement(
+        "nccl_alltoall",
+        "NCCL all-to-all across all nodes",
+        ("nccl", "erdma"),
+        "benchmark",
+        figures=(
+            Figure("avg_busbw", "NCCL alltoall average bus bandwidth", "GB/s", trended=True),
+            Figure(
+                "busbw_largest", "NCCL alltoall bus bandwidth, largest size", "GB/s", trended=True
+            ),
+        ),
+        judges=COLLECTIVE_JUDGES,
+        sections=("hostname",),
+    ),
+    Requirement(
+        "nccl_sendrecv",
+        "NCCL send/receive (ring neighbours) across all nodes",
+        ("nccl", "erdma"),
+        "benchmark",
+        figures=(
+            Figure("avg_busbw", "NCCL sendrecv average bus bandwidth", "GB/s", trended=True),
+            Figure(
+                "busbw_largest", "NCCL sendrecv bus bandwidth, largest size", "GB/s", trended=True
+            ),
+        ),
+        judges=COLLECTIVE_JUDGES,
+        sections=("hostname",),
     ),
     Requirement(
         "rdma_counters",

@@ -1,4 +1,5 @@
-"""NCCL all-reduce bus bandwidth across all nodes (nccl-tests all_reduce_perf)."""
+"""NCCL across all nodes: all_reduce_perf, and all_gather_perf, reduce_scatter_perf,
+alltoall_perf and sendrecv_perf in one launch (nccl-tests)."""
 
 import pytest
 
@@ -11,6 +12,13 @@ from pytest_hpcnet.requirements.nccl import (
     judge_no_wrong_values,
     nccl_suspects,
     network_expected,
+)
+from pytest_hpcnet.requirements.nccl_collectives import (
+    judge_collective_busbw,
+    judge_collective_correct,
+    judge_collective_run,
+    judge_collective_selected,
+    judge_collective_transport,
 )
 from pytest_hpcnet.requirements.registry import mark
 
@@ -79,3 +87,80 @@ def test_nccl_runs_on_erdma_not_sockets(cluster, check):
     devices = {n: cluster.collective.ib_devices(n) for n in hostnames}
     size = cluster.inventory.benchmarks.nccl.args.e
     check.judge(judge_nccl_traffic(watch.deltas(), devices, size))
+
+
+# -- the collectives beyond all-reduce: one launch, each its own requirement -------------
+
+
+def selected(cluster):
+    """The collectives the inventory runs (`benchmarks.nccl.collectives.run`)."""
+    return cluster.inventory.benchmarks.nccl.collectives.run
+
+
+def collective(cluster, check, key):
+    """The collective's run of the phase (every selected collective in one launch, once);
+    nodes that stopped answering during it are named."""
+    run = cluster.collectives.run(key, check)
+    check.suspect(*run.result.silent_nodes)
+    return run
+
+
+def collective_blame(cluster, check, key):
+    """Asked only on a failure: the ib_write_bw pairs' suspects, else the node the collective
+    alone on halves of the cluster leaves."""
+
+    def suspects() -> str:
+        found = cluster.perftest("ib_write_bw").localization.suspects
+        halving = None if found else cluster.collectives.bisection(key, check)
+        check.suspect(*(found or halving.suspects))
+        return nccl_suspects(found, halving)
+
+    return suspects
+
+
+@pytest.mark.collectives
+@mark("nccl_all_gather")
+def test_all_gather(cluster, check):
+    check.judge(judge_collective_selected(selected(cluster), "all_gather"))
+    run = collective(cluster, check, "all_gather")
+    check.judge(judge_collective_run(run))
+    check.judge(judge_collective_correct(run))
+    check.judge(judge_collective_transport(run, cluster.hostnames(), cluster.expect))
+    blame = collective_blame(cluster, check, "all_gather")
+    check.judge(judge_collective_busbw(run, cluster.expect, blame))
+
+
+@pytest.mark.collectives
+@mark("nccl_reduce_scatter")
+def test_reduce_scatter(cluster, check):
+    check.judge(judge_collective_selected(selected(cluster), "reduce_scatter"))
+    run = collective(cluster, check, "reduce_scatter")
+    check.judge(judge_collective_run(run))
+    check.judge(judge_collective_correct(run))
+    check.judge(judge_collective_transport(run, cluster.hostnames(), cluster.expect))
+    blame = collective_blame(cluster, check, "reduce_scatter")
+    check.judge(judge_collective_busbw(run, cluster.expect, blame))
+
+
+@pytest.mark.collectives
+@mark("nccl_alltoall")
+def test_alltoall(cluster, check):
+    check.judge(judge_collective_selected(selected(cluster), "alltoall"))
+    run = collective(cluster, check, "alltoall")
+    check.judge(judge_collective_run(run))
+    check.judge(judge_collective_correct(run))
+    check.judge(judge_collective_transport(run, cluster.hostnames(), cluster.expect))
+    blame = collective_blame(cluster, check, "alltoall")
+    check.judge(judge_collective_busbw(run, cluster.expect, blame))
+
+
+@pytest.mark.collectives
+@mark("nccl_sendrecv")
+def test_sendrecv(cluster, check):
+    check.judge(judge_collective_selected(selected(cluster), "sendrecv"))
+    run = collective(cluster, check, "sendrecv")
+    check.judge(judge_collective_run(run))
+    check.judge(judge_collective_correct(run))
+    check.judge(judge_collective_transport(run, cluster.hostnames(), cluster.expect))
+    blame = collective_blame(cluster, check, "sendrecv")
+    check.judge(judge_collective_busbw(run, cluster.expect, blame))

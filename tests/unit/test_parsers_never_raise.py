@@ -139,6 +139,7 @@ CORPUS: list[tuple[str, tuple[str, ...]]] = [
     ("nccl/*.txt", ("nccl",)),
     ("samples/nccl_allreduce/*.txt", ("nccl",)),
     ("nccl_corpus/*.txt", ("nccl",)),
+    ("nccl_collectives/*.txt", ("nccl",)),
     ("samples/nccl_allreduce/*.json", ("nccl_json",)),
     ("nccl_debug/*.txt", ("nccl_debug",)),
     ("fio/fio*", ("fio",)),

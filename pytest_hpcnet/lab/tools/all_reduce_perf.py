@@ -49,6 +49,7 @@ import time
 from array import array
 from pathlib import Path
 
+import hpcnet_lab_nccl_collectives as collectives
 import hpcnet_lab_nccl_json as nccl_json
 import hpcnet_lab_nccl_net as nccl_net
 import hpcnet_lab_node as node
@@ -300,11 +301,11 @@ def run_one(ring: Ring, count: int, args: argparse.Namespace, in_place: bool) ->
     return usec, ring.total(wrong)
 
 
-def header(args: argparse.Namespace, ring: Ring) -> str:
+def header(args: argparse.Namespace, ring: Ring, binary: str = "all_reduce_perf") -> str:
     step = f"{args.stepfactor}(factor)" if args.stepfactor > 1 else f"{args.stepbytes}(bytes)"
     lines = [
         f"# nccl-tests version {VERSION} nccl-headers={NCCL_HEADERS} nccl-library={NCCL_HEADERS}",
-        "# Collective test starting: all_reduce_perf",
+        f"# Collective test starting: {binary}",
         f"# nThread {args.nthreads} nGpus {args.ngpus} minBytes {args.minbytes} maxBytes "
         f"{args.maxbytes} step: {step} warmup iters: {args.warmup_iters} iters: {args.iters} "
         f"agg iters: 1 validation: {args.check} graph: 0",
@@ -327,8 +328,15 @@ def header(args: argparse.Namespace, ring: Ring) -> str:
     return "\n".join(lines) + "\n"
 
 
+def program() -> str:
+    """The nccl-tests binary this process runs as (argv[0]: all_reduce_perf, alltoall_perf...)."""
+    name = os.path.basename(sys.argv[0]).removesuffix(".py")
+    return name if name.endswith("_perf") else "all_reduce_perf"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    binary = program()
     args, extra = parser().parse_known_args(argv)
     if args.help or extra:
         if extra:
@@ -336,7 +344,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(USAGE)
         return 0 if args.help else 1
     rank, nranks = world()
-    if nranks == 1 and args.ngpus > 1:  # one process, all of a node's GPUs: NVLink, no network
+    if (
+        nranks == 1 and args.ngpus > 1 and binary == "all_reduce_perf"
+    ):  # one process, all of a node's GPUs: NVLink, no network
         import hpcnet_lab_nccl_node
 
         step = f"{args.stepfactor}(factor)" if args.stepfactor > 1 else f"{args.stepbytes}(bytes)"
@@ -345,15 +355,17 @@ def main(argv: list[str] | None = None) -> int:
         return hpcnet_lab_nccl_node.run(args, sizes(args), tail, VERSION, NCCL_HEADERS)
     report = nccl_json.JsonReport(args.output_file, rank, argv, NCCL_HEADERS)
     info = nccl_net.InfoLog()
-    network, devices = nccl_net.nccl_network()
+    network, devices = nccl_net.nccl_network(binary)
     nccl_net.log_network(info, network, devices)
     try:
         ring = Ring(rank, nranks)
     except (OSError, RuntimeError) as exc:
-        sys.stdout.write(f"{lab.node_name()}: Test NCCL failure all_reduce_perf: {exc}\n")
-        report.close(0, None, f"Test NCCL failure all_reduce_perf: {exc}")
+        sys.stdout.write(f"{lab.node_name()}: Test NCCL failure {binary}: {exc}\n")
+        report.close(0, None, f"Test NCCL failure {binary}: {exc}")
         return 1
     report.config(args, ring)
+    if binary != "all_reduce_perf":
+        return run_collective(binary, args, ring, network, devices)
     if nranks > 1:
         via = "NET/IB/0" if network == "IB" else "NET/Socket/0"
         prev, nxt = (rank - 1) % nranks, (rank + 1) % nranks
@@ -406,6 +418,50 @@ def main(argv: list[str] | None = None) -> int:
         report.close(wrong_total, avg)
     if "nccl-crash" in node.faults():
         crash()
+    return 1 if wrong_total else 0
+
+
+def run_collective(
+    binary: str, args: argparse.Namespace, ring: Ring, network: str, devices: list[dict]
+) -> int:
+    """all_gather_perf, reduce_scatter_perf, alltoall_perf or sendrecv_perf: each size over
+    the ring, rank 0 printing the collective's own table (hpcnet_lab_nccl_collectives)."""
+    key = collectives.key_of(binary)
+    n, out = ring.size, sys.stdout
+    if ring.rank == 0:
+        out.write(header(args, ring, binary))
+        out.flush()
+    busbws: list[float] = []
+    wrong_total, shared = 0, 0
+    try:
+        for size in dict.fromkeys(collectives.round_size(s, n) for s in sizes(args)):
+            measured = []
+            for in_place in (False, True):
+                usec, wrong = collectives.run_size(ring, key, size, args, in_place)
+                algbw = size / usec / 1e3 if usec > 0 else 0.0
+                busbw = algbw * collectives.bus_factor(key, n)
+                busbws.append(busbw)
+                wrong_total += wrong
+                measured.append((usec, algbw, busbw, wrong))
+            shared += collectives.traffic_share(key, size, n) * 2 * (args.iters + args.warmup_iters)
+            if ring.rank == 0:
+                out.write(collectives.row(key, size, n, measured, args.check) + "\n")
+                out.flush()
+        ring.close()
+    except (OSError, RuntimeError) as exc:
+        out.write(f"{lab.node_name()}: Test NCCL failure {binary}: {exc}\n")
+        return 1
+    finally:
+        if network == "IB" and n > 1:  # the collective's share of the traffic, not the relay's
+            for d in devices:
+                lab.count_traffic(d["name"], shared // len(devices), shared // len(devices))
+    if ring.rank == 0:
+        avg = sum(busbws) / len(busbws) if busbws else 0.0
+        verdict = "OK" if not wrong_total else "FAILED"
+        out.write(f"# Out of bounds values : {wrong_total} {verdict}\n")
+        out.write(f"# Avg bus bandwidth    : {avg:.6g} \n#\n")
+        out.write(f"# Collective test concluded: {binary}\n#\n\n")
+        out.flush()
     return 1 if wrong_total else 0
 
 

@@ -26,8 +26,9 @@ def _hca_match(name: str, spec: str) -> bool:
     return hit != exclude
 
 
-def nccl_network() -> tuple[str, list[dict]]:
-    """("IB", devices) or ("Socket", []) as NCCL would choose on this node."""
+def nccl_network(binary: str = "all_reduce_perf") -> tuple[str, list[dict]]:
+    """("IB", devices) or ("Socket", []) as NCCL would choose on this node for `binary`
+    (the `nccl-socket-one` fault drops the node to sockets for its one collective)."""
     devices = [
         d
         for d in lab.load_devices()
@@ -35,6 +36,8 @@ def nccl_network() -> tuple[str, list[dict]]:
         and _hca_match(d["name"], os.environ.get("NCCL_IB_HCA", ""))
     ]
     socket_only = os.environ.get("NCCL_NET") == "Socket" or os.environ.get("NCCL_IB_DISABLE") == "1"
+    one = node.faults().get("nccl-socket-one")
+    socket_only = socket_only or (one is not None and binary.startswith(f"{one}_perf"))
     if "nccl-socket" in node.faults() or not devices or socket_only:
         return "Socket", []
     return "IB", devices
@@ -79,6 +82,9 @@ def log_network(info: InfoLog, network: str, devices: list[dict]) -> None:
     oob = f"{os.environ.get('NCCL_SOCKET_IFNAME', 'eth0')}:{node.address()}<0>"
     info(f"Bootstrap: Using {oob}")
     info(f"NCCL version {NCCL_VERSION}+cuda12.2 (hpcnet lab emulation)")
+    for name in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_NVLS_ENABLE", "NCCL_IB_HCA"):
+        if name in os.environ:
+            info(f"{name} set by environment to {os.environ[name]}")
     info("NET/Plugin: Could not find: libnccl-net.so")
     if network == "IB":
         used = " ".join(f"[{i}]{d['name']}:1/RoCE" for i, d in enumerate(devices))

@@ -1,0 +1,171 @@
+"""Judges of the collectives beyond all-reduce (`nccl_all_gather`, `nccl_reduce_scatter`,
+`nccl_alltoall`, `nccl_sendrecv`), each judged as the all-reduce is: a complete run of the
+collective launched (one table of ranks 0..N-1 on the launched hosts), every `#wrong` a
+count of 0, the network NCCL chose on every node, and the average and largest-size busbw
+against `expect.nccl.collectives.<collective>` (busbw by the collective's own formula,
+nccl-tests doc/PERFORMANCE.md). No cloud publishes these floors for eRDMA: unset, each
+busbw is measured and reported, not judged (INCOMPLETE)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pytest_hpcnet.inventory.expectations import Expectations
+from pytest_hpcnet.probes.nccl import INPLACE_UNCHECKED
+from pytest_hpcnet.requirements.erdma import reported_first
+from pytest_hpcnet.requirements.judges import at_least, judge_nccl_run
+from pytest_hpcnet.requirements.nccl import judge_nccl_network_used
+from pytest_hpcnet.requirements.verdict import (
+    FAIL,
+    Measurement,
+    Verdict,
+    combine,
+    not_applicable,
+    not_measured,
+    passing,
+)
+
+PERFORMANCE_MD = "nccl-tests doc/PERFORMANCE.md"
+
+
+def _named(verdict: Verdict, binary: str) -> Verdict:
+    """The all-reduce judge's verdict, its reason naming the collective that ran."""
+    if verdict.ok or "all_reduce_perf" not in verdict.reason:
+        return verdict
+    return Verdict(
+        outcome=verdict.outcome,
+        reason=verdict.reason.replace("all_reduce_perf", binary),
+        subject=verdict.subject,
+    )
+
+
+def judge_collective_selected(selected: Sequence[str], key: str) -> Verdict:
+    """The collective is one `benchmarks.nccl.collectives.run` selects; else not applicable
+    (the inventory leaves it out)."""
+    if key in selected:
+        return passing()
+    return not_applicable(f"{key} not selected (benchmarks.nccl.collectives.run)")
+
+
+def judge_collective_run(run: Any) -> Verdict:
+    """The collective ran as launched, complete and ok (`judge_nccl_run` held to the binary
+    launched: its own header, one table of ranks 0..N-1 on the launched hosts, its exit
+    status): a tool failure fails, an output that is not the run launched is not measured."""
+    binary = run.collective.binary
+    return _named(judge_nccl_run(run.result, run.launch, run.launched), binary)
+
+
+def judge_collective_correct(run: Any) -> Verdict:
+    """Every `#wrong` cell validation printed is a count of 0; the in-place cells nccl-tests
+    prints N/A for alltoall and sendrecv are the only ones left unchecked."""
+    binary, result = run.collective.binary, run.result
+    ran = judge_collective_run(run)
+    if not ran:
+        return ran
+    source = "nccl-tests validation (-c 1)"
+    if result.validation == 0 or result.wrong_column != "#wrong":
+        return not_measured(f"{binary} printed no #wrong counts (validation off?)")
+    unchecked = result.wrong_na and binary not in INPLACE_UNCHECKED
+    if not result.wrong_cells or result.wrong_na == result.wrong_cells or unchecked:
+        return not_measured(
+            f"#wrong N/A in {result.wrong_na} of {result.wrong_cells} cells of {binary}"
+        )
+    wrong = result.total_wrong
+    found = Measurement("wrong", wrong, "values", 0, "==", source)
+    if wrong is None:
+        return not_measured(f"{binary}: a #wrong cell is not a count")
+    if wrong:
+        return reported_first(Verdict(False, wrong, 0, None, f"{binary} {result.reason}"), found)
+    return reported_first(Verdict(True, 0, 0), found)
+
+
+Blame = Callable[[], str]
+
+
+def _busbw(
+    value: float | None, bound: float | None, name: str, key: str, expect: Expectations, run: Any
+) -> Verdict:
+    c = run.collective
+    basis = f"busbw = algbw x {c.factor} ({PERFORMANCE_MD})"
+    source = f"expect.nccl.collectives.{c.key}.{key}"
+    found = Measurement(name, value, "GB/s", bound, ">=", source, basis=basis)
+    what = "average bus bandwidth" if name == "avg_busbw" else "bus bandwidth at the largest size"
+    if bound is None:
+        shown = f"{value:g} GB/s" if value is not None else "nothing"
+        verdict = not_measured(
+            f"{c.binary} {what} {shown}: no bound ({source} unset; none published)"
+        )
+    else:
+        verdict = at_least(
+            value,
+            bound,
+            f"{c.binary} {what} {value} GB/s < {bound} GB/s",
+            source,
+            expect.nccl.max_busbw_gbs,
+        )
+    return reported_first(verdict, found)
+
+
+def judge_collective_busbw(run: Any, expect: Expectations, blame: Blame) -> Verdict:
+    """Average and largest-size busbw against `expect.nccl.collectives.<collective>`; a
+    failure names the suspect (`blame`, asked only then). Unset bounds: measured, not
+    judged."""
+    ran = judge_collective_run(run)
+    if not ran:
+        return ran
+    bounds = getattr(expect.nccl.collectives, run.collective.key)
+    result = run.result
+    verdict = combine(
+        [
+            _busbw(
+                result.avg_busbw_gbs,
+                bounds.min_avg_busbw_gbs,
+                "avg_busbw",
+                "min_avg_busbw_gbs",
+                expect,
+                run,
+            ),
+            _busbw(
+                result.busbw_at_max_size_gbs,
+                bounds.min_busbw_largest_gbs,
+                "busbw_largest",
+                "min_busbw_largest_gbs",
+                expect,
+                run,
+            ),
+        ]
+    )
+    if verdict.outcome == FAIL:
+        over = len(result.hosts)
+        return verdict.with_reason(f"{verdict.reason} over {over} nodes; {blame()}")
+    return verdict
+
+
+def judge_collective_transport(
+    run: Any, hostnames: Mapping[str, str | None], expect: Expectations
+) -> Verdict:
+    """NCCL chose `expect.erdma.nccl_network` (`Using network IB`, GDRDMA where expected) on
+    every node in this collective's own launch; a node on sockets fails, named."""
+    if expect.erdma.nccl_network is None:
+        return not_applicable("no NCCL network expected (expect.erdma.nccl_network is null)")
+    ran = judge_collective_run(run)
+    if not ran:
+        return ran
+    return judge_nccl_network_used(run.log, hostnames, expect)
+
+
+def collective_passes(run: Any, expect: Expectations) -> bool:
+    """One collective's run is complete, correct and meets every busbw bound set (what the
+    bisection asks of a half); an unset bound is not compared."""
+    if not judge_collective_run(run):
+        return False
+    bounds = getattr(expect.nccl.collectives, run.collective.key)
+    result = run.result
+    for value, bound in (
+        (result.avg_busbw_gbs, bounds.min_avg_busbw_gbs),
+        (result.busbw_at_max_size_gbs, bounds.min_busbw_largest_gbs),
+    ):
+        if bound is not None and (value is None or value < bound):
+            return False
+    return True
