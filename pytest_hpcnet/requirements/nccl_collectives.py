@@ -9,6 +9,7 @@ busbw is measured and reported, not judged (INCOMPLETE)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pytest_hpcnet.inventory.expectations import Expectations
@@ -16,6 +17,7 @@ from pytest_hpcnet.probes.nccl import INPLACE_UNCHECKED
 from pytest_hpcnet.requirements.erdma import reported_first
 from pytest_hpcnet.requirements.judges import at_least, judge_nccl_run
 from pytest_hpcnet.requirements.nccl import judge_nccl_network_used
+from pytest_hpcnet.requirements.registry import collective_code
 from pytest_hpcnet.requirements.verdict import (
     FAIL,
     Measurement,
@@ -27,6 +29,11 @@ from pytest_hpcnet.requirements.verdict import (
 )
 
 PERFORMANCE_MD = "nccl-tests doc/PERFORMANCE.md"
+FIX_WRONG = "drain the suspects the bisection names and open a ticket (data corruption)"
+FIX_SLOW = (
+    "check the suspect's ERIs (ib_write_bw of each) and NCCL's settings; a slow node or ERI "
+    "that stays slow: a ticket"
+)
 
 
 def _named(verdict: Verdict, binary: str) -> Verdict:
@@ -61,7 +68,7 @@ def judge_collective_correct(run: Any) -> Verdict:
     prints N/A for alltoall and sendrecv are the only ones left unchecked."""
     binary, result = run.collective.binary, run.result
     ran = judge_collective_run(run)
-    if not ran:
+    if not ran and not result.total_wrong:  # wrong values are this judge's to name
         return ran
     source = "nccl-tests validation (-c 1)"
     if result.validation == 0 or result.wrong_column != "#wrong":
@@ -76,7 +83,8 @@ def judge_collective_correct(run: Any) -> Verdict:
     if wrong is None:
         return not_measured(f"{binary}: a #wrong cell is not a count")
     if wrong:
-        return reported_first(Verdict(False, wrong, 0, None, f"{binary} {result.reason}"), found)
+        failed = Verdict(False, wrong, 0, None, f"{binary} {result.reason}", fix=FIX_WRONG)
+        return reported_first(failed.with_code(collective_code(run.collective.key, "WRONG")), found)
     return reported_first(Verdict(True, 0, 0), found)
 
 
@@ -138,7 +146,8 @@ def judge_collective_busbw(run: Any, expect: Expectations, blame: Blame) -> Verd
     )
     if verdict.outcome == FAIL:
         over = len(result.hosts)
-        return verdict.with_reason(f"{verdict.reason} over {over} nodes; {blame()}")
+        slow = verdict.with_reason(f"{verdict.reason} over {over} nodes; {blame()}")
+        return replace(slow, fix=slow.fix or FIX_SLOW)
     return verdict
 
 
@@ -152,7 +161,8 @@ def judge_collective_transport(
     ran = judge_collective_run(run)
     if not ran:
         return ran
-    return judge_nccl_network_used(run.log, hostnames, expect)
+    verdict = judge_nccl_network_used(run.log, hostnames, expect)
+    return verdict.with_code(collective_code(run.collective.key, "SOCKET"))
 
 
 def collective_passes(run: Any, expect: Expectations) -> bool:

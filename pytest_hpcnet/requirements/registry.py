@@ -174,6 +174,46 @@ class Requirement:
         return self.faults[0] if self.faults else None
 
 
+def collective_code(key: str, cause: str = "") -> str:
+    """The fault code of a collective's failure (`HPCNET-NCCL-ALLTOALL-WRONG`): `cause` is
+    "" (did not complete, or busbw below its bound), `WRONG` or `SOCKET`."""
+    return "-".join(filter(None, ("HPCNET-NCCL", key.upper().replace("_", "-"), cause)))
+
+
+def collective_faults(key: str) -> tuple[FaultCode, ...]:
+    """The fault codes of one collective beyond all-reduce (its requirement's `faults`)."""
+    name = key.replace("_", "-")
+    return (
+        FaultCode(
+            collective_code(key),
+            f"NCCL {name} did not complete, or its bus bandwidth is below the bound",
+            "config",
+            "check NCCL's settings and the bisection's suspect (a slow node or ERI: a ticket)",
+        ),
+        FaultCode(
+            collective_code(key, "WRONG"),
+            f"NCCL {name} reported wrong values (data corruption)",
+            "replace",
+            "drain the suspects and open a ticket",
+        ),
+        FaultCode(
+            collective_code(key, "SOCKET"),
+            f"NCCL {name} did not run over eRDMA on a node (socket fallback)",
+            "config",
+            "install the NCCL net plugin and set NCCL_IB_HCA on that node",
+        ),
+    )
+
+
+def collective_bounds(key: str) -> tuple[BoundKey, ...]:
+    """The busbw floors of one collective (`expect.nccl.collectives.<key>`)."""
+    at = f"nccl.collectives.{key}"
+    return (
+        BoundKey("avg_busbw", f"{at}.min_avg_busbw_gbs", ">=", "GB/s"),
+        BoundKey("busbw_largest", f"{at}.min_busbw_largest_gbs", ">=", "GB/s"),
+    )
+
+
 COLLECTIVE_JUDGES = (
     "nccl_collectives:judge_collective_selected",
     "nccl_collectives:judge_collective_run",
@@ -956,6 +996,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 "busbw_largest", "NCCL all_gather bus bandwidth, largest size", "GB/s", trended=True
             ),
         ),
+        faults=collective_faults("all_gather"),
+        bounds=collective_bounds("all_gather"),
         judges=COLLECTIVE_JUDGES,
         sections=("hostname",),
     ),
@@ -973,6 +1015,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 trended=True,
             ),
         ),
+        faults=collective_faults("reduce_scatter"),
+        bounds=collective_bounds("reduce_scatter"),
         judges=COLLECTIVE_JUDGES,
         sections=("hostname",),
     ),
@@ -987,6 +1031,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 "busbw_largest", "NCCL alltoall bus bandwidth, largest size", "GB/s", trended=True
             ),
         ),
+        faults=collective_faults("alltoall"),
+        bounds=collective_bounds("alltoall"),
         judges=COLLECTIVE_JUDGES,
         sections=("hostname",),
     ),
@@ -1001,6 +1047,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 "busbw_largest", "NCCL sendrecv bus bandwidth, largest size", "GB/s", trended=True
             ),
         ),
+        faults=collective_faults("sendrecv"),
+        bounds=collective_bounds("sendrecv"),
         judges=COLLECTIVE_JUDGES,
         sections=("hostname",),
     ),

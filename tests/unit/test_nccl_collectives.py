@@ -137,6 +137,7 @@ def test_judges_on_the_real_alltoall():
         slow.outcome == "fail" and "alltoall_perf bus bandwidth at the largest size" in slow.reason
     )
     assert slow.reason.endswith("over 2 nodes; suspect node: node15")
+    assert "ib_write_bw" in slow.fix  # the default code (HPCNET-NCCL-ALLTOALL) and a fix
     assert not collective_passes(run, expect)
     expect.nccl.collectives.alltoall = bounds.model_copy(update={"min_busbw_largest_gbs": 30.0})
     assert judge_collective_busbw(run, expect, lambda: "").ok and collective_passes(run, expect)
@@ -203,3 +204,11 @@ def test_a_collective_the_inventory_leaves_out_is_not_applicable():
         left_out.outcome == "not_applicable"
         and "benchmarks.nccl.collectives.run" in left_out.reason
     )
+
+
+def test_wrong_values_carry_the_collectives_own_code():
+    wrong = ALLTOALL.replace("       0  ", "       3  ", 1)
+    run = _run("alltoall", wrong, ALLTOALL_RUN)
+    verdict = judge_collective_correct(run)
+    assert verdict.outcome == "fail" and verdict.code == "HPCNET-NCCL-ALLTOALL-WRONG"
+    assert "ticket" in verdict.fix
