@@ -104,10 +104,15 @@ def credential_client(credentials_file: str | None = None) -> Any:
 
 
 def open_reader(
-    region_id: str, settings: CloudSettings, credential: Any = None, **options: Any
+    region_id: str,
+    settings: CloudSettings,
+    credential: Any = None,
+    reader: type[AuditReader] | None = None,
+    **options: Any,
 ) -> AuditReader:
-    """A reader for `region_id` with the inventory's endpoints (`options`: the reader's
-    retry settings); the credential's secret and token are registered before any call."""
+    """A reader (`reader`, default `AuditReader`) for `region_id` with the inventory's
+    endpoints (`options`: the reader's retry settings); the credential's secret and token
+    are registered before any call."""
     if credential is None:
         credential = credential_client(settings.credentials_file)
     try:
@@ -117,7 +122,7 @@ def open_reader(
         raise CloudReadError(scrub(f"cannot load Alibaba Cloud credentials: {first}")) from None
     register_secret(getattr(model, "access_key_secret", None))
     register_secret(getattr(model, "security_token", None))
-    return AuditReader(
+    return (reader or AuditReader)(
         region_id,
         credential=credential,
         ecs_endpoint=settings.ecs_endpoint,

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_hpcnet.cloud.audit import AuditReader, credential_client
-from pytest_hpcnet.cloud.credentials import scrub
-from pytest_hpcnet.cloud.readers import CloudReadError
+from pytest_hpcnet.cloud.audit import AuditReader, open_reader
 from pytest_hpcnet.inventory.bench_settings import CloudSettings
-from pytest_hpcnet.redact import register_secret
 
 
 class EcsPower(AuditReader):
@@ -34,19 +31,4 @@ class EcsPower(AuditReader):
 def open_power(region_id: str, settings: CloudSettings, credential: Any = None) -> EcsPower:
     """An `EcsPower` with the inventory's `cloud:` endpoints and credentials (their secret
     registered for redaction before any call)."""
-    if credential is None:
-        credential = credential_client(settings.credentials_file)
-    try:
-        model = credential.get_credential()
-    except Exception as error:  # the SDK raises bare exceptions from its providers
-        first = (str(error).splitlines() or [type(error).__name__])[0]
-        raise CloudReadError(scrub(f"cannot load Alibaba Cloud credentials: {first}")) from None
-    register_secret(getattr(model, "access_key_secret", None))
-    register_secret(getattr(model, "security_token", None))
-    return EcsPower(
-        region_id,
-        credential=credential,
-        ecs_endpoint=settings.ecs_endpoint,
-        vpc_endpoint=settings.vpc_endpoint,
-        protocol=settings.protocol,
-    )
+    return open_reader(region_id, settings, credential, reader=EcsPower)  # type: ignore[return-value]
