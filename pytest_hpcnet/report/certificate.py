@@ -47,6 +47,7 @@ from pytest_hpcnet.report.certificate_node_facts import (
 )
 from pytest_hpcnet.report.certificate_rows import (  # noqa: F401 - re-exported
     DEFAULT_REQUIREMENTS,
+    UNGOOD,
     NodeInfo,
     NodeRow,
     RequirementRow,
@@ -124,6 +125,10 @@ ROW_CAPS: dict[str, tuple[int, int]] = {
 WAIVER_COVERED_SHOWN = 2
 ROW_BUDGET = 10
 PAGE_ROWS = 38
+#: The requirement rows that failed (or were not measured) the signed pages show one by one;
+#: past it the rest are named on one line (each with its own row in the appendix), so a run
+#: that failed nearly everything still prints on two pages.
+FAILING_ROWS_SHOWN = 30
 
 
 class Contact(BaseModel):
@@ -283,6 +288,18 @@ def _facts_script(facts: Mapping[str, Any]) -> Markup:
     text = json.dumps(facts, sort_keys=True, ensure_ascii=False, indent=1)
     text = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
     return Markup(text)
+
+
+def fold_failing_rows(
+    rows: Sequence[RequirementRow], shown: int
+) -> tuple[list[RequirementRow], list[RequirementRow]]:
+    """The requirement rows the page lists one by one, and the failed or unmeasured ones past
+    the first `shown` of them (named together on one line; none when they all fit)."""
+    ungood = [r for r in rows if r.verdict in UNGOOD]
+    if len(ungood) <= shown:
+        return list(rows), []
+    folded = {id(r) for r in ungood[shown:]}
+    return [r for r in rows if id(r) not in folded], ungood[shown:]
 
 
 def fit_rows(lists: Mapping[str, Sequence[Any]], budget: int = ROW_BUDGET) -> dict[str, Any]:
@@ -453,14 +470,16 @@ def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> st
     root = Path(run_dir)
     page = _page_context(root, facts)
     pair_suspects = sorted({n for p in page["pairs"] for n in p.suspects})
-    judged = sum(r.verdict not in ("skipped", "not_run") for r in page["rows"])
+    rows, folded = fold_failing_rows(page["rows"], FAILING_ROWS_SHOWN)
+    judged = sum(r.verdict not in ("skipped", "not_run") for r in rows) + bool(folded)
     waivers = waiver_groups(facts.get("waivers", []))
     html = (
         _environment()
         .get_template("certificate.html.j2")
         .render(
             facts=facts,
-            rows=page["rows"],
+            rows=rows,
+            folded_rows=folded,
             **fit_rows(
                 {
                     "found": page["found"],

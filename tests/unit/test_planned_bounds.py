@@ -64,3 +64,15 @@ def test_certificate_of_an_unmeasured_requirement_names_its_bound(tmp_path):
     html = render_certificate(bundle.run_dir, {"cluster": "c"}).read_text()
     row = html[html.index("RDMA write bandwidth (ib_write_bw)") :][:600]
     assert "≥ 90 Gbit/s" in row
+
+
+def test_failing_rows_past_the_page_are_named_on_one_line():
+    from pytest_hpcnet.report.certificate import fold_failing_rows
+    from pytest_hpcnet.report.certificate_rows import RequirementRow
+
+    rows = [RequirementRow(check_id=f"r{i}", requirement=f"R{i}", verdict="fail") for i in range(5)]
+    rows.append(RequirementRow(check_id="ok", requirement="OK", verdict="pass"))
+    shown, folded = fold_failing_rows(rows, 3)
+    assert [r.check_id for r in shown] == ["r0", "r1", "r2", "ok"]
+    assert [r.check_id for r in folded] == ["r3", "r4"]
+    assert fold_failing_rows(rows, 5) == (rows, [])

@@ -35,7 +35,7 @@ def test_collecting_1000_nodes_takes_under_10_cpu_seconds(tmp_path):
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        timeout=60,
+        timeout=180,  # wall: a loaded machine stretches it; the bound below is CPU
     )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
