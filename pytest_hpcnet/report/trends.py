@@ -24,6 +24,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from pytest_hpcnet.report.baseline import is_regression, metric_subject, tolerance_for
+from pytest_hpcnet.report.certificate_versions import Manifest, manifest
 from pytest_hpcnet.report.evidence import (
     CheckRecord,
     EvidenceError,
@@ -110,6 +111,8 @@ class History:
     node_status: dict[str, list[str]] = field(default_factory=dict)  # node -> status per run
     flapped: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # run folders not read, and why
+    version_changes: list[tuple[str, list[str]]] = field(default_factory=list)
+    """(run id, what changed in its versions and firmware since the run before), latest first."""
 
     def regressions(self) -> list[tuple[Series, int]]:
         """(series, run index) of every marked point, latest run first."""
@@ -120,7 +123,7 @@ class History:
 
 
 DIGEST_FILE = "trends-digest.json"
-DIGEST_VERSION = 2
+DIGEST_VERSION = 3
 PointRow = tuple[str, str, str, float, str, str | None, float | None]
 """One figure of one subject in one run: check id, measurement, subject, value, unit,
 comparison, threshold."""
@@ -132,6 +135,8 @@ class RunDigest:
 
     points: list[PointRow]
     node_status: dict[str, str] | None = None
+    manifest: Manifest | None = None
+    """The agreed versions and firmware per instance type and the odd nodes."""
 
 
 def _figure_keys() -> list[list[str]]:
@@ -157,7 +162,7 @@ def digest_run(
                     (record.check_id, m.name, subject, value, m.unit, m.comparison, bound)
                 )
     statuses = dict(node_status(records, summary)) if node_status is not None else None
-    return RunDigest(points, statuses)
+    return RunDigest(points, statuses, manifest(records))
 
 
 def write_digest(run_dir: Path, digest: RunDigest) -> None:
@@ -167,6 +172,7 @@ def write_digest(run_dir: Path, digest: RunDigest) -> None:
         "figures": _figure_keys(),
         "points": digest.points,
         "node_status": digest.node_status,
+        "manifest": digest.manifest.model_dump(mode="json") if digest.manifest else None,
     }
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     _write_atomic(run_dir / DIGEST_FILE, text.encode("utf-8"))
@@ -197,11 +203,13 @@ def read_digest(run_dir: Path, with_status: bool) -> RunDigest | None:
         status = data["node_status"]
         if status is not None:
             status = {str(node): str(value) for node, value in status.items()}
+        found = data.get("manifest")
+        versions = Manifest.model_validate(found) if found is not None else None
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
     if with_status and status is None:
         return None
-    return RunDigest(points, status)
+    return RunDigest(points, status, versions)
 
 
 def _start(summary: RunSummary) -> datetime:
@@ -286,7 +294,32 @@ def build_history(
     for row in history.node_status.values():
         row.extend([""] * (len(runs) - len(row)))
     history.flapped = sorted(n for n, row in history.node_status.items() if flapped(row))
+    for (_, before), (summary, after) in pairwise(runs):
+        if before.manifest is not None and after.manifest is not None:
+            changed = manifest_changes(before.manifest, after.manifest)
+            if changed:
+                history.version_changes.insert(0, (summary.run_id, changed))
     return history
+
+
+def manifest_changes(before: Manifest, after: Manifest) -> list[str]:
+    """What changed in the versions and firmware from one run to the next: an agreed value
+    of an instance type (`ecs.x: nvidia_driver 570.172.08 -> 580.95.05`), and each node off
+    its type's value that was not off it before (an unplanned change on a few nodes)."""
+    old = {(line.instance_type, item): value for line in before.lines for item, value in line.items}
+    found = [
+        f"{line.instance_type or 'all nodes'}: {item} {old[(line.instance_type, item)]} -> {value}"
+        for line in after.lines
+        for item, value in line.items
+        if (line.instance_type, item) in old and old[(line.instance_type, item)] != value
+    ]
+    seen = {(o.subject, o.item, o.value) for o in before.odd}
+    found += [
+        f"{o.subject}: {o.item} {o.value} (its type runs {o.agreed})"
+        for o in after.odd
+        if (o.subject, o.item, o.value) not in seen
+    ]
+    return found
 
 
 def _judge(series: Series, runs: list[RunInfo], tolerance: float, per_metric: dict) -> None:

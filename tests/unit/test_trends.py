@@ -217,3 +217,26 @@ def test_one_run_is_said_not_plotted(tmp_path):
     assert re.search(r"\b1 run\s+on 2026-11-23", page) and "1 runs" not in page
     assert "<circle" not in page and "<polyline" not in page  # no dots at arbitrary heights
     assert "one run so far: 93.32 Gbit/s (threshold ≥ 80 Gbit/s)" in page
+
+
+def test_a_version_change_between_nights_is_named():
+    from pytest_hpcnet.report.certificate_versions import Manifest, ManifestLine, OddValue
+    from pytest_hpcnet.report.trends import History, manifest_changes
+
+    line = ManifestLine(instance_type="ecs.ebmgn8v.48xlarge", items=[("nvidia_driver", "570")])
+    night1 = Manifest(lines=[line])
+    night2 = Manifest(
+        lines=[line],
+        odd=[OddValue(subject=n, item="nvidia_driver", value="580", agreed="570") for n in "abc"],
+    )
+    night3 = Manifest(lines=[line.model_copy(update={"items": [("nvidia_driver", "580")]})], odd=[])
+    assert manifest_changes(night1, night1) == []
+    assert manifest_changes(night1, night2) == [
+        f"{n}: nvidia_driver 580 (its type runs 570)" for n in "abc"
+    ]
+    assert manifest_changes(night2, night3) == ["ecs.ebmgn8v.48xlarge: nvidia_driver 570 -> 580"]
+    page = render_trends(
+        History("c", version_changes=[("run-2", manifest_changes(night1, night2))])
+    )
+    assert "a: nvidia_driver 580 (its type runs 570)" in page
+    assert 'id="no-version-changes"' in render_trends(History("c"))
