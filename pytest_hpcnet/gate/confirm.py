@@ -256,11 +256,16 @@ class PytestConfirm:
 
     def _first(self) -> list[CheckRecord]:
         if self.first is None:
-            try:
-                self.first = read_records(self.run_dir)
-            except (EvidenceError, ValueError, OSError):
-                self.first = []
+            self.first = first_records(self.run_dir)
         return self.first
+
+
+def first_records(run_dir: Path) -> list[CheckRecord]:
+    """The first run's records (what a re-run is judged against); none where unreadable."""
+    try:
+        return read_records(run_dir)
+    except (EvidenceError, ValueError, OSError):
+        return []
 
 
 def _baseline(run_dir: Path) -> Path | None:

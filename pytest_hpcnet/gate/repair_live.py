@@ -173,10 +173,7 @@ class LiveRepairer:
 
     def _first(self) -> list[CheckRecord]:
         if self.first is None:
-            try:
-                self.first = read_records(self.run_dir)
-            except (EvidenceError, ValueError, OSError):
-                self.first = []
+            self.first = confirm.first_records(self.run_dir)
         return self.first
 
     def _pytest(self, argv: list[str], reports: Path, lines: list[str]):
