@@ -1,7 +1,7 @@
 """The burn-in campaign: start it detached on every node once, then collect its samples
 incrementally until it ends, keeping them in the run's evidence folder.
 
-The controller holds no load: each node runs `probes/burnin_program.py` by itself and stops
+The controller holds no load: each node runs `probes/remote/burnin_program.py` by itself and stops
 at the end or when the heartbeat (touched at each collection) goes stale. Each collection is
 one command per node (`Transport.run_on_all`: one connection per node, bounded fan-out and
 time) reading from the byte offset the evidence folder already holds, so a controller that

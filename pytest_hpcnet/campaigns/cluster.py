@@ -13,8 +13,6 @@ from typing import Any, TypeVar
 from pytest_hpcnet.campaigns.bisection import Bisection
 from pytest_hpcnet.campaigns.eri_paths import EriPathCampaign, EriPathMtu
 from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, NodeFacts
-from pytest_hpcnet.campaigns.gpu_load import DcgmPhase, GpuLoadPhase, NodeNcclPhase
-from pytest_hpcnet.campaigns.gpu_p2p import P2pPhase
 from pytest_hpcnet.campaigns.nccl import NcclCampaign
 from pytest_hpcnet.campaigns.nccl_collectives import CollectivesCampaign
 from pytest_hpcnet.campaigns.pairs import FlowFacts, PairCampaign, PairFacts
@@ -51,9 +49,6 @@ def _record(recorder: Recorder | None, result: CommandResult) -> None:
 T = TypeVar("T")
 P = TypeVar("P")
 R = TypeVar("R")
-
-PHASES: tuple[type[Phase[Any, Any]], ...] = (GpuLoadPhase, DcgmPhase, NodeNcclPhase, P2pPhase)
-"""The phases beyond the facts (`campaigns/phase`), each run once on every node together."""
 
 
 def gpu_versions(facts: NodeFacts | ReadFacts) -> dict[str, str]:
@@ -142,9 +137,8 @@ class Cluster:
         self.collective = NcclCampaign(self.facts_campaign)
         self.collectives = CollectivesCampaign(self.collective)
         self.storage = FioCampaign(self.facts_campaign)
-        self.phases: dict[type, PhaseRun[Any, Any]] = {
-            kind: PhaseRun(kind(), self.facts_campaign) for kind in PHASES
-        }
+        self.phases: dict[type, PhaseRun[Any, Any]] = {}
+        """Each phase's one run (`campaigns/phase`), made the first time a test asks for it."""
 
     @property
     def nodes(self) -> list[Node]:
@@ -300,11 +294,13 @@ class Cluster:
     def phase(
         self, kind: type[Phase[P, R]], node: Node, recorder: Recorder | None = None
     ) -> dict[str, R]:
-        """Every node's result of a phase (`PHASES`: all at once, once) after `node`'s facts
+        """Every node's result of a phase (all at once, once a session) after `node`'s facts
         it was planned from; `node`'s command of it and tool versions recorded and the facts
         sections it read named; unreachable ends the test."""
         self.facts(node, recorder)
-        run = self.phases[kind]
+        run = self.phases.get(kind)
+        if run is None:
+            run = self.phases.setdefault(kind, PhaseRun(kind(), self.facts_campaign))
         found = run.found()
         result = run.results.get(node.name)
         if result is not None:

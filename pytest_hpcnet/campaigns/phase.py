@@ -5,7 +5,7 @@ A phase plans each node from its facts, gives the command for a planned node and
 command's result; a node it does not plan gets its result at once (`Skip`: why, what to
 install). The runner starts the command on every planned node together, once per session,
 whatever `ssh.concurrency` says: a cluster median measured in batches would mix hot and cold
-halls. Adding a phase is one class and one line in `cluster.PHASES`.
+halls. Adding a phase is one class: `Cluster.phase(kind, ...)` runs it the first time a test asks.
 """
 
 from __future__ import annotations

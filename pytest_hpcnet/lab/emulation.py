@@ -12,6 +12,7 @@ writes the devices they report: one ERI per node, two with `lab up --eris 2` or
 
 from __future__ import annotations
 
+import ast
 import ipaddress
 import json
 import os
@@ -27,29 +28,40 @@ from pytest_hpcnet.lab.state import MAX_NODES_TWO_ERIS, LabNode, LabState, node_
 TOOLS_DIR = Path(__file__).with_name("tools")
 NODE_BIN = "/usr/local/sbin"
 """Where the tools appear on a node: on root's PATH before /usr/bin, empty on the host."""
-TOOLS = {
-    "ibv_devinfo": "ibv_devinfo.py",
-    "rdma": "rdma.py",
-    "ib_write_bw": "ib_write_bw.py",
-    "ib_write_lat": "ib_write_lat.py",
-    "all_reduce_perf": "all_reduce_perf.py",
-    "all_gather_perf": "all_reduce_perf.py",
-    "reduce_scatter_perf": "all_reduce_perf.py",
-    "alltoall_perf": "all_reduce_perf.py",
-    "sendrecv_perf": "all_reduce_perf.py",
-    "nvidia-smi": "nvidia_smi.py",
-    "dmesg": "dmesg.py",
-    "journalctl": "journalctl.py",
-    "dcgmi": "dcgmi.py",
-    "nvbandwidth": "nvbandwidth.py",
-    "systemctl": "systemctl.py",
-    "ethtool": "ethtool.py",
-    "lscpu": "lscpu.py",
-    "chronyc": "chronyc.py",
-}
-SHARED = ("hpcnet_lab_rdma.py", "hpcnet_lab_node.py", "hpcnet_lab_perftest.py", "hpcnet_lab_gpu.py")
-SHARED += ("hpcnet_lab_nccl_node.py", "hpcnet_lab_perftest_print.py")
-SHARED += ("hpcnet_lab_nccl_net.py", "hpcnet_lab_nccl_json.py", "hpcnet_lab_nccl_collectives.py")
+SHARED_PREFIX = "hpcnet_lab_"
+"""A tools-folder module the tools import (copied beside them); every other `<name>.py` there is
+a tool, installed as the commands its `COMMANDS` tuple names (default: `<name>`)."""
+TORCH_MODULE = "hpcnet_lab_torch.py"
+"""The emulated `torch`, installed as a package on the nodes' PYTHONPATH, not beside the tools."""
+
+
+def tool_commands(source: Path) -> tuple[str, ...]:
+    """The commands a tool file installs as: its module-level `COMMANDS` tuple, else its stem."""
+    for statement in ast.parse(source.read_text()).body:
+        if isinstance(statement, ast.Assign) and [
+            getattr(t, "id", None) for t in statement.targets
+        ] == ["COMMANDS"]:
+            return tuple(ast.literal_eval(statement.value))
+    return (source.stem,)
+
+
+def lab_tools() -> dict[str, str]:
+    """Each emulated command and the tools-folder file that implements it."""
+    return {
+        command: source.name
+        for source in sorted(TOOLS_DIR.glob("*.py"))
+        if not source.name.startswith(SHARED_PREFIX)
+        for command in tool_commands(source)
+    }
+
+
+def shared_modules() -> tuple[str, ...]:
+    """The modules the tools import, copied beside them."""
+    return tuple(
+        p.name for p in sorted(TOOLS_DIR.glob(f"{SHARED_PREFIX}*.py")) if p.name != TORCH_MODULE
+    )
+
+
 PYLIB = "pylib"
 """On lab nodes' PYTHONPATH (`/usr/local/sbin/pylib`, sshd's SetEnv): the emulated `torch`."""
 TORCH_VERSION = "2.5.1+hpcnet.lab.emulation"
@@ -78,11 +90,11 @@ def install_tools(state: LabState) -> Path:
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     shebang = f"#!{node_python()} -SE\n"  # no site: standard library only, 3 ms less a call
-    for command, source in TOOLS.items():
+    for command, source in lab_tools().items():
         target = folder / command
         target.write_text(shebang + (TOOLS_DIR / source).read_text())
         os.chmod(target, 0o755)
-    for module in SHARED:
+    for module in shared_modules():
         shutil.copyfile(TOOLS_DIR / module, folder / module)
     (folder / STATE_POINTER).write_text(f"{state.root}\n")
     install_torch(folder / PYLIB)
@@ -94,7 +106,7 @@ def install_torch(pylib: Path) -> None:
     so the facts' engine probe finds it as it finds a pip-installed torch."""
     package = pylib / "torch"
     package.mkdir(parents=True)
-    shutil.copyfile(TOOLS_DIR / "hpcnet_lab_torch.py", package / "__init__.py")
+    shutil.copyfile(TOOLS_DIR / TORCH_MODULE, package / "__init__.py")
     dist = pylib / f"torch-{TORCH_VERSION}.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text(

@@ -18,8 +18,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PROGRAM = Path(__file__).with_name("burnin_program.py")
-LOAD_PROGRAM = Path(__file__).with_name("gpu_load_program.py")
+PROGRAM = Path(__file__).parent / "remote" / "burnin_program.py"
+LOAD_PROGRAM = Path(__file__).parent / "remote" / "gpu_load_program.py"
 NODE_ROOT = "/var/tmp/hpcnet-burnin"
 MAX_COLLECT_BYTES = 4 << 20
 """At most this much of a node's samples per collection (8 GPUs x 30 s: ~9 h of samples)."""

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.sections import Section, always
 from pytest_hpcnet.probes.text import strip_ansi
 
 ERDMA_DRIVER = "erdma"
@@ -391,7 +391,11 @@ def rate_is_nominal(rate: str | None) -> bool:
     return bool(rate) and " ".join((rate or "").split()) == NOMINAL_RATE
 
 
-ERDMA_IDENTITY: Section[EriIdentities] = Section("erdma_identity", parse_erdma_identity)
-ERDMA_DRIVER_STATE: Section[ErdmaDriver] = Section("erdma_driver", parse_erdma_driver)
+ERDMA_IDENTITY: Section[EriIdentities] = Section(
+    "erdma_identity", parse_erdma_identity, build=always(erdma_identity_command(None))
+)
+ERDMA_DRIVER_STATE: Section[ErdmaDriver] = Section(
+    "erdma_driver", parse_erdma_driver, build=always(erdma_driver_command(None, None))
+)
 GID_TABLES: Section[GidTables] = Section("ibv_devinfo_v", parse_gid_tables)
 """Port 1 GID tables, from the same `ibv_devinfo -v` section as `rdma_parsers.IBV_DEVINFO`."""

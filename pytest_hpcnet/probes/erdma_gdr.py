@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.sections import Section, when
 from pytest_hpcnet.probes.text import strip_ansi
 
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
@@ -80,4 +80,6 @@ def parse_gdr(text: str) -> GdrState:
     return GdrState(peermem, tuple(dict.fromkeys(acs_on)), read, tuple(dict.fromkeys(problems)))
 
 
-ERDMA_GDR: Section[GdrState] = Section("erdma_gdr", parse_gdr)
+ERDMA_GDR: Section[GdrState] = Section(
+    "erdma_gdr", parse_gdr, build=when(lambda e: e.erdma.gdr, lambda e: gdr_command())
+)

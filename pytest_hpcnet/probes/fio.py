@@ -502,4 +502,6 @@ class MountListing:
         return parse_mount(self.text, path)
 
 
-CPFS_MOUNT: Section[MountListing] = Section("cpfs_mount", MountListing)
+CPFS_MOUNT: Section[MountListing] = Section(
+    "cpfs_mount", MountListing, build=lambda node, expect: mount_check_command(expect.cpfs.mount)
+)

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from pytest_hpcnet.probes.erdma import sysfs_path
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.sections import Section, always, on_gpu
 from pytest_hpcnet.probes.text import strip_ansi
 
 GPU_FIRMWARE_COMMAND = (
@@ -225,9 +225,13 @@ def parse_bios(text: str) -> BiosInfo:
     )
 
 
-GPU_FIRMWARE: Section[GpuFirmwareList] = Section("gpu_firmware", parse_smi_firmware)
-NIC_INFO: Section[tuple[NicInfo, ...]] = Section("nic_info", parse_nic_info)
-BIOS: Section[BiosInfo] = Section("bios", parse_bios)
+GPU_FIRMWARE: Section[GpuFirmwareList] = Section(
+    "gpu_firmware", parse_smi_firmware, build=on_gpu(GPU_FIRMWARE_COMMAND)
+)
+NIC_INFO: Section[tuple[NicInfo, ...]] = Section(
+    "nic_info", parse_nic_info, build=always(nic_info_command())
+)
+BIOS: Section[BiosInfo] = Section("bios", parse_bios, build=always(bios_command()))
 
 
 # ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.sections import Section, on_gpu
 from pytest_hpcnet.probes.text import PARSE_CACHE, strip_ansi
 
 QUERY_FIELDS = (
@@ -302,5 +302,7 @@ def parse_query_gpu(text: str, fields: tuple[str, ...] | None = None) -> GpuQuer
     )
 
 
-GPU_QUERY: Section[GpuQuery] = Section("gpu_query", parse_query_gpu)
+GPU_QUERY: Section[GpuQuery] = Section(
+    "gpu_query", parse_query_gpu, build=on_gpu(query_gpu_command())
+)
 """The facts section `nvidia-smi --query-gpu` runs under, with its parser."""

@@ -15,9 +15,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pytest_hpcnet.probes.gpu import smi_state
-from pytest_hpcnet.probes.sections import Section
+
+if TYPE_CHECKING:
+    from pytest_hpcnet.inventory.expectations import Expectations
+
+from pytest_hpcnet.probes.sections import Section, gpu_profile, when
 
 FABRIC_COMMAND = (
     "nvidia-smi -q 2>&1 | awk '/^[^ ]/ || /^    Fabric *$/ || /^        (State|Status) +:/'; "
@@ -103,4 +108,12 @@ def parse_fabric(text: str) -> FabricState:
     return FabricState(tuple(out), manager, tuple(problems))
 
 
-GPU_FABRIC: Section[FabricState] = Section("gpu_fabric", parse_fabric)
+def _nvswitch_expected(expect: Expectations) -> object:
+    return gpu_profile(expect) and expect.gpu_load.nvswitch
+
+
+GPU_FABRIC: Section[FabricState] = Section(
+    "gpu_fabric",
+    parse_fabric,
+    build=when(_nvswitch_expected, lambda e: FABRIC_COMMAND),
+)

@@ -7,7 +7,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.sections import Section, gpu_profile, on_gpu, when
 from pytest_hpcnet.probes.text import strip_ansi
 
 DRIVER_VERSION_COMMAND = "cat /proc/driver/nvidia/version 2>&1"
@@ -98,6 +98,14 @@ def parse_memlock(text: str) -> Memlock:
     return Memlock(error=f"not a ulimit -l value: {shown!r}")
 
 
-GPU_DRIVER: Section[KernelDriver] = Section("gpu_driver", parse_driver_version)
-GPU_MODULES: Section[LoadedModules] = Section("gpu_modules", parse_modules)
-GPU_MEMLOCK: Section[Memlock] = Section("gpu_memlock", parse_memlock)
+GPU_DRIVER: Section[KernelDriver] = Section(
+    "gpu_driver", parse_driver_version, build=on_gpu(DRIVER_VERSION_COMMAND)
+)
+GPU_MODULES: Section[LoadedModules] = Section(
+    "gpu_modules", parse_modules, build=on_gpu(MODULES_COMMAND)
+)
+GPU_MEMLOCK: Section[Memlock] = Section(
+    "gpu_memlock",
+    parse_memlock,
+    build=when(gpu_profile, lambda e: memlock_command(e.gpu.nccl_user)),
+)

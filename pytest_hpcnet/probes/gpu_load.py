@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_hpcnet.probes.gpu import CLOCK_EVENT_BITS, OLD_NAMES, value_or_none
-from pytest_hpcnet.probes.sections import MARK, Section
+from pytest_hpcnet.probes.sections import MARK, Section, on_gpu
 
-PROGRAM = Path(__file__).with_name("gpu_load_program.py")
+PROGRAM = Path(__file__).parent / "remote" / "gpu_load_program.py"
 PROGRAM_FORMAT = "hpcnet-gpu-load 1"
 SAMPLE_FIELDS = (
     "index",
@@ -400,5 +400,5 @@ def parse_samples(text: str) -> LoadSamples:
     return LoadSamples(tuple(gpus), tuple(problems))
 
 
-GPU_ENGINES: Section[Engines] = Section("gpu_engines", parse_engines)
+GPU_ENGINES: Section[Engines] = Section("gpu_engines", parse_engines, build=on_gpu(ENGINES_COMMAND))
 """The facts section of the engines each node has (`ENGINES_COMMAND`)."""

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from pytest_hpcnet.probes.sections import Section
+if TYPE_CHECKING:
+    from pytest_hpcnet.inventory.expectations import Expectations
+
+from pytest_hpcnet.probes.sections import Section, gpu_profile, when
 
 STATUS_COMMAND = "nvidia-smi nvlink -s 2>&1"
 ERRORS_COMMAND = "nvidia-smi nvlink -e 2>&1"
@@ -164,5 +168,14 @@ def parse_nvlink_errors(text: str) -> NvlinkErrors:
     return NvlinkErrors(gpus, tuple(problems))
 
 
-NVLINK_STATUS: Section[NvlinkStatus] = Section("gpu_nvlink_status", parse_nvlink_status)
-NVLINK_ERRORS: Section[NvlinkErrors] = Section("gpu_nvlink_errors", parse_nvlink_errors)
+def nvlink_expected(expect: Expectations) -> object:
+    """The profile expects NVLink links on its GPUs (`gpu_load.nvlink_links`)."""
+    return gpu_profile(expect) and expect.gpu_load.nvlink_links
+
+
+NVLINK_STATUS: Section[NvlinkStatus] = Section(
+    "gpu_nvlink_status", parse_nvlink_status, build=when(nvlink_expected, lambda e: STATUS_COMMAND)
+)
+NVLINK_ERRORS: Section[NvlinkErrors] = Section(
+    "gpu_nvlink_errors", parse_nvlink_errors, build=when(nvlink_expected, lambda e: ERRORS_COMMAND)
+)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pytest_hpcnet.probes.gpu_p2p import BandwidthMatrix, NvbandwidthRun
 
-PROGRAM = Path(__file__).with_name("gpu_p2p_program.py")
+PROGRAM = Path(__file__).parent / "remote" / "gpu_p2p_program.py"
 TORCH_COPY = "torch_copy_peer"
 TIMEOUT_S = 600
 _HEAD = re.compile(r"^hpcnet-gpu-p2p 1 (.*)$")

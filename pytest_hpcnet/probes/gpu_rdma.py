@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pytest_hpcnet.probes.erdma import sysfs_path
-from pytest_hpcnet.probes.sections import Section
+
+if TYPE_CHECKING:
+    from pytest_hpcnet.inventory.expectations import Expectations
+
+from pytest_hpcnet.probes.sections import Section, gpu_profile, on_gpu, when
 from pytest_hpcnet.probes.text import strip_ansi
 
 SYSFS_KEYS = (
@@ -106,5 +111,13 @@ def parse_cuda_version(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-RDMA_SYSFS: Section[RdmaSysfs] = Section("rdma_sysfs", parse_rdma_sysfs)
-GPU_CUDA: Section[str | None] = Section("gpu_cuda", parse_cuda_version)
+def _sysfs_expected(expect: Expectations) -> object:
+    return gpu_profile(expect) and expect.gpu.rdma_sysfs
+
+
+RDMA_SYSFS: Section[RdmaSysfs] = Section(
+    "rdma_sysfs",
+    parse_rdma_sysfs,
+    build=when(_sysfs_expected, lambda e: RDMA_SYSFS_COMMAND),
+)
+GPU_CUDA: Section[str | None] = Section("gpu_cuda", parse_cuda_version, build=on_gpu(CUDA_COMMAND))

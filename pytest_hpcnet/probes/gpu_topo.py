@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from pytest_hpcnet.probes.gpu import smi_state
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.sections import Section, on_gpu
 from pytest_hpcnet.probes.text import strip_ansi
 
 TOPO_COMMAND = "nvidia-smi topo -m 2>&1"
@@ -167,4 +167,4 @@ def hca_selects(hca: str | None, device: str) -> bool:
     return not hit if exclude else hit
 
 
-GPU_TOPO: Section[Topology] = Section("gpu_topo", parse_topo)
+GPU_TOPO: Section[Topology] = Section("gpu_topo", parse_topo, build=on_gpu(TOPO_COMMAND))

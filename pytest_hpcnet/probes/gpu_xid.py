@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.sections import Section, on_gpu
 from pytest_hpcnet.probes.text import strip_ansi
 
 XID_SOURCE = "https://docs.nvidia.com/deploy/xid-errors/index.html"
@@ -128,4 +128,4 @@ def parse_kernel_log(text: str) -> XidLog:
     return XidLog(source=source, events=tuple(events), error=error, unreadable=tuple(unreadable))
 
 
-GPU_KLOG: Section[XidLog] = Section("gpu_klog", parse_kernel_log)
+GPU_KLOG: Section[XidLog] = Section("gpu_klog", parse_kernel_log, build=on_gpu(KERNEL_LOG_COMMAND))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.sections import Section, always
 from pytest_hpcnet.probes.text import strip_ansi
 
 PROC = "${HPCNET_PROC:-/proc}"
@@ -126,4 +126,6 @@ def parse_host_hardware(text: str) -> HostHardware:
     return HostHardware(**found, nvme=disks, problems=tuple(problems))  # type: ignore[arg-type]
 
 
-HOST_HARDWARE: Section[HostHardware] = Section("host_hardware", parse_host_hardware)
+HOST_HARDWARE: Section[HostHardware] = Section(
+    "host_hardware", parse_host_hardware, build=always(host_hardware_command())
+)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.sections import Section, always
 from pytest_hpcnet.probes.text import strip_ansi
 
 SYSFS = "${HPCNET_SYSFS:-/sys}"
@@ -112,4 +112,6 @@ def parse_host_settings(text: str) -> HostSettings:
     return HostSettings(**found, governors=tuple(governors), complete=complete)  # type: ignore[arg-type]
 
 
-HOST_SETTINGS: Section[HostSettings] = Section("host_settings", parse_host_settings)
+HOST_SETTINGS: Section[HostSettings] = Section(
+    "host_settings", parse_host_settings, build=always(host_settings_command())
+)

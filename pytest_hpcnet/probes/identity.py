@@ -3,7 +3,7 @@ line each."""
 
 from __future__ import annotations
 
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.sections import Section, always
 
 
 def one_line(text: str) -> str:
@@ -11,5 +11,5 @@ def one_line(text: str) -> str:
     return text.strip()
 
 
-HOSTNAME: Section[str] = Section("hostname", one_line)
-KERNEL: Section[str] = Section("kernel", one_line)
+HOSTNAME: Section[str] = Section("hostname", one_line, build=always("hostname"))
+KERNEL: Section[str] = Section("kernel", one_line, build=always("uname -r"))

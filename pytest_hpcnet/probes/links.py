@@ -12,7 +12,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.sections import Section, always
 from pytest_hpcnet.probes.text import strip_ansi
 
 
@@ -341,7 +341,9 @@ def parse_ip_text(text: str) -> Interfaces:
 # ---------------------------------------------------------------------------
 # decisions
 
-LINKS: Section[Interfaces] = Section("links", parse_interfaces)
+LINKS: Section[Interfaces] = Section(
+    "links", parse_interfaces, build=always(ip_link_command(stats=True))
+)
 """`ip -s link`: every interface with its MTU and counters."""
-ADDR: Section[Interfaces] = Section("addr", parse_interfaces)
+ADDR: Section[Interfaces] = Section("addr", parse_interfaces, build=always(ip_addr_command()))
 """`ip addr`: every interface with its addresses."""

@@ -220,4 +220,8 @@ def parse_listing(text: str) -> tuple[str, ...]:
     return tuple(entries)
 
 
-METADATA: Section[MetadataFacts] = Section("metadata", parse_metadata)
+METADATA: Section[MetadataFacts] = Section(
+    "metadata",
+    parse_metadata,
+    build=lambda node, expect: metadata_command(base=expect.placement.metadata_url),
+)

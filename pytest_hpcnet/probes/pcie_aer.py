@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_hpcnet.probes.erdma import ERDMA_PCI_ID
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.sections import Section, always
 from pytest_hpcnet.probes.text import strip_ansi
 
 SYSFS = "${HPCNET_SYSFS:-/sys}"
@@ -158,4 +158,6 @@ def parse_pcie_devices(text: str) -> PcieDevices:
     return PcieDevices(tuple(devices), complete, tuple(problems))
 
 
-PCIE_DEVICES: Section[PcieDevices] = Section("pcie_devices", parse_pcie_devices)
+PCIE_DEVICES: Section[PcieDevices] = Section(
+    "pcie_devices", parse_pcie_devices, build=always(pcie_devices_command())
+)

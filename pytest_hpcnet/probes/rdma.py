@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.sections import Section, when
 from pytest_hpcnet.probes.text import strip_ansi
 
 ERDMA_VENDOR_ID = "0x1ded"
@@ -299,5 +299,18 @@ class ModuleListing:
         return parse_erdma_module(self.text, module)
 
 
-ERDMA_MODULE: Section[ModuleListing] = Section("erdma_module", ModuleListing)
-COMPAT_MODE: Section[CompatMode] = Section("compat_mode", parse_compat_mode)
+ERDMA_MODULE: Section[ModuleListing] = Section(
+    "erdma_module",
+    ModuleListing,
+    build=when(
+        lambda e: e.rdma.kernel_module, lambda e: erdma_module_command(e.rdma.kernel_module)
+    ),
+)
+COMPAT_MODE: Section[CompatMode] = Section(
+    "compat_mode",
+    parse_compat_mode,
+    build=when(
+        lambda e: e.rdma.compat_mode,
+        lambda e: compat_mode_command(e.rdma.kernel_module or "erdma"),
+    ),
+)

@@ -17,8 +17,15 @@ import json
 import re
 from collections.abc import Iterable
 
-from pytest_hpcnet.probes.rdma import RdmaDevice, RdmaDevices, RdmaPort, output_lines
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.rdma import (
+    RdmaDevice,
+    RdmaDevices,
+    RdmaPort,
+    ibv_devinfo_command,
+    output_lines,
+    rdma_link_command,
+)
+from pytest_hpcnet.probes.sections import Section, always
 from pytest_hpcnet.probes.text import PARSE_CACHE, strip_ansi
 
 # ---------------------------------------------------------------------------
@@ -460,6 +467,10 @@ def parse_rdma_output(text: str) -> RdmaDevices:
     return parse_ibv_devinfo(body)
 
 
-IBV_DEVINFO: Section[RdmaDevices] = Section("ibv_devinfo_v", parse_ibv_devinfo)
+IBV_DEVINFO: Section[RdmaDevices] = Section(
+    "ibv_devinfo_v", parse_ibv_devinfo, build=always(ibv_devinfo_command(verbose=True))
+)
 """`ibv_devinfo -v`: the devices and their ports."""
-RDMA_LINK: Section[RdmaDevices] = Section("rdma_link", parse_rdma_link)
+RDMA_LINK: Section[RdmaDevices] = Section(
+    "rdma_link", parse_rdma_link, build=always(rdma_link_command())
+)

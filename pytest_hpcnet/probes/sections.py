@@ -8,9 +8,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from pytest_hpcnet.transport.results import TIMED_OUT_STATUSES
+
+if TYPE_CHECKING:
+    from pytest_hpcnet.inventory.expectations import Expectations
+    from pytest_hpcnet.inventory.models import Node
 
 MARK = "@@hpcnet"
 _SECTION = re.compile(rf"^{MARK} begin (\S+)$")
@@ -19,14 +23,44 @@ _STATUS = re.compile(rf"^{MARK} end (\S+) (\d+)$")
 
 T = TypeVar("T")
 
+Build = Callable[["Node", "Expectations"], str]
+"""A section's POSIX sh command for one node under its expectations."""
+
+NOT_EXPECTED = "echo 'not expected'"
+"""What a section runs where the profile expects nothing of it (its check is not applicable)."""
+
 
 @dataclass(frozen=True)
 class Section(Generic[T]):
-    """A facts section as its probe declares it: the name it is framed under and the pure
-    parser that reads its output into a typed result (`NodeFacts.get` parses it once)."""
+    """A facts section as its probe declares it: the name it is framed under, the pure parser
+    that reads its output into a typed result (`NodeFacts.get` parses it once) and the command
+    that gathers it in the facts round trip (`campaigns.fact_sections` gathers every section a
+    registered requirement reads). `build` is None for a second reading of a section another
+    `Section` of the same name gathers, or for a phase's own output."""
 
     name: str
     parse: Callable[[str], T]
+    build: Build | None = None
+
+
+def always(command: str) -> Build:
+    """`command` on every node."""
+    return lambda node, expect: command
+
+
+def when(expected: Callable[[Expectations], object], build: Callable[[Expectations], str]) -> Build:
+    """`build(expect)` where `expected(expect)` holds, else nothing (`NOT_EXPECTED`)."""
+    return lambda node, expect: build(expect) if expected(expect) else NOT_EXPECTED
+
+
+def gpu_profile(expect: Expectations) -> object:
+    """A GPU profile (a CPU-only one, `expect.gpu.count` unset, runs no GPU section)."""
+    return expect.gpu.count
+
+
+def on_gpu(command: str) -> Build:
+    """`command` on a GPU profile's nodes, nothing on a CPU-only profile's."""
+    return when(gpu_profile, lambda expect: command)
 
 
 @dataclass(frozen=True)

@@ -103,4 +103,6 @@ def parse_sysctl(text: str) -> SysctlValues:
     )
 
 
-SYSCTL: Section[SysctlValues] = Section("sysctl", parse_sysctl)
+SYSCTL: Section[SysctlValues] = Section(
+    "sysctl", parse_sysctl, build=lambda node, expect: sysctl_command(sorted(expect.sysctl))
+)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.sections import Section, always
 from pytest_hpcnet.probes.text import strip_ansi
 
 TIMESYNC_COMMAND = (
@@ -63,4 +63,4 @@ def parse_timesync(text: str) -> TimeSync:
     return TimeSync(error="; ".join(lines[:2])[:200] or "no output")
 
 
-TIMESYNC: Section[TimeSync] = Section("timesync", parse_timesync)
+TIMESYNC: Section[TimeSync] = Section("timesync", parse_timesync, build=always(TIMESYNC_COMMAND))

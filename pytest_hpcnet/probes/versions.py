@@ -7,7 +7,7 @@ on an old perftest would start a server instead.
 
 from __future__ import annotations
 
-from pytest_hpcnet.probes.sections import Section
+from pytest_hpcnet.probes.sections import Section, always
 from pytest_hpcnet.probes.text import strip_ansi
 
 DCGM_PACKAGES = "datacenter-gpu-manager datacenter-gpu-manager-4-core"
@@ -59,4 +59,6 @@ def parse_versions(text: str) -> dict[str, str]:
     return found
 
 
-VERSIONS: Section[dict[str, str]] = Section("versions", parse_versions)
+VERSIONS: Section[dict[str, str]] = Section(
+    "versions", parse_versions, build=always(versions_command())
+)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from pytest_hpcnet.campaigns.fact_sections import GPU_SECTIONS, facts_command
+from pytest_hpcnet.campaigns.fact_sections import SECTIONS, facts_command
 from pytest_hpcnet.inventory.expectations import Expectations, load_profile
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes.sections import split_sections
 
 NODE = Node(name="n1", host="198.18.0.11")
+GPU_SECTIONS = [s for s in SECTIONS if s.name.startswith("gpu_") or s.name == "rdma_sysfs"]
 
 
 def test_gpu_profile_gathers_every_gpu_section_in_the_one_script():

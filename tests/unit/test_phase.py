@@ -9,8 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_hpcnet.campaigns.cluster import PHASES, Cluster
+from pytest_hpcnet.campaigns.cluster import Cluster
 from pytest_hpcnet.campaigns.facts import NodeFacts
+from pytest_hpcnet.campaigns.gpu_load import DcgmPhase, GpuLoadPhase, NodeNcclPhase
+from pytest_hpcnet.campaigns.gpu_p2p import P2pPhase
 from pytest_hpcnet.campaigns.phase import PhaseRun, Skip
 from pytest_hpcnet.probes.sections import SectionOutput
 from pytest_hpcnet.report.recording import Check
@@ -143,9 +145,17 @@ def test_a_node_lost_during_the_phase_ends_its_check():
     assert cluster.phases[EchoPhase].found()["n1"].text == "hello n1"
 
 
-def test_every_phase_is_listed_once():
-    assert len(set(PHASES)) == len(PHASES)
-    for kind in PHASES:
-        for method in ("plan", "describe", "timeout_s", "command", "read", "versions"):
-            assert callable(getattr(kind, method)), (kind, method)
-        assert isinstance(kind.reads, tuple)
+def test_a_phase_runs_when_first_asked_for_and_once():
+    cluster = _cluster(Transport())
+    cluster.phases = {}
+    cluster.phase(EchoPhase, SimpleNamespace(name="n1"), _check("n1"))
+    run = cluster.phases[EchoPhase]
+    cluster.phase(EchoPhase, SimpleNamespace(name="n2"), _check("n2"))
+    assert cluster.phases == {EchoPhase: run}
+
+
+@pytest.mark.parametrize("kind", [GpuLoadPhase, DcgmPhase, NodeNcclPhase, P2pPhase])
+def test_every_phase_follows_the_protocol(kind):
+    for method in ("plan", "describe", "timeout_s", "command", "read", "versions"):
+        assert callable(getattr(kind, method)), (kind, method)
+    assert isinstance(kind.reads, tuple)

@@ -55,6 +55,15 @@ import hpcnet_lab_nccl_net as nccl_net
 import hpcnet_lab_node as node
 import hpcnet_lab_rdma as lab
 
+COMMANDS = (
+    "all_reduce_perf",
+    "all_gather_perf",
+    "reduce_scatter_perf",
+    "alltoall_perf",
+    "sendrecv_perf",
+)
+"""The commands this file is installed as (`lab.emulation.lab_tools`)."""
+
 VERSION = "2.19.6"
 NCCL_HEADERS = 21903
 RENDEZVOUS_WAIT_S = 60.0

@@ -21,6 +21,9 @@ import time
 import hpcnet_lab_gpu as gpu
 import hpcnet_lab_rdma as lab
 
+COMMANDS = ("nvidia-smi",)
+"""The commands this file is installed as (`lab.emulation.lab_tools`)."""
+
 UNITS = {
     "memory.total": "MiB",
     "power.draw": "W",
