@@ -236,6 +236,9 @@ class GpuExpect(Strict):
     """The user NCCL runs as (its `ulimit -l` is read through `su`); null: the SSH user."""
     rdma_sysfs: bool = True
     """Whether /sys/class/infiniband describes the RDMA devices (PCIe link, NUMA node)."""
+    power_limit_w: PositiveFloat | None = None
+    """Each GPU's enforced power limit at least this (the SKU's published board power, with
+    its source in the profile); null: at least the GPU's own default limit."""
 
 
 class GpuLoadExpect(Strict):

@@ -291,6 +291,13 @@ KINDS: dict[str, FaultKind] = {
             breaks=("firmware",),
         ),
         FaultKind(
+            "power-cap",
+            "power-cap NODE [GPU WATTS]",
+            "emulated nvidia-smi enforces a lower power limit on one GPU (default GPU 3 at 500 W)",
+            *act.recorded_fault("power-cap", "3 500", r"[0-7] [1-9][0-9]{1,3}", "GPU WATTS"),
+            breaks=("gpu_power_limit",),
+        ),
+        FaultKind(
             "nic-firmware",
             "nic-firmware NODE [VALUE]",
             "emulated ethtool -i reports that firmware-version on the node's netdevs",

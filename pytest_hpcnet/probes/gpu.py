@@ -43,6 +43,9 @@ QUERY_FIELDS = (
     "remapped_rows.failure",
     "mig.mode.current",
     "memory.total",
+    "enforced.power.limit",
+    "power.default_limit",
+    "power.max_limit",
 )
 """What the GPU checks read; every name is in `--help-query-gpu` of driver 580."""
 
@@ -116,6 +119,15 @@ def _int(value: str | None) -> int | None:
     return int(m.group(1), 0)
 
 
+def _float(value: str | None) -> float | None:
+    """`700.00 W` -> 700.0, `700` -> 700.0; None when not a number."""
+    value = value_or_none(value)
+    if value is None:
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(?:\s*[A-Za-z%/]+)?", value)
+    return float(m.group(1)) if m else None
+
+
 def _yes_no(value: str | None) -> bool | None:
     """`Yes`/`Enabled` -> True, `No`/`Disabled` -> False, otherwise None."""
     value = (value_or_none(value) or "").lower()
@@ -163,6 +175,10 @@ class Gpu:
     remapped_rows_failure: bool | None = None
     mig_mode: bool | None = None
     memory_total_mib: int | None = None
+    power_limit_w: float | None = None
+    """`enforced.power.limit`: the ceiling the power management holds the board to."""
+    power_default_limit_w: float | None = None
+    power_max_limit_w: float | None = None
     fields: tuple[tuple[str, str], ...] = ()
     """Every (field, raw value) of the row, header units removed from the field name."""
 
@@ -248,6 +264,9 @@ def _gpu_from(row: dict[str, str]) -> Gpu:
         remapped_rows_failure=_yes_no(get("remapped_rows.failure")),
         mig_mode=_yes_no(get("mig.mode.current")),
         memory_total_mib=_int(get("memory.total")),
+        power_limit_w=_float(get("enforced.power.limit")),
+        power_default_limit_w=_float(get("power.default_limit")),
+        power_max_limit_w=_float(get("power.max_limit")),
         fields=tuple(row.items()),
     )
 

@@ -730,6 +730,26 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         sections=(GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
     ),
     Requirement(
+        "gpu_power_limit",
+        "GPU power limits at their default",
+        ("gpu",),
+        "static",
+        faults=(
+            FaultCode(
+                "HPCNET-GPU-POWER-CAP",
+                "a GPU's enforced power limit is below its default (or the profile's figure)",
+                "config",
+                "nvidia-smi -i N -pl <default W> and remove what set it; a board that still "
+                "limits the GPU is a ticket",
+            ),
+        ),
+        group=GPU_NODES,
+        figures=(Figure("power_limit_w", "Power limit", "W"),),
+        bounds=(BoundKey("power_limit_w", "gpu.power_limit_w", ">=", "W"),),
+        judges=("gpu_power:judge_power_limit",),
+        sections=(GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
+    ),
+    Requirement(
         "pcie_links",
         "PCIe links at full speed (GPUs, RDMA devices, NVMe)",
         ("gpu", "rdma"),

@@ -18,7 +18,7 @@ from pytest_hpcnet.probes.gpu_rdma import RDMA_SYSFS
 from pytest_hpcnet.probes.gpu_topo import GPU_TOPO
 from pytest_hpcnet.probes.gpu_xid import GPU_KLOG
 from pytest_hpcnet.probes.metadata import METADATA
-from pytest_hpcnet.requirements import firmware, gpu, gpu_node
+from pytest_hpcnet.requirements import firmware, gpu, gpu_node, gpu_power
 from pytest_hpcnet.requirements.registry import mark, not_applicable_when
 
 NOT_APPLICABLE = "not applicable: the profile sets no GPUs (expect.gpu.count)"
@@ -77,6 +77,11 @@ def test_gpu_persistence_mode(cluster, node, check):
 @mark("gpu_clocks")
 def test_gpu_mig_mode(cluster, node, check):
     check.judge(gpu.judge_mig(node.name, query(cluster, node, check), cluster.expect))
+
+
+@mark("gpu_power_limit")
+def test_gpu_power_limit(cluster, node, check):
+    check.judge(gpu_power.judge_power_limit(node.name, query(cluster, node, check), cluster.expect))
 
 
 @mark("pcie_links")

@@ -117,3 +117,21 @@ def test_firmware_and_its_faults(node):
     assert (nic.driver, nic.version, nic.firmware) == ("virtio_net", "1.0.0", "")
     faults.inject("nic-firmware", "node01", "2.50", node.state_dir)
     assert parse_nic_info("== hpcnet-nic eth0\n" + node("ethtool -i eth0"))[0].firmware == "2.50"
+
+
+def test_power_cap_lowers_exactly_its_gpu(node):
+    from pytest_hpcnet.requirements.gpu_power import judge_power_limit
+
+    def judged():
+        return judge_power_limit(
+            "node01", parse_query_gpu(node(query_gpu_command())), Expectations()
+        )
+
+    assert judged()
+    faults.inject("power-cap", "node01", "6 450", node.state_dir)
+    verdict = judged()
+    assert verdict.outcome == "fail"
+    assert [m.subject for m in verdict.measurements if m.outcome == "fail"] == ["GPU 6"]
+    assert "450 W, below 700 W" in verdict.reason
+    faults.heal("node01", node.state_dir)
+    assert judged()

@@ -1,12 +1,12 @@
 """hpcnet lab emulation: the eight GPUs of a lab node and its kernel log (not real).
 
-Each node has eight NVIDIA H200 as recorded in samples/nvidia_smi (driver 580.159.04,
-143771 MiB, PCIe gen5 x16, ECC on, persistence on, MIG off, clocks idle), on the bus ids
-of a typical 8-GPU HGX board. The node's GPU faults from `lab.json` change them on every
-call: `gpu-missing` (that GPU is not enumerated), `gpu-ecc` (uncorrected errors and a
-pending row remap), `gpu-throttle` (HW and HW thermal slowdown), `gpu-pcie-downgrade`
-(gen4 x8), `driver-mismatch` (another driver version), `vbios` (another VBIOS on one
-GPU). A GPU the emulated torch keeps busy
+Each node has eight NVIDIA H200 as recorded in samples/nvidia_smi (driver 580.159.04, 143771
+MiB, PCIe gen5 x16, ECC on, persistence on, MIG off, clocks idle), on the bus ids of a
+typical 8-GPU HGX board. The node's GPU faults from `lab.json` change them on every call:
+`gpu-missing` (that GPU is not enumerated), `gpu-ecc` (uncorrected errors and a pending row
+remap), `gpu-throttle` (HW and HW thermal slowdown), `gpu-pcie-downgrade` (gen4 x8),
+`driver-mismatch` (another driver version), `vbios` (another VBIOS on one GPU), `power-cap`
+(one GPU's power limit lowered below its 700 W default). A GPU the emulated torch keeps busy
 (its `gpu_busy/<slot>` file holds a time still to come) is under load: SM clock at its
 maximum, power near its 700 W cap (`sw_power_cap`), 60-63 C; with `gpu-hot` it slows down
 thermally (HW and HW thermal slowdown, 91 C) only then. `gpu-xid` lines live in the node's
@@ -39,6 +39,21 @@ def vbios(faults: dict[str, str], slot: int) -> str:
     """The GPU's VBIOS: fault `vbios` (`GPU VALUE`) gives that GPU another one."""
     gpu, _, value = faults.get("vbios", "").partition(" ")
     return value.upper() if gpu.isdigit() and int(gpu) == slot and value else VBIOS
+
+
+POWER_LIMIT_W = 700.0
+"""The H200 SXM's default and maximum power limit (samples/nvidia_smi/smi-q.txt)."""
+
+
+def power_limit(faults: dict[str, str], slot: int) -> float:
+    """The GPU's enforced power limit: fault `power-cap` (`GPU WATTS`, default GPU 3 at 500 W)
+    caps that GPU, as `nvidia-smi -pl` would."""
+    value = faults.get("power-cap")
+    if value is None:
+        return POWER_LIMIT_W
+    gpu, _, watts = value.partition(" ")
+    capped = int(gpu) if gpu.isdigit() else 3
+    return float(watts or 500) if slot == capped else POWER_LIMIT_W
 
 
 def _fault_gpu(faults: dict[str, str], kind: str) -> int | None:
@@ -170,6 +185,10 @@ def gpus() -> list[dict[str, str]]:
                 "remapped_rows.failure": "No",
                 "mig.mode.current": "Disabled",
                 "memory.total": "143771 MiB",
+                "power.limit": f"{power_limit(faults, slot):.2f} W",
+                "enforced.power.limit": f"{power_limit(faults, slot):.2f} W",
+                "power.default_limit": f"{POWER_LIMIT_W:.2f} W",
+                "power.max_limit": f"{POWER_LIMIT_W:.2f} W",
             }
         )
     return out

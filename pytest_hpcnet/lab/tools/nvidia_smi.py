@@ -15,6 +15,7 @@ nothing else is emulated.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 
@@ -24,13 +25,22 @@ import hpcnet_lab_rdma as lab
 COMMANDS = ("nvidia-smi",)
 """The commands this file is installed as (`lab.emulation.lab_tools`)."""
 
-UNITS = {
-    "memory.total": "MiB",
-    "power.draw": "W",
-    "clocks.current.sm": "MHz",
-    "clocks.sm": "MHz",
-    "clocks.max.sm": "MHz",
-}
+UNIT = re.compile(r"^\d+(?:\.\d+)? (W|MiB|MHz|%)$")
+"""A value with a unit (`700.00 W`): its field's header names the unit (`power.limit [W]`)."""
+
+
+def units(fields: list[str], rows: list[dict[str, str]]) -> dict[str, str]:
+    """Each queried field's unit, as its values print it on any GPU."""
+    found: dict[str, str] = {}
+    for field in fields:
+        for row in rows:
+            m = UNIT.match(row[field])
+            if m:
+                found[field] = m.group(1)
+                break
+    return found
+
+
 LEGEND = """
 Legend:
 
@@ -54,14 +64,15 @@ def query(fields: list[str], options: set[str]) -> int:
         if field not in rows[0]:
             sys.stdout.write(f'Field "{field}" is not a valid field to query.\n\n')
             return 2
+    unit = units(fields, rows)
     if "noheader" not in options:
-        heads = [f"{f} [{UNITS[f]}]" if f in UNITS else f for f in fields]
+        heads = [f"{f} [{unit[f]}]" if f in unit else f for f in fields]
         sys.stdout.write(", ".join(heads) + "\n")
     for row in rows:
         values = [row[f] for f in fields]
         if "nounits" in options:
             values = [
-                v.split(" ")[0] if f in UNITS else v for f, v in zip(fields, values, strict=True)
+                v.split(" ")[0] if f in unit else v for f, v in zip(fields, values, strict=True)
             ]
         sys.stdout.write(", ".join(values) + "\n")
     return 0
