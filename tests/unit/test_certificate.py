@@ -188,6 +188,7 @@ def test_failing_rows_first_and_not_run_rows_listed():
         "gpu_health",
         "gpu_xid",
         "gpu_clocks",
+        "gpu_power_limit",
         "pcie_links",
         "memlock",
         "gpu_topology",
