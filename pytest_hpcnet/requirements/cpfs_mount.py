@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from pytest_hpcnet.inventory.expectations import CpfsExpect
-from pytest_hpcnet.probes.fio import MountInfo, fstype_allowed, normalize_fstype
+from pytest_hpcnet.probes.fio import CPFS_MOUNT, MountInfo, fstype_allowed, normalize_fstype
 from pytest_hpcnet.requirements.verdict import Measurement, Verdict
 
 PROXY = re.compile(r"127\.0\.\d{1,3}\.\d{1,3}")
@@ -31,7 +31,7 @@ def judge_cpfs_mount(node: str, mount: MountInfo, cpfs: CpfsExpect) -> Verdict:
     fstype = Measurement(
         "fstype", mount.fstype, "", list(cpfs.fstypes), "in", "expect.cpfs.fstypes"
     )
-    return _judge_mount(node, mount, cpfs).with_measurements(fstype).with_sections("cpfs_mount")
+    return _judge_mount(node, mount, cpfs).with_measurements(fstype).with_sections(CPFS_MOUNT.name)
 
 
 def _judge_mount(node: str, mount: MountInfo, cpfs: CpfsExpect) -> Verdict:

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.firmware import BIOS, GPU_FIRMWARE, NIC_INFO, NodeFirmware
+from pytest_hpcnet.probes.metadata import METADATA
 from pytest_hpcnet.requirements.agreement import Entry, by_type, compare
 from pytest_hpcnet.requirements.verdict import (
     FAIL,
@@ -81,7 +82,7 @@ def judge_firmware(
     for item in sorted(set(pins) & set(ITEMS)):
         if not any(m.name == item for m in measurements):
             unread.append(f"{item} pinned ({pins[item]}) but read on no node")
-    sections = (GPU_FIRMWARE.name, NIC_INFO.name, BIOS.name, "metadata")
+    sections = (GPU_FIRMWARE.name, NIC_INFO.name, BIOS.name, METADATA.name)
     kept = {"measurements": tuple(measurements), "sections": sections}
     extra = {"suspects": [n for n in read if n in set(suspects)]}
     if problems:

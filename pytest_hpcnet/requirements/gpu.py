@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import GPU_QUERY, Gpu, GpuQuery, bus_key
-from pytest_hpcnet.probes.gpu_xid import XID_SOURCE, XidLog
+from pytest_hpcnet.probes.gpu_xid import GPU_KLOG, XID_SOURCE, XidLog
 from pytest_hpcnet.requirements.registry import REPAIRS, fault, xid_code
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
@@ -36,7 +36,7 @@ HARD_SLOWDOWN = {
 clocks, sync boost and display are normal."""
 
 QUERY = GPU_QUERY.name
-KLOG = "gpu_klog"
+KLOG = GPU_KLOG.name
 """The facts sections these judges read."""
 
 FIX_NO_TOOL = "install the NVIDIA driver (it ships nvidia-smi) and check `nvidia-smi -L`"

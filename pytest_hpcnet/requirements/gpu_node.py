@@ -13,9 +13,16 @@ from dataclasses import replace
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.gpu import GPU_QUERY, GpuQuery
-from pytest_hpcnet.probes.gpu_host import LoadedModules, Memlock
-from pytest_hpcnet.probes.gpu_rdma import RdmaSysfs
-from pytest_hpcnet.probes.gpu_topo import Topology, hca_selects
+from pytest_hpcnet.probes.gpu_host import (
+    GPU_DRIVER,
+    GPU_MEMLOCK,
+    GPU_MODULES,
+    LoadedModules,
+    Memlock,
+)
+from pytest_hpcnet.probes.gpu_rdma import GPU_CUDA, RDMA_SYSFS, RdmaSysfs
+from pytest_hpcnet.probes.gpu_topo import GPU_TOPO, Topology, hca_selects
+from pytest_hpcnet.probes.versions import VERSIONS
 from pytest_hpcnet.requirements.agreement import Entry, by_type, compare
 from pytest_hpcnet.requirements.firmware import ITEMS as FIRMWARE_ITEMS
 from pytest_hpcnet.requirements.verdict import (
@@ -76,7 +83,7 @@ def judge_memlock(node: str, memlock: Memlock, expect: Expectations) -> Verdict:
         ">=",
         "expect.gpu.memlock_min_kib",
     )
-    common = {"measurements": (measured,), "sections": ("gpu_memlock",)}
+    common = {"measurements": (measured,), "sections": (GPU_MEMLOCK.name,)}
     if memlock.unlimited:
         return passing(**common)
     if memlock.error is not None or memlock.kib is None:
@@ -102,7 +109,7 @@ def judge_memlock(node: str, memlock: Memlock, expect: Expectations) -> Verdict:
 def judge_modules(node: str, modules: LoadedModules, expect: Expectations) -> Verdict:
     """Every `expect.gpu.modules` kernel module loaded (`nvidia`; `nvidia_peermem` for GDR);
     each module measured `loaded` or `not loaded`."""
-    sections = ("gpu_modules",)
+    sections = (GPU_MODULES.name,)
     if modules.error is not None:
         return not_measured(f"{node}: {modules.error}", FIX_RERUN, sections=sections)
     measurements = tuple(
@@ -132,7 +139,7 @@ def judge_rdma_pcie(node: str, sysfs: RdmaSysfs, expect: Expectations) -> Verdic
     """Every RDMA device's PCIe link at its maximum speed and width (sysfs; `pcie_speed` and
     `pcie_width` per device), and at least `expect.rdma.min_devices` devices described there.
     A device whose link sysfs does not report is not measured."""
-    sections = ("rdma_sysfs",)
+    sections = (RDMA_SYSFS.name,)
     if sysfs.error is not None:
         return not_measured(f"{node}: RDMA sysfs: {sysfs.error}", FIX_RERUN, sections=sections)
     want = expect.rdma.min_devices
@@ -236,7 +243,7 @@ def judge_versions(
         "the driver",
         [f"versions unreadable on {', '.join(unread)}"] if unread else [],
         measurements=tuple(measurements),
-        sections=("versions", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
+        sections=(VERSIONS.name, GPU_QUERY.name, GPU_DRIVER.name, GPU_CUDA.name),
         extra={"suspects": [n for n in read if n in set(suspects)]},
     )
 
@@ -259,7 +266,7 @@ def _topo_unreadable(node: str, topo: Topology) -> Verdict | None:
     if topo.error is None:
         return None
     return not_measured(
-        f"{node}: nvidia-smi topo -m unreadable: {topo.error}", FIX_RERUN, sections=("gpu_topo",)
+        f"{node}: nvidia-smi topo -m unreadable: {topo.error}", FIX_RERUN, sections=(GPU_TOPO.name,)
     )
 
 
@@ -273,7 +280,11 @@ def judge_gpu_nic_numa(
     bad = _topo_unreadable(node, topo)
     if bad is not None:
         return bad
-    sections = ("gpu_topo", "rdma_sysfs", GPU_QUERY.name) if query else ("gpu_topo", "rdma_sysfs")
+    sections = (
+        (GPU_TOPO.name, RDMA_SYSFS.name, GPU_QUERY.name)
+        if query
+        else (GPU_TOPO.name, RDMA_SYSFS.name)
+    )
     if sysfs.error is not None:
         return not_measured(f"{node}: RDMA sysfs: {sysfs.error}", FIX_RERUN, sections=sections)
     nic_numa = {d.device: d.numa_node for d in sysfs.devices}
@@ -336,7 +347,7 @@ def judge_nccl_ib_hca(node: str, topo: Topology, hca: str | None) -> Verdict:
             Measurement("nic_map", nic_map(topo) or None, "", None, None, "nvidia-smi topo -m"),
             Measurement("NCCL_IB_HCA", hca or "unset (all)", "", None, None, "benchmarks.nccl.env"),
         ),
-        "sections": ("gpu_topo",),
+        "sections": (GPU_TOPO.name,),
     }
     needed = dict.fromkeys(nic for row in topo.gpus for nic in topo.nearest_nics(row.device))
     if not needed:

@@ -25,7 +25,7 @@ from pytest_hpcnet.probes.gpu_p2p import (
     pair_link,
 )
 from pytest_hpcnet.probes.gpu_p2p_torch import TORCH_COPY
-from pytest_hpcnet.probes.gpu_topo import Topology
+from pytest_hpcnet.probes.gpu_topo import GPU_TOPO, Topology
 from pytest_hpcnet.requirements.bounds import Bound, Ceiling, judge_figure, peer_bound
 from pytest_hpcnet.requirements.verdict import (
     FAIL,
@@ -37,7 +37,7 @@ from pytest_hpcnet.requirements.verdict import (
     passing,
 )
 
-SECTIONS = ("gpu_p2p", "gpu_topo", GPU_QUERY.name, GPU_ENGINES.name)
+SECTIONS = ("gpu_p2p", GPU_TOPO.name, GPU_QUERY.name, GPU_ENGINES.name)
 INSTALL_NVBANDWIDTH = (
     "install NVIDIA nvbandwidth (github.com/NVIDIA/nvbandwidth, built against the node's CUDA) "
     "on the node's PATH, or PyTorch with CUDA for python3 (the plugin's own copy program)"

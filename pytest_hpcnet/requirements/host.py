@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 
 from pytest_hpcnet.inventory.expectations import Expectations
-from pytest_hpcnet.probes.links import Interfaces
+from pytest_hpcnet.probes.links import LINKS, Interfaces
 from pytest_hpcnet.probes.ping import PingResult
-from pytest_hpcnet.probes.sysctl import SysctlValues
+from pytest_hpcnet.probes.sysctl import SYSCTL, SysctlValues
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
     Verdict,
@@ -82,7 +82,7 @@ def judge_sysctl(values: SysctlValues, expect: Expectations) -> Verdict:
         measured = Measurement(
             key, found, "", str(want.value), COMPARISON[want.mode], f"expect.sysctl.{key}"
         )
-        kw = {"measurements": (measured,), "sections": ("sysctl",)}
+        kw = {"measurements": (measured,), "sections": (SYSCTL.name,)}
         why = missing.get(key.strip().replace("/", "."))
         if found is None and why is not None and not UNREADABLE_KEY.search(why):
             verdicts.append(failing(f"{key} is not a key of this kernel ({why})", FIX_SYSCTL, **kw))
@@ -105,7 +105,7 @@ def judge_nic_counters(interfaces: Interfaces, interface: str, expect: Expectati
     """The data-plane interface's error counters at most `expect.nic_max_errors` and its
     drop counters at most `expect.nic_max_dropped` (each counter measured). An interface
     `ip -s link` does not show, or shows without counters, is not measured."""
-    sections = ("links",)
+    sections = (LINKS.name,)
     if interfaces.tool_missing:
         why = "; ".join(interfaces.problems) or "ip not installed"
         return not_measured(why, "install iproute2", sections=sections)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 
+from pytest_hpcnet.probes.metadata import METADATA
 from pytest_hpcnet.requirements.network import named
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
@@ -63,7 +64,7 @@ def judge_instance_types(
     matched = sum(len(n) for k, n in by_kind.items() if k not in wrong)
     kw = {
         "measurements": tuple(measurements),
-        "sections": ("metadata",),
+        "sections": (METADATA.name,),
         "extra": {"suspects": mismatched(reported, patterns)},
         "measured": float(matched),
         "bound": float(len(reported)),

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pytest_hpcnet.inventory.expectations import Expectations
-from pytest_hpcnet.probes.metadata import MetadataFacts
+from pytest_hpcnet.probes.identity import HOSTNAME, KERNEL
+from pytest_hpcnet.probes.metadata import METADATA, MetadataFacts
 from pytest_hpcnet.probes.ports import ConnectResults, ListenerStatus, Reachability, flows_for
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
@@ -56,7 +57,7 @@ def judge_reachability(hostname: str, kernel: str, metadata: MetadataFacts | Non
     missing = [
         what for what, value in (("hostname", hostname), ("kernel release", kernel)) if not value
     ]
-    kw = {"measurements": tuple(measurements), "sections": ("hostname", "kernel")}
+    kw = {"measurements": tuple(measurements), "sections": (HOSTNAME.name, KERNEL.name)}
     if missing:
         return failing(
             f"answered over SSH but reported no {' and no '.join(missing)}",
@@ -162,7 +163,11 @@ def judge_placement(
     if not expected and len(sizes) > 1 and sizes[0] > sizes[1]:  # a clear majority
         suspects += [n for g in grouping.groups[1:] for n in g.nodes]
     unread = [f"{key} on {node}: cannot determine ({why})" for node, why in grouping.undetermined]
-    kw = {"measurements": measurements, "sections": ("metadata",), "extra": {"suspects": suspects}}
+    kw = {
+        "measurements": measurements,
+        "sections": (METADATA.name,),
+        "extra": {"suspects": suspects},
+    }
     if grouping.findings:
         return failing(
             "; ".join([*grouping.findings, *unread]),

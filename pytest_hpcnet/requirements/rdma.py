@@ -6,12 +6,15 @@ from __future__ import annotations
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes.rdma import (
+    COMPAT_MODE,
+    ERDMA_MODULE,
     CompatMode,
     ErdmaModule,
     RdmaDevices,
     compare_sources,
     match_devices,
 )
+from pytest_hpcnet.probes.rdma_parsers import IBV_DEVINFO, RDMA_LINK
 from pytest_hpcnet.requirements.verdict import (
     Measurement,
     Verdict,
@@ -59,17 +62,17 @@ def judge_devices_present(
     """At least `minimum` devices match `glob` (`ibv_devinfo -v`)."""
     unreadable = unreadable_devinfo(node, found)
     if unreadable is not None:
-        return unreadable.with_sections("ibv_devinfo_v")
+        return unreadable.with_sections(IBV_DEVINFO.name)
     matching = match_devices(found, glob)
     measured = Measurement("devices", len(matching), "devices", minimum, ">=", source)
     seen = ", ".join(found.names()) or ("none: No IB devices found" if found.no_devices else "none")
     if len(matching) >= minimum:
-        return passing(measurements=(measured,), sections=("ibv_devinfo_v",))
+        return passing(measurements=(measured,), sections=(IBV_DEVINFO.name,))
     count = f"{len(matching)} RDMA device{'' if len(matching) == 1 else 's'}"
     return failing(
         f"{node}: {count} match {glob!r}, expected at least {minimum} (ibv_devinfo shows {seen})",
         measurements=(measured,),
-        sections=("ibv_devinfo_v",),
+        sections=(IBV_DEVINFO.name,),
     )
 
 
@@ -77,7 +80,7 @@ def judge_ports_active(node: str, found: RdmaDevices, glob: str) -> Verdict:
     """Every port of every matching device is ACTIVE and reports its MTU and link layer."""
     unreadable = unreadable_devinfo(node, found)
     if unreadable is not None:
-        return unreadable.with_sections("ibv_devinfo_v")
+        return unreadable.with_sections(IBV_DEVINFO.name)
     matching = match_devices(found, glob)
     if not matching:
         return failing(
@@ -110,7 +113,7 @@ def judge_ports_active(node: str, found: RdmaDevices, glob: str) -> Verdict:
             f"{node}: no active MTU or link layer reported for {', '.join(unreported)}",
             measurements=measured,
         )
-    return passing(measurements=measured, sections=("ibv_devinfo_v",))
+    return passing(measurements=measured, sections=(IBV_DEVINFO.name,))
 
 
 def judge_tools_agree(node: str, verbs: RdmaDevices, links: RdmaDevices) -> Verdict:
@@ -121,7 +124,7 @@ def judge_tools_agree(node: str, verbs: RdmaDevices, links: RdmaDevices) -> Verd
             fix="install rdma-core and iproute2",
         )
     disagreements = compare_sources(verbs, links)
-    sections = ("ibv_devinfo_v", "rdma_link")
+    sections = (IBV_DEVINFO.name, RDMA_LINK.name)
     counted = (
         Measurement("disagreements", len(disagreements), "", 0, "==", "ibv_devinfo vs rdma link"),
         Measurement("devices", len(verbs.devices), "devices", None, None, "ibv_devinfo -v"),
@@ -148,12 +151,12 @@ def judge_kernel_module(node: str, state: ErdmaModule, module: str) -> Verdict:
             f"{node}: whether {module} is loaded was not said", measurements=measured
         )
     if state.loaded:
-        return passing(measurements=measured, sections=("erdma_module",))
+        return passing(measurements=measured, sections=(ERDMA_MODULE.name,))
     return failing(
         f"{node}: kernel module {module} is not loaded",
         fix=f"modprobe {module}",
         measurements=measured,
-        sections=("erdma_module",),
+        sections=(ERDMA_MODULE.name,),
         code="HPCNET-ERI-MODULE",
     )
 
@@ -164,11 +167,11 @@ def judge_compat_mode(node: str, mode: CompatMode, wanted: str) -> Verdict:
     if mode.raw is None:
         return not_measured(f"{node}: compat_mode not readable", measurements=measured)
     if mode.raw == wanted:
-        return passing(measurements=measured, sections=("compat_mode",))
+        return passing(measurements=measured, sections=(COMPAT_MODE.name,))
     return failing(
         f"{node}: compat_mode is {mode.raw!r}, expected {wanted!r}",
         measurements=measured,
-        sections=("compat_mode",),
+        sections=(COMPAT_MODE.name,),
         code="HPCNET-ERI-COMPAT-MODE",
     )
 

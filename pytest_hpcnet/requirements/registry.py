@@ -22,8 +22,29 @@ from typing import TYPE_CHECKING, Literal
 
 import pytest
 
+from pytest_hpcnet.probes.erdma import ERDMA_DRIVER_STATE, ERDMA_IDENTITY
+from pytest_hpcnet.probes.erdma_gdr import ERDMA_GDR
+from pytest_hpcnet.probes.fio import CPFS_MOUNT
+from pytest_hpcnet.probes.firmware import BIOS, GPU_FIRMWARE, NIC_INFO
 from pytest_hpcnet.probes.gpu import GPU_QUERY
-from pytest_hpcnet.probes.gpu_xid import XID_MEANINGS, XID_SOURCE
+from pytest_hpcnet.probes.gpu_fabric import GPU_FABRIC
+from pytest_hpcnet.probes.gpu_host import GPU_DRIVER, GPU_MEMLOCK, GPU_MODULES
+from pytest_hpcnet.probes.gpu_load import GPU_ENGINES
+from pytest_hpcnet.probes.gpu_nvlink import NVLINK_ERRORS, NVLINK_STATUS
+from pytest_hpcnet.probes.gpu_rdma import GPU_CUDA, RDMA_SYSFS
+from pytest_hpcnet.probes.gpu_topo import GPU_TOPO
+from pytest_hpcnet.probes.gpu_xid import GPU_KLOG, XID_MEANINGS, XID_SOURCE
+from pytest_hpcnet.probes.host_hardware import HOST_HARDWARE
+from pytest_hpcnet.probes.host_settings import HOST_SETTINGS
+from pytest_hpcnet.probes.identity import HOSTNAME, KERNEL
+from pytest_hpcnet.probes.links import ADDR, LINKS
+from pytest_hpcnet.probes.metadata import METADATA
+from pytest_hpcnet.probes.pcie_aer import PCIE_DEVICES
+from pytest_hpcnet.probes.rdma import COMPAT_MODE, ERDMA_MODULE
+from pytest_hpcnet.probes.rdma_parsers import IBV_DEVINFO, RDMA_LINK
+from pytest_hpcnet.probes.sysctl import SYSCTL
+from pytest_hpcnet.probes.timesync import TIMESYNC
+from pytest_hpcnet.probes.versions import VERSIONS
 
 if TYPE_CHECKING:
     from pytest_hpcnet.inventory.expectations import Expectations
@@ -240,7 +261,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("network:judge_reachability",),
-        sections=("hostname", "kernel", "metadata"),
+        sections=(HOSTNAME.name, KERNEL.name, METADATA.name),
     ),
     Requirement(
         "erdma",
@@ -286,7 +307,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             "rdma:judge_kernel_module",
             "rdma:judge_compat_mode",
         ),
-        sections=("ibv_devinfo_v", "rdma_link", "erdma_module", "compat_mode"),
+        sections=(IBV_DEVINFO.name, RDMA_LINK.name, ERDMA_MODULE.name, COMPAT_MODE.name),
     ),
     Requirement(
         "erdma_identity",
@@ -303,7 +324,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("erdma:judge_erdma_identity",),
-        sections=("erdma_identity",),
+        sections=(ERDMA_IDENTITY.name,),
         bounds=(BoundKey("eris", "erdma.eris", "==", "devices"),),
     ),
     Requirement(
@@ -320,7 +341,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("erdma:judge_erdma_driver",),
-        sections=("erdma_driver",),
+        sections=(ERDMA_DRIVER_STATE.name,),
     ),
     Requirement(
         "erdma_port",
@@ -336,7 +357,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("erdma:judge_eri_active_mtu", "erdma:judge_eri_gid", "erdma:judge_erdma_numa"),
-        sections=("ibv_devinfo_v", "links", "rdma_link", "addr", "erdma_identity"),
+        sections=(IBV_DEVINFO.name, LINKS.name, RDMA_LINK.name, ADDR.name, ERDMA_IDENTITY.name),
     ),
     Requirement(
         "erdma_gdr",
@@ -352,7 +373,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("erdma:judge_erdma_gdr",),
-        sections=("erdma_gdr",),
+        sections=(ERDMA_GDR.name,),
     ),
     Requirement(
         "mtu",
@@ -368,7 +389,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("mtu:judge_node_mtu", "mtu:judge_node_ll128_rule", "mtu:judge_same_interface_mtu"),
-        sections=("links", "erdma_identity", "ibv_devinfo_v", "rdma_link"),
+        sections=(LINKS.name, ERDMA_IDENTITY.name, IBV_DEVINFO.name, RDMA_LINK.name),
         bounds=(BoundKey("mtu", "mtu", "==", "bytes"),),
     ),
     Requirement(
@@ -470,7 +491,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("network:judge_placement",),
-        sections=("metadata",),
+        sections=(METADATA.name,),
     ),
     Requirement(
         "instance_type",
@@ -486,7 +507,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("instance_types:judge_instance_types",),
-        sections=("metadata",),
+        sections=(METADATA.name,),
     ),
     Requirement(
         "tuning",
@@ -530,7 +551,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("host:judge_sysctl", "host:judge_nic_counters", "host:judge_icmp_latency"),
-        sections=("sysctl", "links"),
+        sections=(SYSCTL.name, LINKS.name),
         pair=True,
         bounds=(
             BoundKey("errors", "nic_max_errors", "<=", "packets"),
@@ -561,7 +582,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("host_hardware:judge_host_hardware",),
-        sections=("host_hardware",),
+        sections=(HOST_HARDWARE.name,),
     ),
     Requirement(
         "pcie_aer",
@@ -583,7 +604,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("pcie_aer:judge_pcie_aer",),
-        sections=("pcie_devices",),
+        sections=(PCIE_DEVICES.name,),
     ),
     Requirement(
         "host_settings",
@@ -607,7 +628,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("host_settings:judge_host_settings", "host_settings:judge_time_offset"),
-        sections=("host_settings", "timesync"),
+        sections=(HOST_SETTINGS.name, TIMESYNC.name),
     ),
     # GPU node health; a CPU-only profile (expect.gpu.count unset) skips them
     Requirement(
@@ -637,7 +658,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         group=GPU_NODES,
         judges=("gpu:judge_count_model", "gpu_node:judge_modules"),
-        sections=(GPU_QUERY.name, "gpu_modules", "gpu_driver", "gpu_cuda"),
+        sections=(GPU_QUERY.name, GPU_MODULES.name, GPU_DRIVER.name, GPU_CUDA.name),
         bounds=(
             BoundKey("count", "gpu.count", "==", "GPUs"),
             BoundKey("model", "gpu.model", "=="),
@@ -688,7 +709,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         group=GPU_NODES,
         judges=("gpu:judge_ecc",),
-        sections=(GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
+        sections=(GPU_QUERY.name, GPU_DRIVER.name, GPU_CUDA.name),
     ),
     Requirement(
         "gpu_xid",
@@ -698,7 +719,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         faults=XID_FAULTS,
         group=GPU_NODES,
         judges=("gpu:judge_xid",),
-        sections=("gpu_klog", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
+        sections=(GPU_KLOG.name, GPU_QUERY.name, GPU_DRIVER.name, GPU_CUDA.name),
     ),
     Requirement(
         "gpu_clocks",
@@ -727,7 +748,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         group=GPU_NODES,
         judges=("gpu:judge_throttle", "gpu:judge_persistence", "gpu:judge_mig"),
-        sections=(GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
+        sections=(GPU_QUERY.name, GPU_DRIVER.name, GPU_CUDA.name),
     ),
     Requirement(
         "gpu_power_limit",
@@ -747,7 +768,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         figures=(Figure("power_limit_w", "Power limit", "W"),),
         bounds=(BoundKey("power_limit_w", "gpu.power_limit_w", ">=", "W"),),
         judges=("gpu_power:judge_power_limit",),
-        sections=(GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
+        sections=(GPU_QUERY.name, GPU_DRIVER.name, GPU_CUDA.name),
     ),
     Requirement(
         "pcie_links",
@@ -764,7 +785,13 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         group=GPU_NODES,
         judges=("gpu:judge_pcie", "gpu_node:judge_rdma_pcie", "pcie_aer:judge_nvme_pcie"),
-        sections=(GPU_QUERY.name, "rdma_sysfs", "gpu_driver", "gpu_cuda", "pcie_devices"),
+        sections=(
+            GPU_QUERY.name,
+            RDMA_SYSFS.name,
+            GPU_DRIVER.name,
+            GPU_CUDA.name,
+            PCIE_DEVICES.name,
+        ),
     ),
     Requirement(
         "memlock",
@@ -781,7 +808,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         group=GPU_NODES,
         judges=("gpu_node:judge_memlock",),
-        sections=("gpu_memlock", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
+        sections=(GPU_MEMLOCK.name, GPU_QUERY.name, GPU_DRIVER.name, GPU_CUDA.name),
     ),
     Requirement(
         "gpu_topology",
@@ -798,7 +825,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         group=GPU_NODES,
         judges=("gpu_node:judge_nccl_ib_hca", "gpu_node:judge_gpu_nic_numa"),
-        sections=("gpu_topo", "rdma_sysfs", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
+        sections=(GPU_TOPO.name, RDMA_SYSFS.name, GPU_QUERY.name, GPU_DRIVER.name, GPU_CUDA.name),
     ),
     Requirement(
         "versions",
@@ -814,7 +841,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("gpu_node:judge_versions",),
-        sections=("versions", GPU_QUERY.name, "gpu_driver", "gpu_cuda"),
+        sections=(VERSIONS.name, GPU_QUERY.name, GPU_DRIVER.name, GPU_CUDA.name),
     ),
     Requirement(
         "firmware",
@@ -838,7 +865,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("firmware:judge_firmware",),
-        sections=("gpu_firmware", "nic_info", "bios", "metadata"),
+        sections=(GPU_FIRMWARE.name, NIC_INFO.name, BIOS.name, METADATA.name),
     ),
     Requirement(
         "ib_write_bw",
@@ -931,7 +958,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("perftest:judge_eris_to_sum", "perftest:judge_all_eris_at_once"),
-        sections=("erdma_identity", "ibv_devinfo_v"),
+        sections=(ERDMA_IDENTITY.name, IBV_DEVINFO.name),
         bounds=(
             BoundKey("sum", "erdma.per_instance_gbps", ">=", "Gbit/s", scale="erdma.bw_fraction"),
         ),
@@ -984,7 +1011,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             "nccl:judge_largest_busbw",
             "nccl:judge_no_wrong_values",
         ),
-        sections=("hostname",),
+        sections=(HOSTNAME.name,),
         bounds=(
             BoundKey("avg_busbw", "nccl.min_avg_busbw_gbs", ">=", "GB/s"),
             BoundKey("busbw_largest", "nccl.min_busbw_largest_gbs", ">=", "GB/s"),
@@ -1019,7 +1046,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         faults=collective_faults("all_gather"),
         bounds=collective_bounds("all_gather"),
         judges=COLLECTIVE_JUDGES,
-        sections=("hostname",),
+        sections=(HOSTNAME.name,),
     ),
     Requirement(
         "nccl_reduce_scatter",
@@ -1038,7 +1065,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         faults=collective_faults("reduce_scatter"),
         bounds=collective_bounds("reduce_scatter"),
         judges=COLLECTIVE_JUDGES,
-        sections=("hostname",),
+        sections=(HOSTNAME.name,),
     ),
     Requirement(
         "nccl_alltoall",
@@ -1054,7 +1081,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         faults=collective_faults("alltoall"),
         bounds=collective_bounds("alltoall"),
         judges=COLLECTIVE_JUDGES,
-        sections=("hostname",),
+        sections=(HOSTNAME.name,),
     ),
     Requirement(
         "nccl_sendrecv",
@@ -1070,7 +1097,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         faults=collective_faults("sendrecv"),
         bounds=collective_bounds("sendrecv"),
         judges=COLLECTIVE_JUDGES,
-        sections=("hostname",),
+        sections=(HOSTNAME.name,),
     ),
     Requirement(
         "rdma_counters",
@@ -1109,7 +1136,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             "cpfs_fio:judge_node_fio",
             "cpfs_fio:judge_cpfs_aggregate",
         ),
-        sections=("cpfs_mount",),
+        sections=(CPFS_MOUNT.name,),
         bounds=(
             BoundKey("write_bw", "cpfs.min_write_mbs_per_node", ">=", "MB/s"),
             BoundKey("read_bw", "cpfs.min_read_mbs_per_node", ">=", "MB/s"),
@@ -1157,7 +1184,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         group=GPUS_UNDER_LOAD,
         judges=("gpu_load:judge_gpu_compute",),
-        sections=("gpu_engines",),
+        sections=(GPU_ENGINES.name,),
         bounds=(
             BoundKey("bf16_tflops", "gpu_load.min_bf16_tflops", ">=", "TFLOPS"),
             BoundKey("tf32_tflops", "gpu_load.min_tf32_tflops", ">=", "TFLOPS"),
@@ -1179,7 +1206,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         group=GPUS_UNDER_LOAD,
         judges=("gpu_load:judge_gpu_correctness",),
-        sections=("gpu_engines",),
+        sections=(GPU_ENGINES.name,),
     ),
     Requirement(
         "gpu_bandwidth",
@@ -1222,7 +1249,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         group=GPUS_UNDER_LOAD,
         judges=("gpu_load:judge_gpu_bandwidth",),
-        sections=("gpu_engines", GPU_QUERY.name),
+        sections=(GPU_ENGINES.name, GPU_QUERY.name),
         bounds=(
             BoundKey("hbm_gbs", "gpu_load.min_hbm_gbs", ">=", "GB/s"),
             BoundKey("h2d_gbs", "gpu_load.min_h2d_gbs", ">=", "GB/s"),
@@ -1244,7 +1271,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         group=GPUS_UNDER_LOAD,
         judges=("gpu_nvlink:judge_gpu_nvlink",),
-        sections=("gpu_nvlink_status", "gpu_nvlink_errors", GPU_QUERY.name),
+        sections=(NVLINK_STATUS.name, NVLINK_ERRORS.name, GPU_QUERY.name),
         bounds=(
             BoundKey("links", "gpu_load.nvlink_links", "==", "links"),
             BoundKey("errors", "gpu_load.nvlink_max_errors", "<=", "errors"),
@@ -1265,7 +1292,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         group=GPUS_UNDER_LOAD,
         judges=("gpu_dcgm:judge_gpu_dcgm",),
-        sections=(GPU_QUERY.name, "gpu_engines"),
+        sections=(GPU_QUERY.name, GPU_ENGINES.name),
     ),
     Requirement(
         "gpu_nccl_node",
@@ -1289,7 +1316,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("gpu_nccl_node:judge_gpu_nccl_node",),
-        sections=("gpu_engines", GPU_QUERY.name),
+        sections=(GPU_ENGINES.name, GPU_QUERY.name),
         bounds=(BoundKey("busbw_largest", "gpu_load.min_node_busbw_gbs", ">=", "GB/s"),),
     ),
     Requirement(
@@ -1307,7 +1334,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         group=GPUS_UNDER_LOAD,
         judges=("gpu_p2p:judge_gpu_p2p",),
-        sections=("gpu_topo", GPU_QUERY.name, "gpu_engines"),
+        sections=(GPU_TOPO.name, GPU_QUERY.name, GPU_ENGINES.name),
         bounds=(
             BoundKey("nvlink", "gpu_load.min_p2p_nvlink_gbs", ">=", "GB/s"),
             BoundKey("pcie", "gpu_load.min_p2p_pcie_gbs", ">=", "GB/s"),
@@ -1328,7 +1355,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         group=GPUS_UNDER_LOAD,
         judges=("gpu_fabric:judge_gpu_fabric",),
-        sections=("gpu_fabric", GPU_QUERY.name),
+        sections=(GPU_FABRIC.name, GPU_QUERY.name),
     ),
     Requirement(
         "burnin",
@@ -1374,7 +1401,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("burnin:judge_burnin",),
-        sections=(GPU_QUERY.name, "gpu_engines"),
+        sections=(GPU_QUERY.name, GPU_ENGINES.name),
     ),
 )
 

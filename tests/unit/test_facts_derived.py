@@ -4,6 +4,7 @@ because its file is in `lab/tools/`."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,52 @@ def test_every_tool_file_is_installed_and_no_command_twice():
     assert len(commands) == len(set(commands))
     assert "hpcnet_lab_gpu.py" in shared_modules()
     assert "hpcnet_lab_torch.py" not in shared_modules()
+
+
+def _section_literals(path: Path) -> list[str]:
+    """Section names written as strings where a judge or the registry names what it read:
+    a `sections=` argument, a `"sections":` entry, a `sections = ...` assignment, or
+    `.with_sections(...)`."""
+    names = {s.name for s in SECTIONS}
+    tree = ast.parse(path.read_text())
+    holders: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "sections":
+            holders.append(node.value)
+        elif isinstance(node, ast.Dict):
+            holders += [
+                v for k, v in zip(node.keys, node.values, strict=True) if _is(k, "sections")
+            ]
+        elif isinstance(node, ast.Assign) and any(_named(t, "sections") for t in node.targets):
+            holders.append(node.value)
+        elif isinstance(node, ast.Call) and _named(node.func, "with_sections"):
+            holders += node.args
+    return [
+        f"{path.name}:{c.lineno} {c.value!r}"
+        for holder in holders
+        for c in ast.walk(holder)
+        if isinstance(c, ast.Constant) and c.value in names
+    ]
+
+
+def _is(node: ast.AST | None, value: str) -> bool:
+    return isinstance(node, ast.Constant) and node.value == value
+
+
+def _named(node: ast.AST, name: str) -> bool:
+    return (isinstance(node, ast.Name) and node.id.lower() == name) or (
+        isinstance(node, ast.Attribute) and node.attr == name
+    )
+
+
+def test_no_section_name_is_spelled_outside_its_probe():
+    package = Path(__file__).resolve().parents[2] / "pytest_hpcnet"
+    files = [*package.glob("requirements/*.py"), *package.glob("suites/*.py")]
+    found = [hit for path in sorted(files) for hit in _section_literals(path)]
+    assert not found, "name the probe's Section constant instead:\n" + "\n".join(found)
+
+
+def test_a_spelled_section_name_is_found(tmp_path: Path):
+    judge = tmp_path / "judge.py"
+    judge.write_text('v = passing(sections=("gpu_klog",))\nkw = {"sections": ("sysctl",)}\n')
+    assert len(_section_literals(judge)) == 2
