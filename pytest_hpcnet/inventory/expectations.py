@@ -225,6 +225,10 @@ class GpuExpect(Strict):
     count: Annotated[int, Field(ge=0)] | None = None
     model: str | None = None
     """As `nvidia-smi --query-gpu=name` prints it; null: any model."""
+    memory_gb: PositiveFloat | None = None
+    """One GPU's memory as the instance type and datasheets publish it (GB); a `model`
+    published with another size is refused when the inventory loads (`gpu_models`); null:
+    not published."""
     persistence: bool = True
     mig: bool = False
     allowed_xids: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
