@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from pytest_hpcnet.inventory.citations import with_sources
 from pytest_hpcnet.inventory.cloud_flows import CloudExpect
+from pytest_hpcnet.inventory.port_specs import port_spec_problem
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
@@ -90,6 +91,21 @@ class PortSpec(Strict):
 
     tcp: list[str] = Field(default_factory=lambda: ["22", "18515", "29500-29510"])
     udp: list[str] = Field(default_factory=lambda: ["4791"])
+
+    @field_validator("tcp", "udp", mode="before")
+    @classmethod
+    def _numbers_as_text(cls, value: object) -> object:
+        if isinstance(value, list):
+            return [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+        return value
+
+    @field_validator("tcp", "udp")
+    @classmethod
+    def _ports_expand(cls, value: list[str]) -> list[str]:
+        problem = port_spec_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class Flow(Strict):

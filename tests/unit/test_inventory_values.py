@@ -106,3 +106,30 @@ def test_hosts_with_a_port_or_ipv6_load(tmp_path, host):
     path = tmp_path / "inv.yaml"
     path.write_text(f"cluster: {{name: c, region: r}}\nnodes:\n  - {{name: n1, host: '{host}'}}\n")
     assert load_inventory(path).nodes[0].host == host
+
+
+@pytest.mark.parametrize(
+    ("ports", "bad"),
+    [
+        ("{tcp: ['abc']}", "'abc'"),
+        ("{tcp: ['99999']}", "'99999'"),
+        ("{tcp: ['30-20']}", "'30-20'"),
+        ("{udp: ['0']}", "'0'"),
+        ("{tcp: ['1-2000']}", "1024"),
+        ("{tcp: ['22;reboot']}", "'22;reboot'"),
+    ],
+)
+def test_a_bad_port_spec_names_the_key(tmp_path, ports, bad):
+    """The pair probes expand these specs at run time: a bad one failed every pair there."""
+    (line,) = refused(tmp_path, HEAD + f"expect: {{ports: {ports}}}\n")
+    key = "expect.ports.udp" if "udp" in ports else "expect.ports.tcp"
+    assert line.startswith(f"{key}: "), line
+    assert bad in line, line
+
+
+def test_port_specs_as_numbers_ranges_or_lists_load(tmp_path):
+    path = tmp_path / "inv.yaml"
+    path.write_text(HEAD + "expect: {ports: {tcp: [22, '29500-29510', '80,443'], udp: [4791]}}\n")
+    ports = load_inventory(path).expect.ports
+    assert (ports.tcp, ports.udp) == (["22", "29500-29510", "80,443"], ["4791"])
+
