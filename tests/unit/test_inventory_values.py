@@ -133,3 +133,10 @@ def test_port_specs_as_numbers_ranges_or_lists_load(tmp_path):
     ports = load_inventory(path).expect.ports
     assert (ports.tcp, ports.udp) == (["22", "29500-29510", "80,443"], ["4791"])
 
+
+def test_a_version_yaml_read_as_a_number_says_to_quote_it(tmp_path):
+    """YAML reads `cuda: 12.10` as the number 12.1: the line says to quote it."""
+    text = HEAD + "expect: {versions: {pin: {cuda: 12.10}}}\n"
+    (line,) = refused(tmp_path, text)
+    assert line.startswith("expect.versions.pin.cuda: "), line
+    assert "in quotes" in line, line
