@@ -7,6 +7,7 @@ with a tolerance (`reference: {value: 160, lower: -0.4}`), which yields a bound.
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from typing import Annotated, Literal
 
@@ -134,6 +135,17 @@ class PlacementExpect(Strict):
 class SysctlValue(Strict):
     value: str | int
     mode: Literal["min", "equal", "one_of"] = "equal"
+
+    @model_validator(mode="after")
+    def _minimum_is_numbers(self) -> SysctlValue:
+        fields = str(self.value).split()
+        numbers = fields and all(re.fullmatch(r"-?[0-9]+", f) for f in fields)
+        if self.mode == "min" and not numbers:
+            raise ValueError(
+                f"mode min compares numbers: {self.value!r} is not an integer or integers "
+                "separated by spaces (16777216, '4096 87380 16777216')"
+            )
+        return self
 
 
 class LatencyPing(Strict):

@@ -140,3 +140,22 @@ def test_a_version_yaml_read_as_a_number_says_to_quote_it(tmp_path):
     (line,) = refused(tmp_path, text)
     assert line.startswith("expect.versions.pin.cuda: "), line
     assert "in quotes" in line, line
+
+
+@pytest.mark.parametrize("value", ["lots", "16M", "'4096 lots 16777216'", "''"])
+def test_a_sysctl_minimum_that_is_no_number_names_the_key(tmp_path, value):
+    """`mode: min` compares numbers on the node: a word there failed every node at run time."""
+    text = HEAD + f"expect: {{sysctl: {{net.core.rmem_max: {{value: {value}, mode: min}}}}}}\n"
+    (line,) = refused(tmp_path, text)
+    assert line.startswith("expect.sysctl.net.core.rmem_max: "), line
+    assert "numbers" in line, line
+
+
+def test_sysctl_minimums_as_numbers_or_triples_load(tmp_path):
+    path = tmp_path / "inv.yaml"
+    path.write_text(
+        HEAD + "expect: {sysctl: {net.core.rmem_max: {value: 16777216, mode: min},"
+        " net.ipv4.tcp_rmem: {value: '4096 87380 16777216', mode: min},"
+        " net.ipv4.tcp_congestion_control: {value: 'cubic,bbr', mode: one_of}}}\n"
+    )
+    assert load_inventory(path).expect.sysctl["net.core.rmem_max"].value == 16777216
