@@ -24,9 +24,10 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 
 
 class Strict(BaseModel):
-    """Base of every inventory model: unknown keys are errors (typos must not pass silently)."""
+    """Base of every inventory model: unknown keys are errors (typos must not pass silently),
+    and so are YAML's `.inf` and `.nan` (no bound a measurement can be judged against)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 class Reference(Strict):

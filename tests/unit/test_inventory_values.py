@@ -159,3 +159,17 @@ def test_sysctl_minimums_as_numbers_or_triples_load(tmp_path):
         " net.ipv4.tcp_congestion_control: {value: 'cubic,bbr', mode: one_of}}}\n"
     )
     assert load_inventory(path).expect.sysctl["net.core.rmem_max"].value == 16777216
+
+
+@pytest.mark.parametrize(
+    ("expect", "key"),
+    [
+        ("{ib_write_bw: {min_gbps: .inf}}", "expect.ib_write_bw.min_gbps"),
+        ("{gpu_load: {max_temperature_c: .inf}}", "expect.gpu_load.max_temperature_c"),
+        ("{cpfs: {max_mbs_per_node: .Inf}}", "expect.cpfs.max_mbs_per_node"),
+    ],
+)
+def test_an_infinite_bound_names_the_key(tmp_path, expect, key):
+    """YAML's `.inf` is a float no measurement reaches (or every one stays under)."""
+    (line,) = refused(tmp_path, HEAD + f"expect: {expect}\n")
+    assert line.startswith(f"{key}: "), line
