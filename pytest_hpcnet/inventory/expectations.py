@@ -7,6 +7,7 @@ with a tolerance (`reference: {value: 160, lower: -0.4}`), which yields a bound.
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from typing import Annotated, Literal
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from pytest_hpcnet.inventory.citations import with_sources
 from pytest_hpcnet.inventory.cloud_flows import CloudExpect
+from pytest_hpcnet.inventory.port_specs import port_spec_problem
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
@@ -22,9 +24,10 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 
 
 class Strict(BaseModel):
-    """Base of every inventory model: unknown keys are errors (typos must not pass silently)."""
+    """Base of every inventory model: unknown keys are errors (typos must not pass silently),
+    and so are YAML's `.inf` and `.nan` (no bound a measurement can be judged against)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 class Reference(Strict):
@@ -91,6 +94,21 @@ class PortSpec(Strict):
     tcp: list[str] = Field(default_factory=lambda: ["22", "18515", "29500-29510"])
     udp: list[str] = Field(default_factory=lambda: ["4791"])
 
+    @field_validator("tcp", "udp", mode="before")
+    @classmethod
+    def _numbers_as_text(cls, value: object) -> object:
+        if isinstance(value, list):
+            return [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+        return value
+
+    @field_validator("tcp", "udp")
+    @classmethod
+    def _ports_expand(cls, value: list[str]) -> list[str]:
+        problem = port_spec_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
 
 class Flow(Strict):
     """One flow the network ACLs must allow or deny."""
@@ -118,6 +136,17 @@ class PlacementExpect(Strict):
 class SysctlValue(Strict):
     value: str | int
     mode: Literal["min", "equal", "one_of"] = "equal"
+
+    @model_validator(mode="after")
+    def _minimum_is_numbers(self) -> SysctlValue:
+        fields = str(self.value).split()
+        numbers = fields and all(re.fullmatch(r"-?[0-9]+", f) for f in fields)
+        if self.mode == "min" and not numbers:
+            raise ValueError(
+                f"mode min compares numbers: {self.value!r} is not an integer or integers "
+                "separated by spaces (16777216, '4096 87380 16777216')"
+            )
+        return self
 
 
 class LatencyPing(Strict):
@@ -225,6 +254,10 @@ class GpuExpect(Strict):
     count: Annotated[int, Field(ge=0)] | None = None
     model: str | None = None
     """As `nvidia-smi --query-gpu=name` prints it; null: any model."""
+    memory_gb: PositiveFloat | None = None
+    """One GPU's memory as the instance type and datasheets publish it (GB); a `model`
+    published with another size is refused when the inventory loads (`gpu_models`); null:
+    not published."""
     persistence: bool = True
     mig: bool = False
     allowed_xids: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)

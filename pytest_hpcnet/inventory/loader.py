@@ -27,6 +27,7 @@ from pytest_hpcnet.inventory.expectations import (
     merge,
     profile_names,
 )
+from pytest_hpcnet.inventory.gpu_models import model_memory_problem
 from pytest_hpcnet.inventory.models import (
     RANGE,
     WAIVER_HORIZON_DAYS,
@@ -206,8 +207,19 @@ def merged_expectations(raw: dict[str, Any]) -> tuple[Expectations, str]:
         expect = Expectations.model_validate(data)
     except ValidationError as exc:
         raise InventoryError(*every_error(exc, Expectations, "expect.")) from None
+    problem = model_memory_problem(expect.gpu.model, expect.gpu.memory_gb, _gpu_origins(raw))
+    if problem is not None:
+        raise InventoryError(problem)
     digest = hashlib.sha256(expect.model_dump_json().encode()).hexdigest()
     return expect, digest
+
+
+def _gpu_origins(raw: dict[str, Any]) -> dict[str, str]:
+    """Where `expect.gpu.model` and `memory_gb` came from: the inventory or its profile."""
+    gpu = raw.get("gpu")
+    mine = gpu if isinstance(gpu, dict) else {}
+    profile = f"profile {raw.get('profile')}" if raw.get("profile") else "default"
+    return {key: "inventory" if key in mine else profile for key in ("model", "memory_gb")}
 
 
 def _expect_problems(raw: Any) -> list[str]:

@@ -57,6 +57,8 @@ def _describe(error: dict[str, Any], root: type[BaseModel], prefix: str = "") ->
     got = error.get("input")
     if error["type"] not in ("value_error",) and not isinstance(got, (dict, list)):
         msg = f"{msg} (got {got!r})"
+    if error["type"] == "string_type" and isinstance(got, (int, float)):
+        msg += "; YAML read it as a number: write it in quotes, as you mean it"
     return f"{where}: {msg}"
 
 

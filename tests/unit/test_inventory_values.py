@@ -106,3 +106,70 @@ def test_hosts_with_a_port_or_ipv6_load(tmp_path, host):
     path = tmp_path / "inv.yaml"
     path.write_text(f"cluster: {{name: c, region: r}}\nnodes:\n  - {{name: n1, host: '{host}'}}\n")
     assert load_inventory(path).nodes[0].host == host
+
+
+@pytest.mark.parametrize(
+    ("ports", "bad"),
+    [
+        ("{tcp: ['abc']}", "'abc'"),
+        ("{tcp: ['99999']}", "'99999'"),
+        ("{tcp: ['30-20']}", "'30-20'"),
+        ("{udp: ['0']}", "'0'"),
+        ("{tcp: ['1-2000']}", "1024"),
+        ("{tcp: ['22;reboot']}", "'22;reboot'"),
+    ],
+)
+def test_a_bad_port_spec_names_the_key(tmp_path, ports, bad):
+    """The pair probes expand these specs at run time: a bad one failed every pair there."""
+    (line,) = refused(tmp_path, HEAD + f"expect: {{ports: {ports}}}\n")
+    key = "expect.ports.udp" if "udp" in ports else "expect.ports.tcp"
+    assert line.startswith(f"{key}: "), line
+    assert bad in line, line
+
+
+def test_port_specs_as_numbers_ranges_or_lists_load(tmp_path):
+    path = tmp_path / "inv.yaml"
+    path.write_text(HEAD + "expect: {ports: {tcp: [22, '29500-29510', '80,443'], udp: [4791]}}\n")
+    ports = load_inventory(path).expect.ports
+    assert (ports.tcp, ports.udp) == (["22", "29500-29510", "80,443"], ["4791"])
+
+
+def test_a_version_yaml_read_as_a_number_says_to_quote_it(tmp_path):
+    """YAML reads `cuda: 12.10` as the number 12.1: the line says to quote it."""
+    text = HEAD + "expect: {versions: {pin: {cuda: 12.10}}}\n"
+    (line,) = refused(tmp_path, text)
+    assert line.startswith("expect.versions.pin.cuda: "), line
+    assert "in quotes" in line, line
+
+
+@pytest.mark.parametrize("value", ["lots", "16M", "'4096 lots 16777216'", "''"])
+def test_a_sysctl_minimum_that_is_no_number_names_the_key(tmp_path, value):
+    """`mode: min` compares numbers on the node: a word there failed every node at run time."""
+    text = HEAD + f"expect: {{sysctl: {{net.core.rmem_max: {{value: {value}, mode: min}}}}}}\n"
+    (line,) = refused(tmp_path, text)
+    assert line.startswith("expect.sysctl.net.core.rmem_max: "), line
+    assert "numbers" in line, line
+
+
+def test_sysctl_minimums_as_numbers_or_triples_load(tmp_path):
+    path = tmp_path / "inv.yaml"
+    path.write_text(
+        HEAD + "expect: {sysctl: {net.core.rmem_max: {value: 16777216, mode: min},"
+        " net.ipv4.tcp_rmem: {value: '4096 87380 16777216', mode: min},"
+        " net.ipv4.tcp_congestion_control: {value: 'cubic,bbr', mode: one_of}}}\n"
+    )
+    assert load_inventory(path).expect.sysctl["net.core.rmem_max"].value == 16777216
+
+
+@pytest.mark.parametrize(
+    ("expect", "key"),
+    [
+        ("{ib_write_bw: {min_gbps: .inf}}", "expect.ib_write_bw.min_gbps"),
+        ("{gpu_load: {max_temperature_c: .inf}}", "expect.gpu_load.max_temperature_c"),
+        ("{cpfs: {max_mbs_per_node: .Inf}}", "expect.cpfs.max_mbs_per_node"),
+    ],
+)
+def test_an_infinite_bound_names_the_key(tmp_path, expect, key):
+    """YAML's `.inf` is a float no measurement reaches (or every one stays under)."""
+    (line,) = refused(tmp_path, HEAD + f"expect: {expect}\n")
+    assert line.startswith(f"{key}: "), line
