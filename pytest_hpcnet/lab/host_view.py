@@ -29,6 +29,10 @@ MEMORY_GIB = 2048
 MEMTOTAL_SHARE = 0.985
 """MemTotal as a share of installed memory (firmware and kernel reservations, proc(5))."""
 CPUS = 96
+INSTANCE_TYPE_SPECS = {"CpuCoreCount": CPUS, "MemorySize": float(MEMORY_GIB)}
+"""What the lab's control plane says of the lab's instance type (DescribeInstanceTypes):
+the installed memory and the CPUs this view shows, so `memory NODE GIB` fails its node
+against either the profile or the instance type."""
 HUGEPAGE_KIB = 2048
 GPU_BUSES = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")
 """The emulated GPUs' PCI buses (`emulation.GPU_BUS_IDS`, lower case as sysfs names them)."""
