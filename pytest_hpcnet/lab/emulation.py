@@ -46,6 +46,7 @@ TOOLS = {
     "ethtool": "ethtool.py",
     "lscpu": "lscpu.py",
     "chronyc": "chronyc.py",
+    "dpkg-query": "dpkg_query.py",
 }
 SHARED = ("hpcnet_lab_rdma.py", "hpcnet_lab_node.py", "hpcnet_lab_perftest.py", "hpcnet_lab_gpu.py")
 SHARED += ("hpcnet_lab_nccl_node.py", "hpcnet_lab_perftest_print.py")

@@ -74,3 +74,29 @@ def test_memory_fault_fails_its_node_against_the_instance_type(lab4, tmp_path):
         sources = {m["name"]: m["threshold_source"] for m in record["measured"]}
         assert sources["cpus"].startswith("ecs:DescribeInstanceTypes CpuCoreCount"), sources
         assert sources["mem_total"].startswith("ecs:DescribeInstanceTypes MemorySize 2048")
+
+
+SOFTWARE = {
+    "node01": ("kernel", "5.15.0-999-hpcnet-lab"),
+    "node02": ("os", "ubuntu 99.04 lts"),
+    "node03": ("nccl", "2.30.7-1+cuda12.9"),
+    "node04": ("rdma-core", "99.0-1"),
+}
+
+
+def test_software_faults_fail_versions_on_exactly_their_nodes(lab4, tmp_path):
+    """`software NODE ITEM VERSION` on each node, one item each: the versions agreement
+    names each item's node alone, against the other three."""
+    state_dir = Path(lab4.state_dir)
+    for node, (item, version) in SOFTWARE.items():
+        faults.inject("software", node, f"{item} {version}", state_dir)
+    try:
+        code, records = run_static(lab4.inventory, tmp_path, "-k", "test_gpu_versions_agree")
+    finally:
+        faults.heal("all", state_dir)
+    assert code == 1
+    (record,) = records
+    assert record["check_id"] == "versions" and record["verdict"] == "fail"
+    odd = {(m["name"], m["subject"]) for m in record["measured"] if m["outcome"] == "fail"}
+    assert odd == {(item, node) for node, (item, _) in SOFTWARE.items()}, record["message"]
+    assert sorted(record["suspect_nodes"]) == sorted(SOFTWARE)

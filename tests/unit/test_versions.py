@@ -28,6 +28,20 @@ def test_command_runs_here_and_reports_the_kernel():
     assert parse_versions(out.stdout)["kernel"] == kernel
 
 
+def test_kernel_and_os_are_read_through_the_node_view(tmp_path):
+    """`/proc/sys/kernel/osrelease` is what `uname -r` prints; a lab node's view
+    (`HPCNET_PROC`, `HPCNET_ETC`) gives its own kernel and OS release."""
+    (tmp_path / "proc/sys/kernel").mkdir(parents=True)
+    (tmp_path / "proc/sys/kernel/osrelease").write_text("5.15.0-999-lab\n")
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/os-release").write_text('ID=ubuntu\nPRETTY_NAME="Ubuntu 99.04 LTS"\n')
+    env = {"PATH": "/usr/bin:/bin", "HPCNET_PROC": f"{tmp_path}/proc"}
+    env["HPCNET_ETC"] = f"{tmp_path}/etc"
+    out = subprocess.run(["sh", "-c", versions_command()], capture_output=True, text=True, env=env)
+    found = parse_versions(out.stdout)
+    assert (found["kernel"], found["os"]) == ("5.15.0-999-lab", "Ubuntu 99.04 LTS")
+
+
 def test_os_dcgm_and_torch_under_their_names(tmp_path):
     text = "os=Ubuntu 22.04.5 LTS\ndatacenter-gpu-manager-4-core=1:4.2.3-1\ntorch=2.5.1+cu124\n"
     assert parse_versions(text) == {
