@@ -3,12 +3,14 @@
 `snapshot(cluster)` reads, once per session, the nodes' ECS instances (matched by the
 instance id their metadata service gives, else by private IP), every network interface of
 those instances (primary and secondary ENIs, ERIs), their instance types' `EriQuantity`,
+`CpuCoreCount` and `MemorySize` (one DescribeInstanceTypes answer),
 every security group of those interfaces with its type, the prefix lists and port lists
 their rules and the ACL entries name, and the network ACLs (the inventory's
 `cloud.network_acl_ids`, else those bound to the interfaces' vSwitches). `verdicts` judges
 that `ControlPlane` without further calls; its functions are re-exported here.
 `eri_supported` says whether a node's type has eRDMA; `eri_attachments` lists a node's ERIs
-with their NIC index (`Attachment.NetworkCardIndex`).
+with their NIC index (`Attachment.NetworkCardIndex`); `type_figures` gives the host
+hardware check a node's instance type's vCPUs and memory.
 
 Anything that cannot be read (a deleted group, an unreadable list, a malformed rule) is
 kept with its reason and makes the verdicts that need it undetermined, never open.
@@ -51,6 +53,7 @@ from pytest_hpcnet.cloud.verdicts import (  # noqa: F401 - part of the audit's i
 )
 from pytest_hpcnet.probes.metadata import MetadataFacts, parse_metadata
 from pytest_hpcnet.redact import register_secret
+from pytest_hpcnet.requirements.host_hardware import InstanceTypeFigures
 
 if TYPE_CHECKING:
     from pytest_hpcnet.campaigns.cluster import Cluster
@@ -314,7 +317,8 @@ def gather(
     try:
         nodes = _read_interfaces(reader, _match_instances(reader, locators))
         matched = [node.instance for node in nodes.values() if node.instance]
-        eri = reader.eri_quantity({info.instance_type for info in matched if info.instance_type})
+        types = reader.instance_types({i.instance_type for i in matched if i.instance_type})
+        eri = {name: info.eri_quantity for name, info in types.items()}
         interfaces: list[NetworkInterface] = [i for n in nodes.values() for i in n.interfaces]
         groups, missing = _read_groups(
             reader, (g for i in interfaces for g in i.security_group_ids)
@@ -337,6 +341,7 @@ def gather(
         prefix_lists=prefix_lists,
         port_lists=port_lists,
         missing_lists=missing_lists,
+        instance_types=types,
     )
 
 
@@ -405,6 +410,19 @@ def eri_supported(plane: ControlPlane, node: Any) -> EriSupport:
         problem = f"{name}: instance type {kind} unknown to ecs:DescribeInstanceTypes"
         return EriSupport(name, kind, problem=problem)
     return EriSupport(name, kind, plane.eri[kind])
+
+
+def type_figures(plane: ControlPlane | None, name: str) -> InstanceTypeFigures | None:
+    """The vCPUs and memory of the node's instance type as DescribeInstanceTypes gave them
+    (None without a snapshot, an unmatched node or a type the answer lacks)."""
+    cloud = plane.nodes.get(name) if plane is not None else None
+    if cloud is None or cloud.instance is None:
+        return None
+    kind = cloud.instance.instance_type
+    info = plane.instance_types.get(kind)  # type: ignore[union-attr]
+    if info is None:
+        return None
+    return InstanceTypeFigures(kind, info.cpus, info.memory_gib)
 
 
 def eri_attachments(plane: ControlPlane, name: str) -> list[tuple[str, int | None]]:

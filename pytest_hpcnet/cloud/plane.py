@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from pytest_hpcnet.cloud.interfaces import NetworkInterface
 from pytest_hpcnet.cloud.nacl_model import NetworkAcl
-from pytest_hpcnet.cloud.readers import InstanceInfo
+from pytest_hpcnet.cloud.readers import InstanceInfo, InstanceTypeInfo
 from pytest_hpcnet.cloud.rules import PortRange
 from pytest_hpcnet.cloud.secgroup_model import SecurityGroup
 
@@ -70,6 +70,9 @@ class ControlPlane:
     port_lists: dict[str, tuple[PortRange, ...]] = field(default_factory=dict)
     missing_lists: dict[str, str] = field(default_factory=dict)
     """Prefix or port list id -> why it could not be read."""
+    instance_types: dict[str, InstanceTypeInfo] = field(default_factory=dict)
+    """Instance type -> its ERIs, vCPUs and memory (the DescribeInstanceTypes answer `eri`
+    is read from)."""
 
     def node(self, name: str) -> NodeCloud:
         """A node by name (an unmatched placeholder for a node not in the snapshot)."""

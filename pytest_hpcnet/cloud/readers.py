@@ -101,6 +101,29 @@ def instance_from_api(item: dict[str, Any]) -> InstanceInfo:
     )
 
 
+@dataclass(frozen=True)
+class InstanceTypeInfo:
+    """What the checks need of one instance type (one `InstanceTypes.InstanceType[]` item of
+    DescribeInstanceTypes): `EriQuantity`, `CpuCoreCount` (the vCPUs) and `MemorySize` (GiB,
+    a float: 0.5 for the smallest types); None where the answer leaves one out."""
+
+    instance_type: str
+    eri_quantity: int = 0
+    cpus: int | None = None
+    memory_gib: float | None = None
+
+
+def instance_type_from_api(item: dict[str, Any]) -> InstanceTypeInfo:
+    """One `InstanceTypes.InstanceType[]` item as an InstanceTypeInfo."""
+    cpus, memory = item.get("CpuCoreCount"), item.get("MemorySize")
+    return InstanceTypeInfo(
+        instance_type=item["InstanceTypeId"],
+        eri_quantity=int(item.get("EriQuantity") or 0),
+        cpus=None if cpus is None else int(cpus),
+        memory_gib=None if memory is None else float(memory),
+    )
+
+
 class AliyunReader:
     """Control-plane reads of one region.
 
@@ -221,8 +244,13 @@ class AliyunReader:
 
     def eri_quantity(self, instance_types: Iterable[str]) -> dict[str, int]:
         """`EriQuantity` (elastic RDMA interfaces) of each instance type."""
+        found = self.instance_types(instance_types)
+        return {name: info.eri_quantity for name, info in found.items()}
+
+    def instance_types(self, instance_types: Iterable[str]) -> dict[str, InstanceTypeInfo]:
+        """Each instance type's ERIs, vCPUs and memory (DescribeInstanceTypes, 10 a call)."""
         wanted = sorted(set(instance_types))
-        quantities: dict[str, int] = {}
+        found: dict[str, InstanceTypeInfo] = {}
         for start in range(0, len(wanted), INSTANCE_TYPE_BATCH):
             batch = wanted[start : start + INSTANCE_TYPE_BATCH]
             token: str | None = None
@@ -231,11 +259,12 @@ class AliyunReader:
                     "ecs:DescribeInstanceTypes", {"InstanceTypes": batch, "NextToken": token}
                 )
                 for item in (body.get("InstanceTypes") or {}).get("InstanceType") or []:
-                    quantities[item["InstanceTypeId"]] = int(item.get("EriQuantity") or 0)
+                    info = instance_type_from_api(item)
+                    found[info.instance_type] = info
                 token = body.get("NextToken") or None
                 if not token:
                     break
-        return quantities
+        return found
 
     def security_group(
         self, security_group_id: str, *, group_type: str | None = None

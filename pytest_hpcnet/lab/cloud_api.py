@@ -168,6 +168,8 @@ class CloudWorld:
     instances: list[dict[str, Any]] = field(default_factory=list)
     eri: dict[str, int] = field(default_factory=dict)
     """Instance type -> EriQuantity."""
+    type_specs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Instance type -> its further `InstanceType` fields (`CpuCoreCount`, `MemorySize`)."""
     security_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Group id -> {"InnerAccessPolicy": ..., "Permissions": [...], ...}."""
     vswitch_acls: dict[str, str] = field(default_factory=dict)
@@ -292,8 +294,9 @@ class CloudWorld:
     def _DescribeInstanceTypes(self, params: dict[str, str]) -> Answer:
         wanted = {v for k, v in params.items() if k.startswith("InstanceTypes")}
         items = [
-            {"InstanceTypeId": name, "EriQuantity": quantity}
-            for name, quantity in sorted(self.eri.items())
+            {"InstanceTypeId": name, "EriQuantity": self.eri.get(name, 0)}
+            | self.type_specs.get(name, {})
+            for name in sorted(self.eri.keys() | self.type_specs.keys())
             if not wanted or name in wanted
         ]
         return 200, {"RequestId": "fake", "NextToken": "", "InstanceTypes": {"InstanceType": items}}

@@ -18,7 +18,7 @@ Rebuilt from lab.json on every request, so a fault applies at once.
 
 from __future__ import annotations
 
-from pytest_hpcnet.lab import firewall
+from pytest_hpcnet.lab import firewall, host_view
 from pytest_hpcnet.lab.cloud_api import (
     CloudWorld,
     instance_item,
@@ -205,6 +205,7 @@ def lab_world(state: LabState) -> CloudWorld:
             )
         )
         world.eri[node.instance_type] = ERI_QUANTITY
+        world.type_specs[node.instance_type] = dict(host_view.INSTANCE_TYPE_SPECS)
         world.network_interfaces += _interfaces(state, node)
     world.add_group(GROUP, group_rules(state), inner_access_policy="Drop")
     world.network_acls[NETWORK_ACL] = {

@@ -185,7 +185,7 @@ def _start_sshd(state: LabState, node: LabNode) -> None:
             address=node.address,
             dir=folder,
             state=state.root,
-            sysfs=f"HPCNET_SYSFS={folder}/sys HPCNET_PROC={folder}/proc",
+            sysfs=f"HPCNET_SYSFS={folder}/sys HPCNET_PROC={folder}/proc HPCNET_ETC={folder}/etc",
             pythonpath=NODE_PYTHONPATH,
             # the nodes share one file system; the burn-in's unit would leave the namespace
             burnin=f"HPCNET_BURNIN_DIR={folder}/burnin HPCNET_BURNIN_DETACH=setsid",

@@ -430,6 +430,14 @@ KINDS.update(
             breaks=("host_settings",),
         ),
         FaultKind(
+            "software",
+            f"software NODE [ITEM VERSION={host_view.DEFAULTS['software']}]",
+            "another kernel or OS release (the node's /proc and /etc view), NCCL or "
+            "rdma-core (the emulated dpkg-query) on the node",
+            *host_view.view_fault("software"),
+            breaks=("versions",),
+        ),
+        FaultKind(
             "clock-skew",
             "clock-skew NODE [SECONDS=2]",
             "emulated chronyc tracking: the system time that many seconds fast (- slow)",

@@ -9,14 +9,19 @@ formats: `meminfo` (a 2 TiB node: MemTotal 98.5 % of it), `cmdline` with `iommu=
 each GPU (the eight buses of the emulated `nvidia-smi`) and each ERI. No local NVMe. The
 emulated `lscpu` and `chronyc` (tools/) print the CPU and the clock offset.
 
+The node's kernel release (`proc/sys/kernel/osrelease`) and `etc/os-release` (under
+`HPCNET_ETC`) are the host's, for the versions probe.
+
 Faults (each recorded in the node's `faults`; healing rewrites the view): `memory GIB`
 (MemTotal), `aer DEVICE SEVERITY N` (`gpu3`, `erdma_0` or a bus id; `correctable`,
-`nonfatal`, `fatal`), `clocksource NAME`, `governor NAME` (every CPU).
+`nonfatal`, `fatal`), `clocksource NAME`, `governor NAME` (every CPU), `software ITEM
+VERSION` (`kernel` and `os` here; `nccl` and `rdma-core` in the emulated `dpkg-query`).
 """
 
 from __future__ import annotations
 
 import json
+import platform
 import re
 import shutil
 import tempfile
@@ -29,6 +34,10 @@ MEMORY_GIB = 2048
 MEMTOTAL_SHARE = 0.985
 """MemTotal as a share of installed memory (firmware and kernel reservations, proc(5))."""
 CPUS = 96
+INSTANCE_TYPE_SPECS = {"CpuCoreCount": CPUS, "MemorySize": float(MEMORY_GIB)}
+"""What the lab's control plane says of the lab's instance type (DescribeInstanceTypes):
+the installed memory and the CPUs this view shows, so `memory NODE GIB` fails its node
+against either the profile or the instance type."""
 HUGEPAGE_KIB = 2048
 GPU_BUSES = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")
 """The emulated GPUs' PCI buses (`emulation.GPU_BUS_IDS`, lower case as sysfs names them)."""
@@ -60,8 +69,8 @@ AER_BITS = {
 FAULT_BIT = {"correctable": "RxErr", "nonfatal": "CmpltTO", "fatal": "DLP"}
 """The error bit a fault of each severity counts (a receiver error, a completion timeout, a
 data link protocol error)."""
-VIEW_FAULTS = ("memory", "aer", "clocksource", "governor")
-PARTS = ("proc", "sys/devices/system", "sys/kernel", "sys/bus/pci/devices")
+VIEW_FAULTS = ("memory", "aer", "clocksource", "governor", "software")
+PARTS = ("proc", "sys/devices/system", "sys/kernel", "sys/bus/pci/devices", "etc")
 """What the view owns (rewritten whole); the rest of `sys` is the eRDMA view's."""
 
 
@@ -144,6 +153,10 @@ def write_host_view(state: LabState, node: LabNode, eris: list[str]) -> None:
     _write(root / "proc/meminfo", meminfo + f"Hugepagesize:       {HUGEPAGE_KIB} kB\n")
     _write(root / "proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz-lab root=/dev/vda1 ro iommu=pt\n")
     _write(root / "proc/sys/kernel/numa_balancing", "0\n")
+    item, _, version = faults.get("software", "").partition(" ")
+    kernel_release = version if item == "kernel" else platform.release()
+    _write(root / "proc/sys/kernel/osrelease", f"{kernel_release}\n")
+    _write(root / "etc/os-release", _os_release(version if item == "os" else None))
     system = root / "sys/devices/system"
     clock = faults.get("clocksource", "tsc")
     _write(system / "clocksource/clocksource0/current_clocksource", f"{clock}\n")
@@ -163,6 +176,18 @@ def write_host_view(state: LabState, node: LabNode, eris: list[str]) -> None:
             _link(devices / bdf, _shared(state, f"pci-{bdf}", _device(ids, link)))
 
 
+def _os_release(pretty: str | None) -> str:
+    """The host's /etc/os-release, its PRETTY_NAME replaced by the fault's `pretty`."""
+    try:
+        text = Path("/etc/os-release").read_text()
+    except OSError:
+        text = ""
+    if pretty is None:
+        return text
+    kept = [ln for ln in text.splitlines() if not ln.startswith("PRETTY_NAME=")]
+    return "".join(f"{ln}\n" for ln in [*kept, f'PRETTY_NAME="{pretty}"'])
+
+
 def _rewrite(state: LabState, node: LabNode) -> None:
     """The view again from the node's rdma.json (its ERIs) and faults."""
     try:
@@ -180,8 +205,13 @@ _CHECKS = {
     ),
     "clocksource": (r"[a-z0-9_-]+", "a clocksource such as hpet"),
     "governor": (r"[a-z0-9_-]+", "a governor such as powersave"),
+    "software": (
+        r"(?:kernel|os|nccl|rdma-core) [0-9a-z][0-9a-z.+:~_-]*(?: [0-9a-z.+:~_()-]+)*",
+        "ITEM VERSION such as `kernel 5.15.0-999-lab` (kernel, os, nccl, rdma-core)",
+    ),
 }
 DEFAULTS = {"memory": "1792", "clocksource": "hpet", "governor": "powersave"}
+DEFAULTS["software"] = "kernel 5.15.0-999-hpcnet-lab"
 
 
 def view_fault(kind: str):

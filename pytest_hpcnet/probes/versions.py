@@ -1,8 +1,12 @@
 """Tool versions on a node (OS release, kernel, erdma driver, rdma-core, perftest, fio,
-Open MPI, NCCL, DCGM, PyTorch).
+Open MPI, NCCL, DCGM, PyTorch). nccl-tests has no package: its version is the one the
+single-node NCCL phase's header names (`# nccl-tests version 2.19.6 nccl-headers=...`),
+read where that phase ran (`NCCL_TESTS`).
 
 Read from the package database rather than by running the tools: `ib_write_bw --version`
-on an old perftest would start a server instead.
+on an old perftest would start a server instead. The kernel is `/proc/sys/kernel/osrelease`
+(what `uname -r` prints) and the OS `/etc/os-release`, read under `$HPCNET_PROC` and
+`$HPCNET_ETC` where set (a lab node's own view; unset on a real node).
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from __future__ import annotations
 from pytest_hpcnet.probes.sections import Section, always
 from pytest_hpcnet.probes.text import strip_ansi
 
+PROC = "${HPCNET_PROC:-/proc}"
+ETC = "${HPCNET_ETC:-/etc}"
 DCGM_PACKAGES = "datacenter-gpu-manager datacenter-gpu-manager-4-core"
 PACKAGES_DEB = f"rdma-core ibverbs-utils perftest fio openmpi-bin libnccl2 {DCGM_PACKAGES}"
 PACKAGES_RPM = f"rdma-core libibverbs-utils perftest fio openmpi libnccl {DCGM_PACKAGES}"
@@ -20,6 +26,8 @@ ALIASES = {
     "datacenter-gpu-manager-4-core": "dcgm",
 }
 """Package names reported under the tool's name (NVIDIA's NCCL and DCGM packages)."""
+NCCL_TESTS = "nccl-tests"
+"""nccl-tests' version in a node's manifest (the certificate's versions table spells it so)."""
 SITE_PACKAGES = (
     "/usr/local/lib/python3*/dist-packages",
     "/usr/local/lib/python3*/site-packages",
@@ -34,8 +42,8 @@ SITE_PACKAGES = (
 def versions_command() -> str:
     """Print `name=version` lines; tools that are not installed print nothing."""
     return (
-        "printf 'kernel=%s\\n' \"$(uname -r)\"; "
-        "( . /etc/os-release 2>/dev/null && "
+        f"printf 'kernel=%s\\n' \"$(cat {PROC}/sys/kernel/osrelease 2>/dev/null || uname -r)\"; "
+        f"( . {ETC}/os-release 2>/dev/null && "
         "printf 'os=%s\\n' \"${PRETTY_NAME:-$ID $VERSION_ID}\" ); "
         "v=/sys/module/erdma/version; [ -r $v ] && printf 'erdma=%s\\n' \"$(cat $v)\"; "
         f"for t in {' '.join(d + '/torch-*.dist-info' for d in SITE_PACKAGES)}; do "

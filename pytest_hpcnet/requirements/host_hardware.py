@@ -2,14 +2,17 @@
 pages and local NVMe against `expect.host`.
 
 Each item is one measurement: judged against its `expect.host` key where the profile or
-inventory sets one, else reported with "reported, not judged" as its source. A node where
-nothing is judged is not measured (a value nobody bounds passes nothing); an item the
-output lacks while a value is expected is not measured.
+inventory sets one, else reported with "reported, not judged" as its source. Logical CPUs
+and memory left unset are judged against the node's instance type as the control plane
+describes it (`ecs:DescribeInstanceTypes`: `CpuCoreCount` vCPUs, `MemorySize` GiB), when the
+session's cloud audit read it; the profile's value, when set, wins. A node where nothing is
+judged is not measured (a value nobody bounds passes nothing); an item the output lacks
+while a value is expected is not measured.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.host_hardware import HOST_HARDWARE, HostHardware
@@ -32,6 +35,17 @@ GB = 1e9
 CODES = {"hugepages": "HPCNET-HUGEPAGES"}
 """A setting the operator fixes; every other short item is the host's hardware (the
 registry's default `HPCNET-HOST-HARDWARE`)."""
+DESCRIBED = "ecs:DescribeInstanceTypes"
+
+
+@dataclass(frozen=True)
+class InstanceTypeFigures:
+    """The node's instance type as the control plane describes it (`DescribeInstanceTypes`:
+    `CpuCoreCount`, the vCPUs; `MemorySize`, GiB); None where the answer gives none."""
+
+    instance_type: str
+    cpus: int | None = None
+    memory_gib: float | None = None
 
 
 def _norm(text: str) -> str:
@@ -56,23 +70,56 @@ def _item(
     )
 
 
-def _memory(hw: HostHardware, expect: Expectations) -> tuple[Measurement, str | None]:
+def _memory(
+    hw: HostHardware, expect: Expectations, described: InstanceTypeFigures | None
+) -> tuple[Measurement, str | None]:
+    """MemTotal against `memory_gib` (else the instance type's `MemorySize`) less
+    `memory_lower`: the OS sees less than the nominal memory."""
     host = expect.host
     found = None if hw.mem_total_gib is None else round(hw.mem_total_gib, 1)
-    if host.memory_gib is None:
+    nominal, origin = host.memory_gib, "expect.host.memory_gib"
+    if nominal is None and described is not None and described.memory_gib is not None:
+        nominal, origin = described.memory_gib, f"{DESCRIBED} MemorySize"
+    if nominal is None:
         return _item("mem_total", found, "GiB", "memory_gib", None, ">="), None
-    bound = round(host.memory_gib * (1 + host.memory_lower), 1)
+    bound = round(nominal * (1 + host.memory_lower), 1)
     m = _item("mem_total", found, "GiB", "memory_gib", bound, ">=")
-    source = f"expect.host.memory_gib {host.memory_gib:g} x (1 {host.memory_lower:+g})"
+    source = f"{origin} {nominal:g} x (1 {host.memory_lower:+g})"
+    if host.memory_gib is None:
+        source += f" ({described.instance_type}; expect.host.memory_lower)"  # type: ignore[union-attr]
     m = replace(m, source=source)
     if found is not None and found < bound:
-        return m, f"MemTotal {found:g} GiB < {bound:g} GiB ({host.memory_gib:g} GiB published)"
+        shown = "published" if host.memory_gib is not None else f"{DESCRIBED}"
+        return m, f"MemTotal {found:g} GiB < {bound:g} GiB ({nominal:g} GiB {shown})"
     return m, None
 
 
-def judge_host_hardware(node: str, hw: HostHardware, expect: Expectations) -> Verdict:
+def _cpus(
+    hw: HostHardware, expect: Expectations, described: InstanceTypeFigures | None
+) -> tuple[Measurement, str | None]:
+    """Logical CPUs against `cpus`, else the instance type's `CpuCoreCount`."""
+    wanted = expect.host.cpus
+    if wanted is not None or described is None or described.cpus is None:
+        m = _item("cpus", hw.cpus, "CPUs", "cpus", wanted, "==")
+        if wanted is not None and hw.cpus is not None and hw.cpus != wanted:
+            return m, f"{hw.cpus} logical CPUs, expected {wanted}"
+        return m, None
+    m = _item("cpus", hw.cpus, "CPUs", "cpus", described.cpus, "==")
+    m = replace(m, source=f"{DESCRIBED} CpuCoreCount ({described.instance_type})")
+    if hw.cpus is not None and hw.cpus != described.cpus:
+        return m, f"{hw.cpus} logical CPUs, expected {described.cpus} ({DESCRIBED})"
+    return m, None
+
+
+def judge_host_hardware(
+    node: str,
+    hw: HostHardware,
+    expect: Expectations,
+    described: InstanceTypeFigures | None = None,
+) -> Verdict:
     """CPU model (a part of lscpu's `Model name`), logical CPUs, MemTotal, huge pages and
-    local NVMe namespaces as `expect.host` says; each item measured."""
+    local NVMe namespaces as `expect.host` says (CPUs and memory it leaves unset as the
+    `described` instance type says); each item measured."""
     host = expect.host
     problems: list[str] = []
     model_ok = None
@@ -90,15 +137,13 @@ def judge_host_hardware(node: str, hw: HostHardware, expect: Expectations) -> Ve
             if host.cpu_model is None
             else ("pass" if model_ok else "fail" if model_ok is False else NOT_MEASURED),
         ),
-        _item("cpus", hw.cpus, "CPUs", "cpus", host.cpus, "=="),
     ]
     if model_ok is False:
         problems.append(f"CPU {hw.cpu_model!r}, expected {host.cpu_model!r}")
-    if host.cpus is not None and hw.cpus is not None and hw.cpus != host.cpus:
-        problems.append(f"{hw.cpus} logical CPUs, expected {host.cpus}")
-    memory, low = _memory(hw, expect)
-    measurements.append(memory)
-    problems += [low] if low else []
+    for item in (_cpus, _memory):
+        m, problem = item(hw, expect, described)
+        measurements.append(m)
+        problems += [problem] if problem else []
     measurements.append(
         _item("hugepages", hw.hugepages_total, "pages", "hugepages", host.hugepages, ">=")
     )
@@ -128,7 +173,8 @@ def judge_host_hardware(node: str, hw: HostHardware, expect: Expectations) -> Ve
     if not any(m.comparison for m in measurements):
         return not_measured(
             f"{node}: measured, not judged: no expected value (set expect.host.cpus, "
-            "memory_gib, cpu_model from the instance type or a known-good node)",
+            "memory_gib, cpu_model from a known-good node, or let the cloud audit read the "
+            f"instance type's vCPUs and memory: {DESCRIBED})",
             **kw,
         )
     return passing(**kw)

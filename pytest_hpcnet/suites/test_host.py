@@ -2,10 +2,13 @@
 settings that change results (docs/checks.md, "The host").
 
 Each test hands one judge's verdict (`requirements/host_hardware.py`, `pcie_aer.py`,
-`host_settings.py`) to its check; every section rides the facts round trip."""
+`host_settings.py`) to its check; every section rides the facts round trip. CPUs and memory
+the profile leaves unset are judged against the instance type's figures in the session's one
+control-plane read (`cloud_plane`, the cloud audit's DescribeInstanceTypes answer)."""
 
 import pytest
 
+from pytest_hpcnet.cloud.audit import type_figures
 from pytest_hpcnet.probes.host_hardware import HOST_HARDWARE
 from pytest_hpcnet.probes.host_settings import HOST_SETTINGS
 from pytest_hpcnet.probes.pcie_aer import PCIE_DEVICES
@@ -19,9 +22,10 @@ pytestmark = [pytest.mark.static]
 
 
 @mark("host_hardware")
-def test_host_hardware(cluster, node, check):
+def test_host_hardware(cluster, node, check, cloud_plane):
     hardware = cluster.facts(node, check).get(HOST_HARDWARE)
-    check.judge(judge_host_hardware(node.name, hardware, cluster.expect))
+    described = type_figures(cloud_plane.plane, node.name)  # None without a cloud read
+    check.judge(judge_host_hardware(node.name, hardware, cluster.expect, described))
 
 
 @mark("pcie_aer")

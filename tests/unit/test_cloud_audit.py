@@ -353,6 +353,20 @@ def test_eri_support(plane):
     assert audit.eri_supported(plane, "nobody").problem
 
 
+def test_instance_type_figures_come_with_the_eri_quantity(reader, fake):
+    """The node's vCPUs and memory from the same DescribeInstanceTypes call the ERI check
+    reads: no call added; a type the answer gives no figures for has none."""
+    fake.world.type_specs = {GPU_TYPE: {"CpuCoreCount": 128, "MemorySize": 2048.0}}
+    plane = audit.gather(reader, LOCATORS)
+    assert len(fake.calls("DescribeInstanceTypes")) == 1
+    figures = audit.type_figures(plane, "gpu1")
+    assert (figures.instance_type, figures.cpus, figures.memory_gib) == (GPU_TYPE, 128, 2048.0)
+    small = audit.type_figures(plane, "gpu3")
+    assert (small.instance_type, small.cpus, small.memory_gib) == ("ecs.g8i.large", None, None)
+    assert audit.type_figures(plane, "nobody") is None
+    assert audit.type_figures(None, "gpu1") is None  # no control plane read in this session
+
+
 def test_list_actions_denied_name_their_ram_action(reader, fake):
     fake.world.security_groups["sg-gpu"]["Permissions"].append(
         {

@@ -48,6 +48,7 @@ def world() -> CloudWorld:
     eri["Ipv6Sets"] = {"Ipv6Set": [{"Ipv6Address": "2001:db8::11"}]}
     w.network_interfaces = [eri]
     w.eri = {"ecs.ebmgn8is.32xlarge": 2}
+    w.type_specs = {"ecs.ebmgn8is.32xlarge": {"CpuCoreCount": 128, "MemorySize": 1024.0}}
     rules = [
         permission("ingress", "TCP", "22/22", "10.0.0.0/8", rule_id="sgr-1"),
         permission("egress", "6", "1/65535", "10.0.0.0/8", local_cidr="10.0.1.0/24"),

@@ -205,3 +205,19 @@ def test_eri_quantity_of_instance_types(fake, reader):
     assert quantities == {"ecs.ebmgn8v.48xlarge": 8, "ecs.g8i.large": 0}
     (call,) = fake.calls("DescribeInstanceTypes")
     assert "ecs.ebmgn8v.48xlarge" in json.dumps(call)
+
+
+def test_instance_types_give_vcpus_and_memory_with_eri_quantity(fake, reader):
+    """`CpuCoreCount` (vCPUs) and `MemorySize` (GiB, a float: 0.5 for the smallest types)
+    come in the same DescribeInstanceTypes answer as `EriQuantity`."""
+    item = {"InstanceTypeId": "ecs.ebmgn8v.48xlarge", "EriQuantity": 2}
+    item |= {"CpuCoreCount": 192, "MemorySize": 1024.0}
+    small = {"InstanceTypeId": "ecs.t1.xsmall", "CpuCoreCount": 1, "MemorySize": 0.5}
+    body = {"NextToken": "", "InstanceTypes": {"InstanceType": [item, small]}}
+    fake.script("DescribeInstanceTypes", body)
+    found = reader.instance_types(["ecs.ebmgn8v.48xlarge", "ecs.t1.xsmall"])
+    big = found["ecs.ebmgn8v.48xlarge"]
+    assert (big.eri_quantity, big.cpus, big.memory_gib) == (2, 192, 1024.0)
+    tiny = found["ecs.t1.xsmall"]
+    assert (tiny.eri_quantity, tiny.cpus, tiny.memory_gib) == (0, 1, 0.5)
+    assert len(fake.calls("DescribeInstanceTypes")) == 1

@@ -64,3 +64,19 @@ def _write(tmp_path, text):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
     return path
+
+
+def test_host_keys_set_from_a_known_good_node_show_their_origin(capsys, tmp_path):
+    """docs/inventory.md's recipe: `expect.host` from a known-good node, the offset bound
+    the operator's own; the unset ones are `[default]`, the profile's note says what
+    judges cpus and memory then (the instance type's figures, ECS-DIT)."""
+    text = INVENTORY + "  host: {cpus: 192, memory_gib: 2015, memory_lower: -0.01}\n"
+    status, rows = lines_of(capsys, tmp_path, text.replace("  gpu: {count: 4}\n", ""))
+    assert status == 0
+    assert rows["host.cpus"].endswith("192  [inventory]")
+    assert rows["host.memory_lower"].endswith("-0.01  [inventory]")
+    assert rows["host.max_time_offset_ms"].endswith("null  [default]")  # none published
+    assert rows["host.clocksource"].endswith('"tsc"  [profile ebmgn8v]')
+    main(["expectations", str(tmp_path / "inv.yaml")])
+    note = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  host: "))
+    assert "ecs:DescribeInstanceTypes" in note and "ECS-DIT" in note

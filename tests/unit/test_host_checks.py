@@ -17,7 +17,7 @@ from pytest_hpcnet.probes.host_settings import host_settings_command, parse_host
 from pytest_hpcnet.probes.pcie_aer import parse_pcie_devices, pcie_devices_command
 from pytest_hpcnet.probes.timesync import parse_timesync
 from pytest_hpcnet.report.recording import record_codes
-from pytest_hpcnet.requirements.host_hardware import judge_host_hardware
+from pytest_hpcnet.requirements.host_hardware import InstanceTypeFigures, judge_host_hardware
 from pytest_hpcnet.requirements.host_settings import judge_host_settings, judge_time_offset
 from pytest_hpcnet.requirements.pcie_aer import judge_nvme_pcie, judge_pcie_aer
 
@@ -107,6 +107,46 @@ def test_nothing_expected_is_measured_not_judged(host):
         for m in verdict.measurements
         if m.value and m.name != "judge"
     )
+
+
+LAB_TYPE = InstanceTypeFigures("ecs.hpcnet-lab.emulated", cpus=96, memory_gib=2048.0)
+
+
+def test_unset_cpus_and_memory_are_judged_against_the_instance_type(host):
+    """No profile value: the control plane's CpuCoreCount and MemorySize are the bounds,
+    memory with expect.host.memory_lower below the nominal size."""
+    hw = parse_host_hardware(_run(host_hardware_command(), host))
+    verdict = judge_host_hardware("node1", hw, Expectations(), LAB_TYPE)
+    assert verdict.outcome == "pass", verdict.reason
+    found = {m.name: m for m in verdict.measurements}
+    assert (found["cpus"].bound, found["cpus"].comparison) == (96, "==")
+    assert found["cpus"].source.startswith("ecs:DescribeInstanceTypes CpuCoreCount")
+    assert (found["mem_total"].bound, found["mem_total"].comparison) == (1945.6, ">=")
+    assert found["mem_total"].source.startswith("ecs:DescribeInstanceTypes MemorySize 2048")
+    assert "ecs.hpcnet-lab.emulated" in found["mem_total"].source
+    assert "memory_lower" in found["mem_total"].source
+    lost = type(hw)(**{**hw.__dict__, "mem_total_kib": 1792 * KIB_PER_GIB, "cpus": 48})
+    verdict = judge_host_hardware("node1", lost, Expectations(), LAB_TYPE)
+    assert verdict.outcome == "fail"
+    assert "48 logical CPUs, expected 96 (ecs:DescribeInstanceTypes)" in verdict.reason
+    assert "MemTotal 1792 GiB < 1945.6 GiB" in verdict.reason
+
+
+def test_the_profile_value_wins_over_the_instance_type(host):
+    hw = parse_host_hardware(_run(host_hardware_command(), host))
+    other = InstanceTypeFigures("ecs.other", cpus=192, memory_gib=4096.0)
+    verdict = judge_host_hardware("node1", hw, _expect(cpus=96, memory_gib=2048), other)
+    assert verdict.outcome == "pass", verdict.reason
+    found = {m.name: m for m in verdict.measurements}
+    assert found["cpus"].source == "expect.host.cpus"
+    assert found["mem_total"].source.startswith("expect.host.memory_gib 2048")
+
+
+def test_an_instance_type_without_figures_leaves_them_reported(host):
+    hw = parse_host_hardware(_run(host_hardware_command(), host))
+    blank = InstanceTypeFigures("ecs.g8i.large")
+    verdict = judge_host_hardware("node1", hw, Expectations(), blank)
+    assert verdict.outcome == "not_measured" and "measured, not judged" in verdict.reason
 
 
 def test_no_lscpu_is_not_measured(tmp_path):

@@ -20,6 +20,8 @@ from pytest_hpcnet.probes.host_hardware import host_hardware_command, parse_host
 from pytest_hpcnet.probes.host_settings import host_settings_command, parse_host_settings
 from pytest_hpcnet.probes.pcie_aer import parse_pcie_devices, pcie_devices_command
 from pytest_hpcnet.probes.timesync import TIMESYNC_COMMAND, parse_timesync
+from pytest_hpcnet.probes.versions import parse_versions, versions_command
+from pytest_hpcnet.requirements.gpu_node import judge_versions
 from pytest_hpcnet.requirements.host_hardware import judge_host_hardware
 from pytest_hpcnet.requirements.host_settings import judge_host_settings, judge_time_offset
 from pytest_hpcnet.requirements.pcie_aer import judge_pcie_aer
@@ -47,6 +49,7 @@ def _facts(lab_dir: Path, node: str, command: str) -> str:
         "HPCNET_LAB_STATE": str(lab_dir),
         "HPCNET_SYSFS": str(folder / "sys"),
         "HPCNET_PROC": str(folder / "proc"),
+        "HPCNET_ETC": str(folder / "etc"),
         "PATH": f"{lab_dir / 'bin'}:{os.environ['PATH']}",
     }
     return subprocess.run(
@@ -106,6 +109,40 @@ def test_each_host_fault_fails_its_node_only(lab_dir):
         assert _outcomes(lab_dir, node) == {**HEALTHY, **broken}, node
     faults.heal("all", lab_dir)
     assert _outcomes(lab_dir, "node02") == _outcomes(lab_dir, "node05") == HEALTHY
+
+
+SOFTWARE = {
+    "node01": ("kernel", "5.15.0-999-hpcnet-lab"),
+    "node02": ("os", "ubuntu 99.04 lts"),
+    "node03": ("nccl", "2.28.7-1+cuda12.9"),
+    "node04": ("rdma-core", "99.0-1"),
+}
+
+
+def test_each_software_fault_makes_its_node_the_odd_one(lab_dir):
+    """`software NODE ITEM VERSION` on four of five nodes: the versions probe (the node's
+    /proc and /etc view, the emulated dpkg-query) reads each, and the agreement names
+    each item's node alone."""
+    state = LabState.load(lab_dir)
+    for i in range(3, 6):
+        state.nodes.append(LabNode(f"node0{i}", f"198.18.0.1{i}", 8500))
+        write_rdma_state(state, state.nodes[-1])
+    state.save()
+    names = [n.name for n in state.nodes]
+    healthy = {n: parse_versions(_facts(lab_dir, n, versions_command())) for n in names}
+    assert judge_versions(healthy, EXPECT).outcome == "pass"
+    for node, (item, version) in SOFTWARE.items():
+        faults.inject("software", node, f"{item} {version}", lab_dir)
+    assert faults.KINDS["software"].breaks == ("versions",)
+    found = {n: parse_versions(_facts(lab_dir, n, versions_command())) for n in names}
+    verdict = judge_versions(found, EXPECT)
+    assert verdict.outcome == "fail"
+    odd = {(m.name, m.subject) for m in verdict.measurements if m.outcome == "fail"}
+    assert odd == {(item, node) for node, (item, _) in SOFTWARE.items()}, verdict.reason
+    assert found["node03"]["nccl"] == "2.28.7-1+cuda12.9"
+    faults.heal("all", lab_dir)
+    again = {n: parse_versions(_facts(lab_dir, n, versions_command())) for n in names}
+    assert again == healthy
 
 
 def test_fault_arguments_are_checked(lab_dir):
