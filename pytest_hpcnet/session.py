@@ -62,7 +62,7 @@ from pytest_hpcnet.report.terminal_summary import (
     failure_line,
 )
 from pytest_hpcnet.report.verdict import run_date, verdict_line
-from pytest_hpcnet.requirements.registry import planned_bounds
+from pytest_hpcnet.requirements.registry import across_nodes_reason, planned_bounds
 from pytest_hpcnet.run_scope import (
     check_exclusions,
     check_waivers,
@@ -334,7 +334,15 @@ class HpcnetState:
     # -- scope ----------------------------------------------------------------------------
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list) -> None:
-        """Deselect the requirements the inventory excludes (`scope.exclude`)."""
+        """Deselect the requirements the inventory excludes (`scope.exclude`); on a one-node
+        inventory, skip what is measured between nodes as not applicable."""
+        if self.inventory is not None:
+            nodes = len(self.inventory.nodes)
+            for item in items:
+                marker = item.get_closest_marker("check")
+                reason = marker is not None and across_nodes_reason(marker.args[0], nodes)
+                if reason:
+                    item.add_marker(pytest.mark.skip(reason=reason))
         out = set(excluded_ids(self.inventory)) if self.inventory else set()
         if not out:
             return

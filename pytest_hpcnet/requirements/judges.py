@@ -127,6 +127,11 @@ def judge_perftest(tool: str, run: PerftestRun, expect: Expectations) -> Verdict
     return judge(run, expect)
 
 
+UNKNOWN = "unknown"
+"""A node's localization status when no measured pair clears or blames it."""
+FIX_UNCLEARED = "check those nodes are reachable and their pair runs complete, then re-run"
+
+
 class Localized(Protocol):
     """What pair localization found (`campaigns.localization.Localization`)."""
 
@@ -154,6 +159,11 @@ def judge_localization(
     )
     if localization.suspects or localization.link_problems or suspect_devices:
         return Verdict(False, reason=f"{tool}: " + "; ".join(lines), measurements=measurements)
+    uncleared = [n for n, v in localization.verdicts.items() if getattr(v, "status", "") == UNKNOWN]
+    if uncleared:  # no passing pair and not blamed: the schedule says nothing of them
+        found = Measurement("uncleared_nodes", len(uncleared), "nodes", 0, "==", source)
+        why = f"{tool}: {', '.join(uncleared)}: no pair with them measured and passed"
+        return not_measured(why, FIX_UNCLEARED, measurements=(*measurements, found))
     return Verdict(True, reason="; ".join(lines), measurements=measurements)
 
 

@@ -186,6 +186,9 @@ class Requirement:
     judges: tuple[str, ...] = ()
     sections: tuple[str, ...] = ()
     pair: bool = False
+    across_nodes: bool = False
+    """Measured between nodes, across the cluster as one (the NCCL collectives, the perftest
+    localization): not applicable on a one-node inventory."""
     bounds: tuple[BoundKey, ...] = ()
     faults: tuple[FaultCode, ...] = ()
 
@@ -924,6 +927,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         ),
         row=False,
         judges=("perftest:judge_no_suspects",),
+        across_nodes=True,
     ),
     Requirement(
         "erdma_eri_bw",
@@ -1016,6 +1020,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             BoundKey("avg_busbw", "nccl.min_avg_busbw_gbs", ">=", "GB/s"),
             BoundKey("busbw_largest", "nccl.min_busbw_largest_gbs", ">=", "GB/s"),
         ),
+        across_nodes=True,
     ),
     Requirement(
         "nccl_transport",
@@ -1031,6 +1036,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
             ),
         ),
         judges=("nccl:judge_nccl_network_used", "nccl:judge_nccl_traffic"),
+        across_nodes=True,
     ),
     Requirement(
         "nccl_all_gather",
@@ -1047,6 +1053,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         bounds=collective_bounds("all_gather"),
         judges=COLLECTIVE_JUDGES,
         sections=(HOSTNAME.name,),
+        across_nodes=True,
     ),
     Requirement(
         "nccl_reduce_scatter",
@@ -1066,6 +1073,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         bounds=collective_bounds("reduce_scatter"),
         judges=COLLECTIVE_JUDGES,
         sections=(HOSTNAME.name,),
+        across_nodes=True,
     ),
     Requirement(
         "nccl_alltoall",
@@ -1082,6 +1090,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         bounds=collective_bounds("alltoall"),
         judges=COLLECTIVE_JUDGES,
         sections=(HOSTNAME.name,),
+        across_nodes=True,
     ),
     Requirement(
         "nccl_sendrecv",
@@ -1098,6 +1107,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         bounds=collective_bounds("sendrecv"),
         judges=COLLECTIVE_JUDGES,
         sections=(HOSTNAME.name,),
+        across_nodes=True,
     ),
     Requirement(
         "rdma_counters",
@@ -1439,6 +1449,15 @@ def not_applicable_when(
     if not reason.startswith("not applicable: "):
         raise ValueError(f"a not-applicable reason starts 'not applicable: ': {reason!r}")
     return getattr(pytest.mark, NOT_APPLICABLE_MARK)(ruled_out, reason)
+
+
+ONE_NODE = "not applicable: the inventory has one node, so nothing is measured between nodes"
+
+
+def across_nodes_reason(check_id: str, nodes: int) -> str | None:
+    """Why a requirement measured between nodes does not apply to `nodes` nodes, or None."""
+    found = BY_ID.get(check_id)
+    return ONE_NODE if found is not None and found.across_nodes and nodes < 2 else None
 
 
 def not_applicable(definition: pytest.Item, expect: Expectations) -> str | None:
