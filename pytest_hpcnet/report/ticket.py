@@ -322,15 +322,17 @@ def write_ticket(
     run_dir: str | Path,
     node: str,
     out: str | Path,
-    sign_key: str | Path,
+    sign_key: str | Path | None,
     passphrase: bytes | None = None,
 ) -> Path:
-    """Write the node's signed ticket archive (`.tar.gz`) to `out`; returns its path."""
+    """Write the node's ticket archive (`.tar.gz`) to `out`, signed with `sign_key` (None:
+    no `signature.json`, the manifest only); returns its path."""
     ticket = collect(run_dir, node)
     files = ticket_files(ticket)
     manifest = {name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())}
     files[MANIFEST] = (json.dumps(manifest, indent=2) + "\n").encode()
-    files[SIGNATURE] = _signature(manifest, Path(sign_key), passphrase)
+    if sign_key is not None:
+        files[SIGNATURE] = _signature(manifest, Path(sign_key), passphrase)
     folder = f"ticket-{ticket.run['run_id']}-{node}"
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
@@ -359,6 +361,7 @@ def verify_ticket(path: str | Path, public_key: str | Path | None = None) -> lis
     signature, by `public_key` when given, holds)."""
     files = read_ticket(path)
     manifest = json.loads(files.pop(MANIFEST, b"{}"))
+    signed = SIGNATURE in files
     signature = json.loads(files.pop(SIGNATURE, b"{}"))
     problems = [
         f"{name}: does not match the manifest"
@@ -366,6 +369,8 @@ def verify_ticket(path: str | Path, public_key: str | Path | None = None) -> lis
         if manifest.get(name) != hashlib.sha256(data).hexdigest()
     ]
     problems += [f"{name}: missing" for name in manifest if name not in files]
+    if not signed:
+        return [*problems, "signature: missing (unsigned)"]
     digest = manifest_digest(manifest)
     if signature.get("digest") != digest:
         problems.append("signature: signs another manifest")

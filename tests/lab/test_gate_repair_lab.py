@@ -1,9 +1,9 @@
 """Reboot and re-accept against the lab's real Slurm and control plane: in one night, a
 transient GPU fault (an Xid) is rebooted away, re-accepted under load and resumed; a
-persistent one (an eRDMA port down) is rebooted, fails the re-acceptance and stays drained;
-a `config` fault (the MTU) is never rebooted. Under a reset policy, a GPU's ECC fault is reset
-away (`nvidia-smi -r`), re-accepted under load and resumed, and a node whose GPU a process
-holds is not reset."""
+persistent one (an eRDMA port down) is rebooted, fails the re-acceptance and stays drained
+with its ticket bundle; a `config` fault (the MTU) is never rebooted. Under a reset policy, a
+GPU's ECC fault is reset away (`nvidia-smi -r`), re-accepted under load and resumed, and a
+node whose GPU a process holds is not reset."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import yaml
 from pytest_hpcnet.lab import faults
 from pytest_hpcnet.lab import slurm as lab_slurm
 from pytest_hpcnet.lab.state import LabState
+from pytest_hpcnet.report.ticket import read_ticket
 from tests.lab.test_slurm_gate import gate, gate_inventory, latest, slurm_lab, states
 from tests.lab.test_static_suite import run_static
 
@@ -89,6 +90,10 @@ def test_transient_is_resumed_persistent_stays_drained_config_never_rebooted(slu
     assert slurm_now["node03"].drained and slurm_now["node03"].ours
     assert kept["node03"]["codes"] == ["HPCNET-ERI-PORT-DOWN"]
     assert "port-down" in left["node03"] and after["node03"] != before["node03"]
+    ticket = Path(kept["node03"]["ticket"])  # the bundle of a node left for replacement
+    assert ticket.is_file() and ticket.name == f"ticket-{run_dir.name}-node03.tar.gz"
+    assert "HPCNET-ERI-PORT-DOWN" in read_ticket(ticket)["summary.txt"].decode()
+    assert "ticket" not in kept["node02"] and "ticket" not in kept["node04"]
 
     assert "action" not in kept["node04"] and kept["node04"]["outcome"] == "not_repaired"
     assert "HPCNET-MTU (config)" in kept["node04"]["why"]
