@@ -7,6 +7,7 @@ node whose GPU a process holds is not reset."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import time
@@ -15,9 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pytest_hpcnet import cli
 from pytest_hpcnet.lab import faults
 from pytest_hpcnet.lab import slurm as lab_slurm
 from pytest_hpcnet.lab.state import LabState
+from pytest_hpcnet.report.evidence import EvidenceBundle
+from pytest_hpcnet.report.signing import generate_keypair
 from pytest_hpcnet.report.ticket import read_ticket
 from tests.lab.test_slurm_gate import gate, gate_inventory, latest, slurm_lab, states
 from tests.lab.test_static_suite import run_static
@@ -161,3 +165,23 @@ def test_reset_fault_is_reset_and_resumed_held_gpu_is_not_reset(slurm_lab, tmp_p
     assert "repair node02: HPCNET-GPU-ECC-DBE,HPCNET-GPU-ROW-REMAP-PENDING: reset (reset" in (
         "\n".join(act)
     )
+
+
+def test_ticket_bug_report_over_ssh(lab4, tmp_path):
+    """`hpcnet ticket --bug-report` on a lab node: the emulated nvidia-bug-report.sh runs
+    over SSH and its log lands in the bundle."""
+    bundle = EvidenceBundle.create(tmp_path / "reports", "20261203-020000-ab12")
+    failed = {"check_id": "gpu_health", "requirement": "GPU memory health", "verdict": "fail"}
+    bundle.append({**failed, "subject": "node02", "codes": ["HPCNET-GPU-ECC-DBE"]})
+    bundle.close({"cluster": "lab"})
+    run_dir = bundle.run_dir
+    generate_keypair(tmp_path / "k.pem", tmp_path / "k.pub.pem")
+    out = tmp_path / "ticket.tar.gz"
+    argv = ["ticket", str(run_dir), "node02", "--sign-key", str(tmp_path / "k.pem")]
+    argv += ["--inventory", lab4.inventory, "--bug-report", "--out", str(out)]
+    started = time.monotonic()
+    assert cli.main(argv) == 0
+    print(f"hpcnet ticket --bug-report: {time.monotonic() - started:.1f} s")
+    files = read_ticket(out)
+    assert "nvidia-smi -q" in gzip.decompress(files["nvidia-bug-report.log.gz"]).decode()
+    assert json.loads(files["ticket.json"])["bug_report"]["exit_status"] == 0
