@@ -130,6 +130,13 @@ def test_reset_fault_is_reset_and_resumed_held_gpu_is_not_reset(slurm_lab, tmp_p
         code, _ = run_static(str(inventory), tmp_path / "reports", "-k", "gpu_memory_health")
         assert code == 1
         run_dir = latest(tmp_path / "reports")
+        # the share limit, half the nodes failing: at 0.25 of 4 one node is repaired at once
+        narrow = tmp_path / "narrow.yaml"
+        data["gate"]["repair"] = {**RESET_POLICY, "max_share": 0.25}
+        narrow.write_text(yaml.safe_dump(data))
+        started = time.monotonic()
+        _, planned = gate(lab, run_dir, narrow)
+        print(f"gate apply (dry run, the share limit): {time.monotonic() - started:.1f} s")
         started = time.monotonic()
         act_code, act = gate(lab, run_dir, inventory, "--act")
         took = time.monotonic() - started
@@ -148,6 +155,13 @@ def test_reset_fault_is_reset_and_resumed_held_gpu_is_not_reset(slurm_lab, tmp_p
     print(f"gate apply with resets: {took:.1f} s")
     for name in sorted(kept):
         print(json.dumps(kept[name], sort_keys=True))
+
+    plan = "\n".join(planned)
+    assert "repair node02: HPCNET-GPU-ECC-DBE,HPCNET-GPU-ROW-REMAP-PENDING: reset (planned)" in plan
+    assert (
+        "repair node03: HPCNET-GPU-ECC-DBE,HPCNET-GPU-ROW-REMAP-PENDING: no repair: skipped: "
+        "1 nodes in repair at once at most (gate.repair: max_share 0.25 of 4" in plan
+    )
 
     reset = kept["node02"]
     assert reset["action"] == "reset" and reset["outcome"] == "resumed", reset
