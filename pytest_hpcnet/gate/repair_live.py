@@ -29,6 +29,9 @@ TICKETS_DIR = "tickets"
 """Under `<reports>/.gate/<run-id>/`: the ticket bundle of each node left for replacement."""
 BUSY_QUERY = "nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader"
 RESET = "nvidia-smi -r"
+REFUSED = "In use by another client"
+"""How `nvidia-smi -r` names a GPU it would not reset (a process, or nvidia-persistenced,
+holds it: NVIDIA/NVSentinel#1690)."""
 COMMAND_TIMEOUT_S = 120.0
 POLL_S = 2.0
 LEAVE_RUNNING_S = 60.0
@@ -110,8 +113,9 @@ class LiveRepairer:
     def reset(self, node: str) -> Step:
         started = time.monotonic()
         result = self._ssh(node, RESET)
-        if not result.ok:
-            raise RepairError(f"`{RESET}`: {result.failure}")
+        if not result.ok:  # a refusal names each GPU: `GPU 0000...: In use by another client`
+            refused = [line.strip() for line in result.stdout.splitlines() if REFUSED in line]
+            raise RepairError(f"`{RESET}`: {'; '.join(refused) or result.failure}")
         return Step(reset_s=round(time.monotonic() - started, 1))
 
     # -- the reboot ----------------------------------------------------------------------

@@ -9,6 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from pytest_hpcnet.lab import faults
 from pytest_hpcnet.lab.state import LabState
 from pytest_hpcnet.probes.gpu import parse_query_gpu, query_gpu_command
@@ -81,3 +83,27 @@ def test_reset_is_refused_while_a_process_holds_the_gpu(node):
     assert "gpu-ecc" in LabState.load(node.state_dir).nodes[0].faults
     assert node("nvidia-smi -r -i 3; echo rc=$?").endswith("reset.\nrc=0\n")
     assert "gpu-ecc" in LabState.load(node.state_dir).nodes[0].faults
+
+
+def test_live_repairer_reads_the_recorded_outputs():
+    """`LiveRepairer` on the recorded texts: the compute apps it lists, the GPUs a refused
+    reset names."""
+    from pytest_hpcnet.gate.repair import RepairError
+    from pytest_hpcnet.gate.repair_live import BUSY_QUERY, RESET, LiveRepairer
+    from pytest_hpcnet.inventory.gate_settings import RepairSettings
+    from pytest_hpcnet.transport.results import CommandResult
+
+    apps = (FIXTURES / "compute-apps.csv").read_text().split("\n", 1)[1]  # noheader
+    refused = (FIXTURES / "nvidia-smi-r-in-use.txt").read_text()
+    outputs = {BUSY_QUERY: (0, apps), RESET: (255, refused)}
+
+    def run(node, command, timeout_s):
+        status, out = outputs[command]
+        return CommandResult(node, command, status, out, "", 0.1, 0.0)
+
+    live = LiveRepairer(Path("inv.yaml"), None, Path("run"), RepairSettings(), run=run)
+    assert live.gpu_busy("node01") == ["3858903, VLLM::EngineCore, 6265 MiB",
+                                       "3880364, VLLM::EngineCore, 5530 MiB"]  # fmt: skip
+    with pytest.raises(RepairError) as refusal:
+        live.reset("node01")
+    assert str(refusal.value) == "`nvidia-smi -r`: GPU 00000000:1A:00.0: In use by another client"
