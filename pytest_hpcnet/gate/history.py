@@ -14,7 +14,15 @@ from pytest_hpcnet.gate.confirm import GATE_DIR
 from pytest_hpcnet.gate.judge import judge
 from pytest_hpcnet.gate.repair import PastRepairs, past_repairs
 from pytest_hpcnet.report.evidence import CheckRecord, RunSummary, read_summary
-from pytest_hpcnet.report.trends import MAX_RUNS, History, build_history, digest_run, write_digest
+from pytest_hpcnet.report.trends import (
+    MAX_RUNS,
+    History,
+    RepairRow,
+    Returning,
+    build_history,
+    digest_run,
+    write_digest,
+)
 
 TRENDS_FILE = "trends.html"
 
@@ -31,8 +39,12 @@ def history(
     per_metric: Mapping[str, float] | None = None,
     max_runs: int = MAX_RUNS,
 ) -> History:
-    """The cluster's history in a reports folder, nodes judged as the gate judges them."""
-    return build_history(reports_dir, cluster, tolerance, per_metric, node_statuses, max_runs)
+    """The cluster's history in a reports folder, nodes judged as the gate judges them, with
+    the gate's repairs there."""
+    found = build_history(reports_dir, cluster, tolerance, per_metric, node_statuses, max_runs)
+    if found.runs:
+        found.repairs, found.returning = repair_rows(repairs(reports_dir, found.cluster))
+    return found
 
 
 def write_run_digest(run_dir: Path, summary: RunSummary, records: list[CheckRecord]) -> None:
@@ -109,6 +121,36 @@ def gate_entries(reports_dir: Path) -> list[dict]:
 def repairs(reports_dir: Path, cluster: str = "") -> PastRepairs:
     """The repairs the gate did in this reports folder (of `cluster`), oldest first."""
     return past_repairs(gate_entries(reports_dir), cluster)
+
+
+def repair_rows(past: PastRepairs) -> tuple[list[RepairRow], list[Returning]]:
+    """The repairs done (a reset or reboot) and the nodes that keep coming back, as the
+    trends page lists them (the same records as `repair_lines`)."""
+    rows = [
+        RepairRow(
+            r.at,
+            r.node,
+            tuple(r.codes),
+            r.action,
+            r.outcome,
+            r.why,
+            r.reset_s,
+            r.reboot_to_ssh_s,
+            r.ssh_to_accepted_s,
+        )
+        for r in past.records
+        if r.action is not None
+    ]
+    back = [
+        Returning(
+            node,
+            len(records),
+            records[0].at[:10],
+            tuple(sorted({c for r in records for c in r.codes})),
+        )
+        for node, records in past.returning().items()
+    ]
+    return rows, back
 
 
 def repair_lines(past: PastRepairs) -> list[str]:

@@ -90,9 +90,14 @@ class RepairRecord:
     """SSH answering (or the reset done) to the re-acceptance judged."""
     reaccept: list[str] = field(default_factory=list)
     """The re-acceptance's pytest command lines."""
+    replace: bool = False
+    """Left for replacement: a `replace` fault, the same code again while suspect, the
+    attempts used up, or a repair whose re-acceptance failed; it gets a ticket bundle."""
+    ticket: str = ""
+    """The ticket bundle's path (`hpcnet ticket`'s archive), written for a `replace`."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v not in (None, [], "")}
+        return {k: v for k, v in asdict(self).items() if v not in (None, [], "", False)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RepairRecord:
@@ -113,7 +118,9 @@ class RepairRecord:
         tried = self.action or "no repair"
         timing = f" ({', '.join(times)})" if times else ""
         why = f": {self.why}" if self.why else ""
-        return f"  repair {self.node}: {','.join(self.codes)}: {tried}{timing}: {self.outcome}{why}"
+        ticket = f"; ticket {self.ticket}" if self.ticket else ""
+        line = f"  repair {self.node}: {','.join(self.codes)}: {tried}{timing}: {self.outcome}"
+        return f"{line}{why}{ticket}"
 
 
 def _parse_at(text: str) -> datetime | None:
@@ -225,9 +232,20 @@ def plan(
         faults = node_faults(judgement)
         codes = [f.code for f in faults]
 
-        def leave(outcome: Outcome, why: str, codes=codes, faults=faults, name=name) -> None:
+        sure = judgement.confirmed or not confirm_required  # a ticket for a confirmed failure
+
+        def leave(
+            outcome: Outcome,
+            why: str,
+            replace: bool = False,
+            codes=codes,
+            faults=faults,
+            name=name,
+            sure=sure,
+        ) -> None:
             classes = [f.repair for f in faults]
-            result.left.append(RepairRecord(name, codes, classes, outcome, why))
+            record = RepairRecord(name, codes, classes, outcome, why, replace=replace and sure)
+            result.left.append(record)
 
         slurm_name = scheduler.node_names.slurm_name(name)
         node = live.get(slurm_name)
@@ -237,15 +255,17 @@ def plan(
         action = _action(faults, policy)
         if people:
             what = ", ".join(f"{f.code} ({f.repair})" for f in people)
-            leave("not_repaired", f"{what}: never reset or rebooted; stays drained")
+            replace = any(f.repair == "replace" for f in people)
+            leave("not_repaired", f"{what}: never reset or rebooted; stays drained", replace)
         elif repeat:
             leave(
                 "not_repaired",
                 f"{', '.join(repeat)} again within {policy.suspect_nights} nights of its "
                 "repair: replace",
+                True,
             )
         elif attempts >= policy.max_attempts:
-            leave("not_repaired", f"{attempts} repairs did not hold: replace")
+            leave("not_repaired", f"{attempts} repairs did not hold: replace", True)
         elif action not in REPAIRABLE:
             leave("not_repaired", str(action))
         elif confirm_required and not judgement.confirmed:
@@ -307,6 +327,9 @@ class Repairer(Protocol):
     def reaccept(self, node: str, judgement: NodeJudgement) -> Acceptance:
         """The node's failed checks and the GPU load, on `node` alone."""
 
+    def ticket(self, node: str) -> str:
+        """Write `node`'s ticket bundle from the night's run; its path (RepairError: none)."""
+
 
 Resume = Callable[[Candidate], str | None]
 """Resume a node in Slurm; returns None when done, else why not."""
@@ -345,6 +368,7 @@ def _one(candidate: Candidate, repairer: Repairer, resume: Resume) -> RepairReco
     record.reaccept = accepted.lines
     if not accepted.passed:
         record.why = f"failed the re-acceptance: {accepted.detail}; stays drained"
+        record.replace = True
         return record
     not_done = resume(candidate)
     if not_done:
@@ -355,12 +379,30 @@ def _one(candidate: Candidate, repairer: Repairer, resume: Resume) -> RepairReco
     return record
 
 
+def attach_tickets(records: Iterable[RepairRecord], repairer: Repairer) -> None:
+    """Write the ticket bundle of each node left for replacement and name it in its record
+    (a bundle that cannot be written is said in its `why`)."""
+    for record in records:
+        if not record.replace or record.ticket:
+            continue
+        try:
+            record.ticket = repairer.ticket(record.node)
+        except RepairError as exc:
+            record.why = f"{record.why}; no ticket bundle: {exc}" if record.why else str(exc)
+
+
 def execute(repair_plan: RepairPlan, repairer: Repairer, resume: Resume) -> list[RepairRecord]:
-    """Repair the chosen nodes (at once: at most the plan's limit), re-accept, resume."""
-    if not repair_plan.chosen:
-        return []
-    with ThreadPoolExecutor(len(repair_plan.chosen), thread_name_prefix="hpcnet-repair") as pool:
-        return list(pool.map(lambda c: _one(c, repairer, resume), repair_plan.chosen))
+    """Repair the chosen nodes (at once: at most the plan's limit), re-accept, resume; then
+    write the ticket bundle of every node left for replacement, the plan's `left` records
+    included (their `ticket`). Returns the chosen nodes' records."""
+    done: list[RepairRecord] = []
+    if repair_plan.chosen:
+        with ThreadPoolExecutor(
+            len(repair_plan.chosen), thread_name_prefix="hpcnet-repair"
+        ) as pool:
+            done = list(pool.map(lambda c: _one(c, repairer, resume), repair_plan.chosen))
+    attach_tickets([*repair_plan.left, *done], repairer)
+    return done
 
 
 @dataclass

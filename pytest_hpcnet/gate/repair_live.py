@@ -25,8 +25,13 @@ from pytest_hpcnet.transport.results import CommandResult
 
 REPAIR_DIR = "repair"
 """Under `<reports>/.gate/<run-id>/`: one folder per node with its re-acceptance runs."""
+TICKETS_DIR = "tickets"
+"""Under `<reports>/.gate/<run-id>/`: the ticket bundle of each node left for replacement."""
 BUSY_QUERY = "nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader"
 RESET = "nvidia-smi -r"
+REFUSED = "In use by another client"
+"""How `nvidia-smi -r` names a GPU it would not reset (a process, or nvidia-persistenced,
+holds it: NVIDIA/NVSentinel#1690)."""
 COMMAND_TIMEOUT_S = 120.0
 POLL_S = 2.0
 LEAVE_RUNNING_S = 60.0
@@ -108,8 +113,9 @@ class LiveRepairer:
     def reset(self, node: str) -> Step:
         started = time.monotonic()
         result = self._ssh(node, RESET)
-        if not result.ok:
-            raise RepairError(f"`{RESET}`: {result.failure}")
+        if not result.ok:  # a refusal names each GPU: `GPU 0000...: In use by another client`
+            refused = [line.strip() for line in result.stdout.splitlines() if REFUSED in line]
+            raise RepairError(f"`{RESET}`: {'; '.join(refused) or result.failure}")
         return Step(reset_s=round(time.monotonic() - started, 1))
 
     # -- the reboot ----------------------------------------------------------------------
@@ -225,6 +231,30 @@ class LiveRepairer:
             return Acceptance(False, f"under load: {'; '.join(below or why)}", lines)
         passed = f"{', '.join(judgement.checks)} and {len(load)} GPU load checks pass"
         return Acceptance(True, f"{summary.run_id}: {passed}", lines)
+
+    # -- the ticket ----------------------------------------------------------------------
+
+    def ticket(self, node: str) -> str:
+        return write_node_ticket(self.run_dir, node, self.policy.ticket_sign_key)
+
+
+def _ticket_path(run_dir: Path, node: str) -> Path:
+    gate_dir = run_dir.parent / confirm.GATE_DIR / run_dir.name
+    return gate_dir / TICKETS_DIR / f"ticket-{run_dir.name}-{node}.tar.gz"
+
+
+def write_node_ticket(run_dir: Path, node: str, sign_key: str | None) -> str:
+    """`hpcnet ticket`'s bundle of `node` from the night's run, under the gate's folder of
+    that run (signed with `sign_key` when given); its path, RepairError when not written."""
+    from pytest_hpcnet.report.ticket import register_run_credentials, write_ticket
+
+    out = _ticket_path(run_dir, node)
+    try:
+        register_run_credentials(run_dir)
+        write_ticket(run_dir, node, out, sign_key)
+    except (OSError, ValueError) as exc:
+        raise RepairError(str(exc)) from None
+    return str(out)
 
 
 def loop_for(inventory_path: Path, inventory: Inventory, run_dir: Path) -> RepairLoop | None:

@@ -122,6 +122,9 @@ class RepairSettings(Strict):
     """`Running` to SSH answering."""
     reaccept_timeout_s: Annotated[float, Field(gt=0, le=14400)] = 1800.0
     """Each re-acceptance pytest run (the failed checks, then `-m gpu_load`)."""
+    ticket_sign_key: str | None = None
+    """Ed25519 private key (`hpcnet keygen`) that signs the ticket bundle the gate writes for
+    a node it leaves for `replace`; without it the bundle is written unsigned."""
 
     @field_validator("reset", "reboot")
     @classmethod

@@ -1,7 +1,8 @@
 """`hpcnet ticket RUN NODE`: what a cloud provider's support asks for about one node, as a
 signed archive to attach to a ticket.
 
-Read from the run's evidence alone (nothing runs on the node): the instance id, type, zone,
+Read from the run's evidence (nothing runs on the node but `nvidia-bug-report.sh` when
+`--bug-report` asks for it: `ticket_bug_report.py`): the instance id, type, zone,
 region, VPC, vSwitch, address, hostname and kernel from the node's recorded facts (the
 metadata service, `hostname`, `uname -r`), each GPU's index, model, serial, UUID and bus id
 (`nvidia-smi --query-gpu`), the node's failed checks with their fault codes, repair classes
@@ -60,6 +61,7 @@ from pytest_hpcnet.report.signing import (
     load_public_key,
     read_facts,
 )
+from pytest_hpcnet.report.ticket_bug_report import LOG, TIMEOUT_S, BugReport, redacted
 from pytest_hpcnet.requirements.registry import fault, title
 
 COMMAND = "ticket"
@@ -121,6 +123,8 @@ class NodeTicket:
     kernel_log: str = ""
     records: list[CheckRecord] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
+    bug_report: BugReport | None = None
+    """`nvidia-bug-report.sh`'s log from the node (`--bug-report`), None when not asked."""
 
 
 def _mine(record: CheckRecord, node: str) -> bool:
@@ -280,7 +284,9 @@ def ticket_files(ticket: NodeTicket) -> dict[str, bytes]:
         "gpus": ticket.gpus,
         "faults": ticket.faults,
         "kernel_log": ticket.kernel_log,
-        "bug_report": "not included: run `nvidia-bug-report.sh` on the node (docs/repair.md)",
+        "bug_report": ticket.bug_report.as_dict()
+        if ticket.bug_report
+        else "not included: `hpcnet ticket --bug-report` runs it on the node (docs/repair.md)",
     }
     files = {
         SUMMARY: summary_text(ticket).encode(),
@@ -293,6 +299,8 @@ def ticket_files(ticket: NodeTicket) -> dict[str, bytes]:
         files["kernel-log.txt"] = (clean(ticket.kernel_log) + "\n").encode()
     for digest, text in sorted(ticket.outputs.items()):
         files[f"outputs/{digest}.txt"] = clean(text).encode()
+    if ticket.bug_report and ticket.bug_report.data:
+        files[LOG] = redacted(ticket.bug_report.data, clean)
     return files
 
 
@@ -322,15 +330,20 @@ def write_ticket(
     run_dir: str | Path,
     node: str,
     out: str | Path,
-    sign_key: str | Path,
+    sign_key: str | Path | None,
     passphrase: bytes | None = None,
+    bug_report: BugReport | None = None,
 ) -> Path:
-    """Write the node's signed ticket archive (`.tar.gz`) to `out`; returns its path."""
+    """Write the node's ticket archive (`.tar.gz`) to `out`, signed with `sign_key` (None:
+    no `signature.json`, the manifest only), with `bug_report` when given; returns its
+    path."""
     ticket = collect(run_dir, node)
+    ticket.bug_report = bug_report
     files = ticket_files(ticket)
     manifest = {name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())}
     files[MANIFEST] = (json.dumps(manifest, indent=2) + "\n").encode()
-    files[SIGNATURE] = _signature(manifest, Path(sign_key), passphrase)
+    if sign_key is not None:
+        files[SIGNATURE] = _signature(manifest, Path(sign_key), passphrase)
     folder = f"ticket-{ticket.run['run_id']}-{node}"
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
@@ -359,6 +372,7 @@ def verify_ticket(path: str | Path, public_key: str | Path | None = None) -> lis
     signature, by `public_key` when given, holds)."""
     files = read_ticket(path)
     manifest = json.loads(files.pop(MANIFEST, b"{}"))
+    signed = SIGNATURE in files
     signature = json.loads(files.pop(SIGNATURE, b"{}"))
     problems = [
         f"{name}: does not match the manifest"
@@ -366,6 +380,8 @@ def verify_ticket(path: str | Path, public_key: str | Path | None = None) -> lis
         if manifest.get(name) != hashlib.sha256(data).hexdigest()
     ]
     problems += [f"{name}: missing" for name in manifest if name not in files]
+    if not signed:
+        return [*problems, "signature: missing (unsigned)"]
     digest = manifest_digest(manifest)
     if signature.get("digest") != digest:
         problems.append("signature: signs another manifest")
@@ -403,11 +419,44 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         help="the run's inventory: its secrets and cloud credentials file are redacted too "
         "(the credentials file the run's inventory.yaml names is, without it)",
     )
+    found.add_argument(
+        "--bug-report",
+        action="store_true",
+        help=f"run nvidia-bug-report.sh on the node (over SSH, needs --inventory) and put its "
+        f"{LOG}, redacted, in the archive",
+    )
+    found.add_argument(
+        "--bug-report-timeout",
+        type=float,
+        default=TIMEOUT_S,
+        metavar="S",
+        help=f"stop nvidia-bug-report.sh after S seconds, keeping what it wrote "
+        f"(default {TIMEOUT_S:g})",
+    )
+
+
+def node_bug_report(inventory: Any, node: str, timeout_s: float) -> BugReport:
+    """`nvidia-bug-report.sh` on `node` over its SSH connection (ValueError: not a node of
+    the inventory)."""
+    from pytest_hpcnet.report.ticket_bug_report import collect_bug_report
+    from pytest_hpcnet.transport.fanout import Transport
+
+    if node not in {n.name for n in inventory.nodes}:
+        raise ValueError(f"--bug-report: {node!r} is not a node of the inventory")
+    transport = Transport(inventory, concurrency=1)
+    try:
+        return collect_bug_report(lambda cmd, limit: transport.run(node, cmd, limit), timeout_s)
+    finally:
+        transport.close()
 
 
 def run(args: argparse.Namespace) -> int:
     """Carry out `hpcnet ticket`: 0 written, 2 nothing written."""
+    if args.bug_report and args.inventory is None:
+        print("hpcnet ticket: --bug-report runs on the node: give --inventory")
+        return 2
     try:
+        inventory = None
         if args.inventory is not None:
             from pytest_hpcnet.inventory.loader import InventoryError, load_inventory
 
@@ -422,7 +471,12 @@ def run(args: argparse.Namespace) -> int:
         summary = read_summary(args.run_dir) if args.run_dir.is_dir() else None
         run_id = summary.run_id if summary else "run"
         out = args.out or Path(f"ticket-{run_id}-{args.node}.tar.gz")
-        path = write_ticket(args.run_dir, args.node, out, args.sign_key)
+        collect(args.run_dir, args.node)  # the run and the node first: nothing runs in vain
+        report = None
+        if args.bug_report:
+            report = node_bug_report(inventory, args.node, args.bug_report_timeout)
+            print(f"nvidia-bug-report.sh on {args.node}: {report.note}")
+        path = write_ticket(args.run_dir, args.node, out, args.sign_key, bug_report=report)
     except (OSError, ValueError) as exc:
         print(f"hpcnet ticket: {exc}")
         return 2

@@ -101,6 +101,33 @@ class Series:
         return any(p.mark in ("regression", "increase") for p in self.points)
 
 
+@dataclass(frozen=True)
+class RepairRow:
+    """One repair the gate did (reset or reboot), as the page lists it: plain values, read
+    from the gate's `gate.jsonl` by `gate/history.py` (the terminal's `hpcnet trends` lines
+    come from the same records)."""
+
+    at: str
+    node: str
+    codes: tuple[str, ...]
+    action: str
+    outcome: str
+    why: str = ""
+    reset_s: float | None = None
+    reboot_to_ssh_s: float | None = None
+    ssh_to_accepted_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Returning:
+    """A node repaired again and again: how often, since when, for which codes."""
+
+    node: str
+    repairs: int
+    since: str
+    codes: tuple[str, ...]
+
+
 @dataclass
 class History:
     """A cluster's runs, its series per figure and subject, and the nodes that flapped."""
@@ -113,6 +140,9 @@ class History:
     skipped: list[str] = field(default_factory=list)  # run folders not read, and why
     version_changes: list[tuple[str, list[str]]] = field(default_factory=list)
     """(run id, what changed in its versions and firmware since the run before), latest first."""
+    repairs: list[RepairRow] = field(default_factory=list)
+    """The gate's resets and reboots in the reports folder, oldest first."""
+    returning: list[Returning] = field(default_factory=list)
 
     def regressions(self) -> list[tuple[Series, int]]:
         """(series, run index) of every marked point, latest run first."""

@@ -135,6 +135,7 @@ def _environment() -> Environment:
     return page_environment(
         {
             "num": lambda v: "—" if v is None else f"{v:g}",
+            "seconds": lambda v: "—" if v is None else f"{v:.1f} s",
             "count": counted,
             "bound": _bound_text,
         }

@@ -218,13 +218,12 @@ def _ecc(gpu: Gpu) -> GpuReading:
             "reported (corrected errors are not judged)",
             subject,
         ),
-        *(
+        *(  # a flag the GPU does not have (`[N/A]`: retired pages on Hopper) is reported
             Measurement(
                 attr,
                 _shown(getattr(gpu, attr)),
                 "",
-                "No",
-                "==",
+                *(("No", "==") if getattr(gpu, attr) is not None else (None, None)),
                 "nothing pending",
                 subject,
                 code=ECC_FLAG_CODES[attr],

@@ -211,6 +211,10 @@ class FakeRepairer:
         ok = node in self.passes
         return Acceptance(ok, "gpu_xid pass" if ok else "gpu_xid failed again", ["-m gpu_load"])
 
+    def ticket(self, node):
+        self.done.append((node, "ticket"))
+        return f"tickets/ticket-{node}.tar.gz"
+
 
 def test_loop_resumes_only_what_passes_and_resets_only_an_idle_gpu():
     judgements = [
@@ -293,7 +297,7 @@ def test_gate_apply_repairs_reports_and_keeps_it_in_the_history(tmp_path, capsys
         repair_loop=loop,
     )
     assert report.code == gate.EXIT_FAILED
-    assert sorted(fake.done) == [("node01", "reboot"), ("node02", "reboot")]
+    assert sorted(fake.done) == [("node01", "reboot"), ("node02", "reboot"), ("node02", "ticket")]
     assert fake_slurm.states["node01"] == ("IDLE", "")
     assert fake_slurm.states["node02"][0] == "IDLE+DRAIN"
     assert fake_slurm.states["node03"][0] == "IDLE+DRAIN"

@@ -417,6 +417,14 @@ WHOLE_ONLY = {
         "smi-q.xml",
         "smi.txt",
     )
+} | {
+    f"repair/{name}"  # the repair loop's and the ticket's commands (their lab emulation's tests)
+    for name in (
+        "compute-apps.csv",
+        "nvidia-bug-report-stdout.txt",
+        "nvidia-smi-r-in-use.txt",
+        "nvidia-smi-r-reset.txt",
+    )
 }
 """Outputs of commands no probe runs: only read whole, by every parser."""
 

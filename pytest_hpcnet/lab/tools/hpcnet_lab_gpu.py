@@ -14,7 +14,9 @@ kernel log file, `<state>/nodes/<node>/kernel.log`, read by the emulated `dmesg`
 `journalctl -k`. The burn-in's faults start at a time (`GPU@EPOCH`): `burnin-throttle` (HW
 and HW thermal slowdown at 91 C), `burnin-ecc` (correctable errors counting, one
 uncorrectable, a remapped row); the ECC aggregate, retired-page and remapped-row fields the
-burn-in samples are listed too. Standard library only: it runs on the node with the system
+burn-in samples are listed too. A process holding a GPU (its busy file names `PID NAME`) is
+a compute app, and a reset (`reset`) clears that GPU's `RESET_CLEARS` faults. Standard
+library only: it runs on the node with the system
 python3.
 """
 
@@ -91,18 +93,85 @@ def _uuid(name: str, index: int) -> str:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
-def busy_slots() -> set[int]:
-    """The slots the emulated torch has work queued on (their busy file's time is to come)."""
+def _busy_files() -> dict[int, list[str]]:
+    """Each slot's busy file (`gpu_busy/<slot>`) as its words: `UNTIL [PID NAME]`."""
     folder = lab.state_dir() / "nodes" / lab.node_name() / "gpu_busy"
-    now = time.time()
-    out = set()
+    out = {}
     for slot in range(len(BUS_IDS)):
         try:
-            if float((folder / str(slot)).read_text()) > now:
-                out.add(slot)
-        except (OSError, ValueError):
+            out[slot] = (folder / str(slot)).read_text().split()
+        except OSError:
             continue
     return out
+
+
+def busy_slots() -> set[int]:
+    """The slots the emulated torch has work queued on (their busy file's time is to come)."""
+    now = time.time()
+    out = set()
+    for slot, words in _busy_files().items():
+        try:
+            if words and float(words[0]) > now:
+                out.add(slot)
+        except ValueError:
+            continue
+    return out
+
+
+def holders() -> dict[int, tuple[int, str]]:
+    """slot -> (pid, name) of the compute process holding that GPU: a busy file that names a
+    process (`UNTIL PID NAME`) still alive. The emulated torch writes `UNTIL` alone, so its
+    load shows in the clocks and power but holds no GPU against a reset."""
+    out = {}
+    for slot, words in _busy_files().items():
+        if len(words) < 3 or not words[1].isdigit():
+            continue
+        try:
+            os.kill(int(words[1]), 0)
+        except ProcessLookupError:
+            continue
+        except PermissionError:
+            pass
+        out[slot] = (int(words[1]), " ".join(words[2:]))
+    return out
+
+
+RESET_CLEARS = ("gpu-ecc",)
+"""The GPU faults a reset of their GPU clears: volatile ECC counts start again from zero and
+a pending row remap takes effect (NVIDIA: "a GPU reset is required to complete row
+remapping")."""
+
+
+def reset(slots: set[int]) -> list[str]:
+    """Reset the GPUs in `slots`: drop this node's `RESET_CLEARS` faults on them from
+    `lab.json` under the lab's lock (as `hpcnet lab heal` would); returns what cleared."""
+    import fcntl
+    import json
+
+    root = lab.state_dir()
+    cleared = []
+    with open(root / "lab.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        path = root / "lab.json"
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return []
+        me = next((n for n in data.get("nodes", []) if n.get("name") == lab.node_name()), None)
+        if me is None:
+            return []
+        faults = me.get("faults") or {}
+        for fault_id in list(faults):
+            kind = fault_id.partition(":")[0]
+            if kind in RESET_CLEARS and _fault_gpu({kind: faults[fault_id]}, kind) in slots:
+                faults.pop(fault_id)
+                (me.get("undo") or {}).pop(fault_id, None)
+                cleared.append(fault_id)
+        if cleared:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, indent=2))
+            tmp.replace(path)
+    return cleared
 
 
 def load_values(slot: int, hot: bool) -> dict[str, str]:

@@ -9,8 +9,11 @@ as NICs, `NIC Legend`), `nvlink -s` / `-e` (the published H100 SXM5 formats, 18 
 `-L` and `-q [-d ...]` (only the recorded header, with `CUDA Version`, and each GPU's
 VBIOS, InfoROM image, GSP firmware (the driver's version), ECC mode, `Compute Mode` and
 `Fabric` State/Status: Completed/Success as on a registered HGX GPU, `In
-Progress`/`N/A` for that GPU with fault `fabric-fail`). Faults change what it prints;
-nothing else is emulated.
+Progress`/`N/A` for that GPU with fault `fabric-fail`), `--query-compute-apps=F,...
+--format=csv` (`pid, process_name, used_gpu_memory [MiB]`: the processes holding a GPU) and
+`-r`/`--gpu-reset` [`-i N`] (`GPU 00000000:1A:00.0 was successfully reset.`, or the `In use
+by another client` refusal, exit 255, while a process holds one; both recorded in
+NVIDIA/NVSentinel#1690). Faults change what it prints; nothing else is emulated.
 """
 
 from __future__ import annotations
@@ -195,6 +198,98 @@ def nvlink(flag: str) -> int:
     return 0
 
 
+APP_FIELDS = {
+    "pid": "pid",
+    "process_name": "process_name",
+    "name": "process_name",
+    "gpu_uuid": "gpu_uuid",
+    "gpu_bus_id": "gpu_bus_id",
+    "gpu_name": "gpu_name",
+    "used_memory": "used_gpu_memory [MiB]",
+    "used_gpu_memory": "used_gpu_memory [MiB]",
+}
+"""`--query-compute-apps` fields and their CSV headers (`used_memory` prints as
+`used_gpu_memory [MiB]`, as the real tool does)."""
+HELD_MIB = 6265
+
+
+def selected(argv: list[str]) -> list[dict[str, str]] | None:
+    """The GPUs `-i N[,M]` names (by index, UUID or bus id), all without `-i`; None when one
+    named is not there."""
+    rows = gpu.gpus()
+    for i, arg in enumerate(argv):
+        if arg in ("-i", "--id") and i + 1 < len(argv):
+            wanted = argv[i + 1].split(",")
+            found = [r for r in rows if {r["index"], r["uuid"], r["pci.bus_id"]} & set(wanted)]
+            return found if len(found) == len(wanted) else None
+    return rows
+
+
+def _slot(row: dict[str, str]) -> int:
+    return gpu.BUS_IDS.index(row["pci.bus_id"][9:11])
+
+
+def compute_apps(fields: list[str], options: set[str], argv: list[str]) -> int:
+    """`--query-compute-apps`: one CSV line per process holding a GPU (header only when none)."""
+    for field in fields:
+        if field not in APP_FIELDS:
+            sys.stdout.write(f'Field "{field}" is not a valid field to query.\n\n')
+            return 2
+    rows = selected(argv)
+    if rows is None:
+        sys.stdout.write("No devices were found\n")
+        return 6
+    if "noheader" not in options:
+        sys.stdout.write(", ".join(APP_FIELDS[f] for f in fields) + "\n")
+    held = gpu.holders()
+    for row in rows:
+        if _slot(row) not in held:
+            continue
+        pid, name = held[_slot(row)]
+        memory = str(HELD_MIB) if "nounits" in options else f"{HELD_MIB} MiB"
+        values = {
+            "pid": str(pid),
+            "process_name": name,
+            "name": name,
+            "gpu_uuid": row["uuid"],
+            "gpu_bus_id": row["pci.bus_id"],
+            "gpu_name": row["name"],
+            "used_memory": memory,
+            "used_gpu_memory": memory,
+        }
+        sys.stdout.write(", ".join(values[f] for f in fields) + "\n")
+    return 0
+
+
+IN_USE = (
+    "{count} device is currently being used by one or more other processes (e.g. Fabric "
+    "Manager, CUDA application, graphics application such as an X server, or a monitoring "
+    "application such as another instance of nvidia-smi). Please first kill all processes "
+    "using this device and all compute applications running in the system.\n"
+)
+
+
+def gpu_reset(argv: list[str]) -> int:
+    """`-r` / `--gpu-reset` [`-i N`]: every GPU (or those named) reset, each as `GPU <bus id>
+    was successfully reset.`; refused, exit 255, while a compute process holds one of them
+    (`In use by another client`). A reset clears its GPU's reset-clearable faults."""
+    rows = selected(argv)
+    if rows is None:
+        sys.stdout.write("No devices were found\n")
+        return 6
+    held = gpu.holders()
+    refused = [r for r in rows if _slot(r) in held]
+    if refused:
+        out = "The following GPUs could not be reset:\n"
+        out += "".join(f"  GPU {r['pci.bus_id']}: In use by another client\n" for r in refused)
+        sys.stdout.write(out + "\n" + IN_USE.format(count=len(refused)))
+        return 255
+    gpu.reset({_slot(r) for r in rows})
+    for row in rows:
+        sys.stdout.write(f"GPU {row['pci.bus_id']} was successfully reset.\n")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """Run like `nvidia-smi`; returns the exit status."""
     if argv[:2] == ["topo", "-m"]:
@@ -207,19 +302,28 @@ def main(argv: list[str]) -> int:
         for row in gpu.gpus():
             sys.stdout.write(f"GPU {row['index']}: {row['name']} (UUID: {row['uuid']})\n")
         return 0
-    fields, options, every_s = None, None, None
+    if "-r" in argv or "--gpu-reset" in argv:
+        return gpu_reset(argv)
+    fields, apps, options, every_s = None, None, None, None
     for i, arg in enumerate(argv):
         if arg in ("-lms", "-l") and i + 1 < len(argv) and argv[i + 1].isdigit():
             every_s = int(argv[i + 1]) / (1000.0 if arg == "-lms" else 1.0)
         if arg.startswith("--query-gpu="):
             fields = [f.strip() for f in arg.split("=", 1)[1].split(",") if f.strip()]
+        elif arg.startswith("--query-compute-apps="):
+            apps = [f.strip() for f in arg.split("=", 1)[1].split(",") if f.strip()]
         elif arg.startswith("--format="):
             options = set(arg.split("=", 1)[1].split(","))
+    if apps and options is not None and "csv" in options:
+        return compute_apps(apps, options, argv)
     if fields and options is not None and "csv" in options:
         if every_s is None:
             return query(fields, options)
         return loop(fields, options, max(every_s, 0.01))
-    usage = "Usage: nvidia-smi --query-gpu=F,... --format=csv[,noheader][,nounits] | topo -m | -L"
+    usage = (
+        "Usage: nvidia-smi --query-gpu=F,... --format=csv[,noheader][,nounits] | "
+        "--query-compute-apps=F,... --format=csv | -r [-i N] | topo -m | -L"
+    )
     sys.stdout.write(__doc__.splitlines()[0] + "\n" + usage + "\n")
     return 0 if argv in ([], ["-h"], ["--help"]) else 2
 
