@@ -247,8 +247,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     state = metafunc.config.stash.get(STATE, None)
     if state is None:
         return
-    from pytest_hpcnet.campaigns.pairs import flow_id
-    from pytest_hpcnet.campaigns.perftest import planned_rounds
+    from pytest_hpcnet.campaigns.pairs.campaign import flow_id
+    from pytest_hpcnet.campaigns.perftest.campaign import planned_rounds
     from pytest_hpcnet.campaigns.schedule import ring_pairs
     from pytest_hpcnet.report.recording import ALL_NODES
     from pytest_hpcnet.requirements.registry import not_applicable

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hpcnet.inventory.models import Waiver
-from pytest_hpcnet.report.certificate import render_certificate
+from pytest_hpcnet.report.certificate.page import render_certificate
 from pytest_hpcnet.report.evidence import CheckRecord, CommandRecord, EvidenceBundle, Measurement
 from pytest_hpcnet.report.records import RunScope, RunSummary, ScopeEntry
 from pytest_hpcnet.requirements.verdict import judged

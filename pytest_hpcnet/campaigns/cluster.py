@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from pytest_hpcnet.campaigns.bisection import Bisection
 from pytest_hpcnet.campaigns.eri_paths import EriPathCampaign, EriPathMtu
 from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, NodeFacts
 from pytest_hpcnet.campaigns.gpu_load import NodeNcclPhase
-from pytest_hpcnet.campaigns.nccl import NcclCampaign
-from pytest_hpcnet.campaigns.nccl_collectives import CollectivesCampaign
-from pytest_hpcnet.campaigns.pairs import FlowFacts, PairCampaign, PairFacts
+from pytest_hpcnet.campaigns.nccl.bisection import Bisection
+from pytest_hpcnet.campaigns.nccl.campaign import NcclCampaign
+from pytest_hpcnet.campaigns.nccl.collectives import CollectivesCampaign
+from pytest_hpcnet.campaigns.pairs.campaign import FlowFacts, PairCampaign, PairFacts
 from pytest_hpcnet.campaigns.partition import FactsSpool, Partition
-from pytest_hpcnet.campaigns.perftest import PerftestCampaign, PerftestCampaigns
-from pytest_hpcnet.campaigns.perftest_rounds import PairRun
+from pytest_hpcnet.campaigns.perftest.campaign import PerftestCampaign, PerftestCampaigns
+from pytest_hpcnet.campaigns.perftest.rounds import PairRun
 from pytest_hpcnet.campaigns.phase import Phase, PhaseRun
 from pytest_hpcnet.campaigns.progress import Reporter, silent
 from pytest_hpcnet.campaigns.recorder import Recorder

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from pytest_hpcnet.campaigns.perftest_devices import device_label
-from pytest_hpcnet.campaigns.perftest_rounds import PairRun, run_round
+from pytest_hpcnet.campaigns.perftest.devices import device_label
+from pytest_hpcnet.campaigns.perftest.rounds import PairRun, run_round
 from pytest_hpcnet.campaigns.progress import Reporter, phase
 from pytest_hpcnet.campaigns.schedule import Pair
 from pytest_hpcnet.inventory.bench_settings import PerftestSettings

@@ -4,7 +4,7 @@ Units as nccl-tests prints them: sizes in bytes, times in microseconds, algbw an
 busbw in GB/s (10^9 bytes/s). Handles old and new layouts (`error` or `#wrong`
 column, with or without `root`/`Group`), mpirun `--tag-output` and `srun -l`
 prefixes, interleaved NCCL INFO/WARN lines and runs that die without a table.
-The command that launches the benchmark is built in `pytest_hpcnet.campaigns.launch`.
+The command that launches the benchmark is built in `pytest_hpcnet.campaigns.nccl.launch`.
 
 Fail closed: a table that stops before the requested maximum size, lacks the
 `# Out of bounds values` / `# Avg bus bandwidth` footer, shows another number of

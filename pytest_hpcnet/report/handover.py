@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pytest_hpcnet.inventory.models import Inventory
 from pytest_hpcnet.probes.metadata import MetadataFacts
-from pytest_hpcnet.report.certificate import (
+from pytest_hpcnet.report.certificate.page import (
     CertificateContext,
     RequirementSpec,
     render_certificate,

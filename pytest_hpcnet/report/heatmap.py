@@ -8,7 +8,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from pytest_hpcnet.report.certificate_format import (
+from pytest_hpcnet.report.certificate.format import (
     format_threshold,
     format_value,
     headroom,

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hpcnet.campaigns.schedule import ring_pairs
-from pytest_hpcnet.report.certificate import CertificateContext, render_certificate
-from pytest_hpcnet.report.certificate_rows import DEFAULT_REQUIREMENTS, RequirementSpec
+from pytest_hpcnet.report.certificate.page import CertificateContext, render_certificate
+from pytest_hpcnet.report.certificate.rows import DEFAULT_REQUIREMENTS, RequirementSpec
 from pytest_hpcnet.report.evidence import (
     INVENTORY_COPY,
     CheckRecord,

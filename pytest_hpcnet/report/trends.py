@@ -24,7 +24,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from pytest_hpcnet.report.baseline import is_regression, metric_subject, tolerance_for
-from pytest_hpcnet.report.certificate_versions import Manifest, manifest
+from pytest_hpcnet.report.certificate.versions import Manifest, manifest
 from pytest_hpcnet.report.evidence import (
     CheckRecord,
     EvidenceError,

@@ -10,7 +10,7 @@ from jinja2 import Environment
 from markupsafe import Markup, escape
 
 from pytest_hpcnet.redact import redact
-from pytest_hpcnet.report.certificate_format import SYMBOL, counted
+from pytest_hpcnet.report.certificate.format import SYMBOL, counted
 from pytest_hpcnet.report.templates import page_environment
 from pytest_hpcnet.report.trends import History, Series
 

@@ -12,8 +12,10 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from pytest_hpcnet.report import certificate  # the page is a pure function of the facts
-from pytest_hpcnet.report.certificate_header import unsigned_evidence_line, unsigned_inputs
+from pytest_hpcnet.report.certificate import (
+    page as certificate,  # the page is a pure function of the facts
+)
+from pytest_hpcnet.report.certificate.header import unsigned_evidence_line, unsigned_inputs
 from pytest_hpcnet.report.evidence import (
     EvidenceError,
     read_records,

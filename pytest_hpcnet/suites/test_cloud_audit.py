@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.campaigns.pairs import required_flows
+from pytest_hpcnet.campaigns.pairs.campaign import required_flows
 from pytest_hpcnet.cloud import audit
 from pytest_hpcnet.requirements import cloud as cloud_judges
 from pytest_hpcnet.requirements.erdma import eri_count_expected, judge_eri_attachments

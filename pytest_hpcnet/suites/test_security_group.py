@@ -3,7 +3,7 @@
 
 import pytest
 
-from pytest_hpcnet.campaigns.pairs import flow_id
+from pytest_hpcnet.campaigns.pairs.campaign import flow_id
 from pytest_hpcnet.requirements.network import judge_acl_flow, judge_required_ports
 from pytest_hpcnet.requirements.registry import mark
 

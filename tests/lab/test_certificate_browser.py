@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.lab import faults
-from pytest_hpcnet.report.certificate import render_certificate
+from pytest_hpcnet.report.certificate.page import render_certificate
 from pytest_hpcnet.report.evidence import CheckRecord, CommandRecord, EvidenceBundle, Measurement
 from pytest_hpcnet.report.records import RunScope, RunSummary, ScopeEntry
 from pytest_hpcnet.report.signing import generate_keypair, signer_display

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.campaigns.launch import expected_run, launch_command
+from pytest_hpcnet.campaigns.nccl.launch import expected_run, launch_command
 from pytest_hpcnet.campaigns.storage import run_fio
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import cgroups, faults

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from pytest_hpcnet.campaigns.perftest_rounds import PairRun, options_for, run_round
+from pytest_hpcnet.campaigns.perftest.rounds import PairRun, options_for, run_round
 from pytest_hpcnet.campaigns.schedule import Pair
 from pytest_hpcnet.inventory.bench_settings import PerftestSettings
 from pytest_hpcnet.lab import faults

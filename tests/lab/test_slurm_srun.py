@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_hpcnet.campaigns.launch import launch_command
+from pytest_hpcnet.campaigns.nccl.launch import launch_command
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import faults
 from pytest_hpcnet.lab import slurm as lab_slurm

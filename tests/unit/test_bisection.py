@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.campaigns.bisection import bisect, runs_needed
+from pytest_hpcnet.campaigns.nccl.bisection import bisect, runs_needed
 
 
 def slow(*bad: str):

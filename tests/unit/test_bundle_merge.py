@@ -10,7 +10,7 @@ from itertools import permutations
 import pytest
 
 from pytest_hpcnet.cli import main
-from pytest_hpcnet.report.certificate import render_certificate
+from pytest_hpcnet.report.certificate.page import render_certificate
 from pytest_hpcnet.report.evidence import (
     CheckRecord,
     EvidenceBundle,

@@ -10,7 +10,7 @@ from datetime import date, datetime, timezone
 import pytest
 
 from pytest_hpcnet.redact import clear_secrets, register_secret
-from pytest_hpcnet.report.certificate import (
+from pytest_hpcnet.report.certificate.page import (
     RequirementSpec,
     format_margin,
     render_certificate,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_hpcnet.report.certificate import _environment
-from pytest_hpcnet.report.certificate_gpu import gpu_section
+from pytest_hpcnet.report.certificate.gpu import gpu_section
+from pytest_hpcnet.report.certificate.page import _environment
 from pytest_hpcnet.report.records import CheckRecord, Measurement
 
 MAP = "GPU0=erdma_0,GPU1=erdma_0,GPU10=erdma_1,GPU2=erdma_1"

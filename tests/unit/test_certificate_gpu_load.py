@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pytest_hpcnet.inventory.expectations import Expectations
-from pytest_hpcnet.report.certificate import _environment
-from pytest_hpcnet.report.certificate_gpu import gpu_load_section
+from pytest_hpcnet.report.certificate.gpu import gpu_load_section
+from pytest_hpcnet.report.certificate.page import _environment
 from pytest_hpcnet.report.records import CheckRecord, Measurement
 from pytest_hpcnet.requirements import gpu_load as judges
 from tests.unit.test_gpu_load import cluster, gpu, node_load

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from pytest_hpcnet.report.certificate_versions import manifest
+from pytest_hpcnet.report.certificate.versions import manifest
 from tests.certificate_bundle import print_manifest, write_print_case
 
 

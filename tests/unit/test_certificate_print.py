@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpcnet.report.certificate import ROW_BUDGET, ROW_CAPS, fit_rows
-from pytest_hpcnet.report.certificate_format import counted, format_threshold, format_value
-from pytest_hpcnet.report.certificate_rows import requirement_rows
-from pytest_hpcnet.report.certificate_summary import findings, name_list, where
+from pytest_hpcnet.report.certificate.format import counted, format_threshold, format_value
+from pytest_hpcnet.report.certificate.page import ROW_BUDGET, ROW_CAPS, fit_rows
+from pytest_hpcnet.report.certificate.rows import requirement_rows
+from pytest_hpcnet.report.certificate.summary import findings, name_list, where
 from pytest_hpcnet.report.evidence import CheckRecord, Measurement
 from pytest_hpcnet.report.verify import verify
 from tests.certificate_bundle import (
@@ -195,7 +195,7 @@ def test_the_appendix_is_in_the_digest_and_tampering_fails_verify(tmp_path):
 
 
 def test_a_partial_run_asks_for_the_whole_suite(tmp_path):
-    from pytest_hpcnet.report.certificate import render_certificate
+    from pytest_hpcnet.report.certificate.page import render_certificate
     from pytest_hpcnet.report.evidence import EvidenceBundle
     from pytest_hpcnet.report.records import RunScope, RunSummary
 

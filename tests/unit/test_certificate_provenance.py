@@ -15,7 +15,7 @@ import pytest
 from pytest_hpcnet import __version__
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.redact import clear_secrets
-from pytest_hpcnet.report.certificate import generator_info
+from pytest_hpcnet.report.certificate.page import generator_info
 from pytest_hpcnet.report.evidence import EvidenceBundle
 from pytest_hpcnet.report.handover import finish_run, run_context
 from pytest_hpcnet.report.signing import generate_keypair

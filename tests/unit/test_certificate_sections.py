@@ -7,7 +7,7 @@ import hashlib
 from pytest_hpcnet.campaigns.cluster import ReadFacts
 from pytest_hpcnet.campaigns.facts import NodeFacts
 from pytest_hpcnet.probes.sections import split_sections
-from pytest_hpcnet.report.certificate_evidence import section_excerpt
+from pytest_hpcnet.report.certificate.evidence import section_excerpt
 from pytest_hpcnet.report.recording import Check
 from pytest_hpcnet.transport.fanout import CommandResult
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from pytest_hpcnet.report.certificate import render_certificate
-from pytest_hpcnet.report.certificate_header import certified_verdict
-from pytest_hpcnet.report.certificate_versions import version_rows, versions_table
+from pytest_hpcnet.report.certificate.header import certified_verdict
+from pytest_hpcnet.report.certificate.page import render_certificate
+from pytest_hpcnet.report.certificate.versions import version_rows, versions_table
 from pytest_hpcnet.report.evidence import CheckRecord, CommandRecord, EvidenceBundle, Measurement
 from pytest_hpcnet.report.heatmap import COLOURS, cell_state
 from pytest_hpcnet.report.records import RunScope, RunSummary, ScopeEntry
@@ -382,7 +382,7 @@ def test_prints_with_details_expanded(tmp_path, print_rule):
 
 
 def test_finish_run_names_the_key_that_signs_and_the_bundle_verifies(tmp_path):
-    from pytest_hpcnet.report.certificate import CertificateContext
+    from pytest_hpcnet.report.certificate.page import CertificateContext
     from pytest_hpcnet.report.handover import finish_run
 
     key, pub = tmp_path / "sign.pem", tmp_path / "sign.pub"

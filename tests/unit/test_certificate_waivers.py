@@ -10,9 +10,9 @@ from datetime import date
 import pytest
 
 from pytest_hpcnet.inventory.models import Waiver
-from pytest_hpcnet.report.certificate import render_certificate
-from pytest_hpcnet.report.certificate_format import format_threshold
-from pytest_hpcnet.report.certificate_rows import waiver_rows
+from pytest_hpcnet.report.certificate.format import format_threshold
+from pytest_hpcnet.report.certificate.page import render_certificate
+from pytest_hpcnet.report.certificate.rows import waiver_rows
 from pytest_hpcnet.report.evidence import CheckRecord, EvidenceBundle, Measurement
 from tests.unit.test_certificate import CONTEXT, RUN_DATE, RUN_START
 
@@ -166,7 +166,7 @@ def test_thresholds_never_read_true_false_or_none(threshold, comparison, shown):
 def test_facts_written_before_the_waiver_figures_and_the_operators_login_still_render(tmp_path):
     import json
 
-    from pytest_hpcnet.report.certificate import render_html
+    from pytest_hpcnet.report.certificate.page import render_html
 
     rendered(tmp_path)
     run = tmp_path / "run"

@@ -161,7 +161,7 @@ def test_perftest_client_of_each_eri_targets_that_eris_server_address(tmp_path):
         facts._facts[name] = NodeFacts(
             name, result, {k: SectionOutput(v, 0) for k, v in sections.items()}
         )
-    from pytest_hpcnet.campaigns.perftest import PerftestCampaigns
+    from pytest_hpcnet.campaigns.perftest.campaign import PerftestCampaigns
 
     PerftestCampaigns(facts).campaign("ib_write_bw")
     clients = [c for _, c in transport.commands if c.startswith("timeout") or " ib_write_bw " in c]

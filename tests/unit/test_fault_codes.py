@@ -12,7 +12,7 @@ from pytest_hpcnet.lab.faults import KINDS
 from pytest_hpcnet.probes import rdma_parsers
 from pytest_hpcnet.probes.gpu import parse_query_gpu
 from pytest_hpcnet.probes.gpu_xid import XID_MEANINGS, parse_kernel_log
-from pytest_hpcnet.report.certificate_summary import findings
+from pytest_hpcnet.report.certificate.summary import findings
 from pytest_hpcnet.report.fault_codes import markdown
 from pytest_hpcnet.report.metrics import prometheus_text
 from pytest_hpcnet.report.recording import Check, record_codes

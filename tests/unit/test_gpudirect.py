@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_hpcnet.campaigns.gpudirect import gpu_pairs, gpudirect_runs
-from pytest_hpcnet.campaigns.perftest_rounds import options_for
+from pytest_hpcnet.campaigns.perftest.rounds import options_for
 from pytest_hpcnet.campaigns.schedule import Pair
 from pytest_hpcnet.inventory.bench_settings import PerftestSettings
 from pytest_hpcnet.inventory.expectations import Expectations

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpcnet.campaigns.launch import launch_command
+from pytest_hpcnet.campaigns.nccl.launch import launch_command
 from pytest_hpcnet.inventory.bench_settings import NcclSettings
 from pytest_hpcnet.probes.fio import FioJobSpec, fio_command, mount_check_command
 from pytest_hpcnet.probes.links import ip_addr_command

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from pytest_hpcnet.campaigns.cluster import Cluster
-from pytest_hpcnet.campaigns.perftest_rounds import PairRun
+from pytest_hpcnet.campaigns.perftest.rounds import PairRun
 from pytest_hpcnet.campaigns.schedule import Pair
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.nccl import NcclResult, parse_nccl

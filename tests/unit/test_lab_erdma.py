@@ -128,7 +128,7 @@ def test_counters_and_rate_limit_drops(lab_dir):
 def test_all_reduce_perf_writes_nccl_tests_json(lab_dir):
     """`-J` as nccl-tests 2.17.3+: rank 0 writes the JSON file (the real file's keys), says
     where, and takes `.0` when the path exists; `-h` lists the option."""
-    from pytest_hpcnet.campaigns.nccl_output import offers_json, written_path
+    from pytest_hpcnet.campaigns.nccl.output import offers_json, written_path
     from pytest_hpcnet.probes.nccl import NcclExpected
     from pytest_hpcnet.probes.nccl_json import parse_nccl_json
     from tests.corpus import sample

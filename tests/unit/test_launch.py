@@ -6,7 +6,7 @@ import shlex
 
 import pytest
 
-from pytest_hpcnet.campaigns.launch import (
+from pytest_hpcnet.campaigns.nccl.launch import (
     MpirunSpec,
     NcclBenchArgs,
     SrunSpec,

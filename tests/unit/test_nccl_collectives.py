@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpcnet.campaigns.nccl_collectives import CollectiveRun
+from pytest_hpcnet.campaigns.nccl.collectives import CollectiveRun
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.nccl import NcclExpected, parse_nccl
 from pytest_hpcnet.probes.nccl_collectives import (

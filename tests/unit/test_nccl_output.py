@@ -1,4 +1,4 @@
-"""Where the NCCL campaign reads all_reduce_perf's result (campaigns/nccl_output.py): the `-J`
+"""Where the NCCL campaign reads all_reduce_perf's result (campaigns/nccl/output.py): the `-J`
 JSON file when the binary's usage text lists it, else the table; both fail closed."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-from pytest_hpcnet.campaigns.nccl import NcclCampaign
-from pytest_hpcnet.campaigns.nccl_output import kept_text, offers_json, rank0_node
+from pytest_hpcnet.campaigns.nccl.campaign import NcclCampaign
+from pytest_hpcnet.campaigns.nccl.output import kept_text, offers_json, rank0_node
 from pytest_hpcnet.inventory.bench_settings import BenchmarkSettings
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.nccl import parse_nccl

@@ -1,11 +1,11 @@
-"""NCCL's environment for the transport check (campaigns/nccl.py): INFO logging always,
+"""NCCL's environment for the transport check (campaigns/nccl/campaign.py): INFO logging always,
 every ERI in NCCL_IB_HCA, the GID index chosen per device or NCCL's IPv4 selection."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from pytest_hpcnet.campaigns.nccl import NcclCampaign
+from pytest_hpcnet.campaigns.nccl.campaign import NcclCampaign
 from pytest_hpcnet.inventory.bench_settings import BenchmarkSettings
 from pytest_hpcnet.inventory.expectations import Expectations
 

@@ -210,7 +210,7 @@ def test_the_terminal_counts_what_the_certificate_counts(pytester):
 
 def test_the_certificate_says_a_waiver_did_not_cover_what_was_not_measured():
     from pytest_hpcnet.inventory.models import Waiver
-    from pytest_hpcnet.report.certificate_rows import waiver_rows
+    from pytest_hpcnet.report.certificate.rows import waiver_rows
 
     waiver = Waiver(check="gpu_ecc", reason="RMA open", by="QA", expires=TODAY)
     records = [

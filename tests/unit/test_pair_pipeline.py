@@ -10,8 +10,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pytest
 
 from pytest_hpcnet.campaigns.facts import FactsCampaign
-from pytest_hpcnet.campaigns.pair_pipeline import PairPipeline
-from pytest_hpcnet.campaigns.pairs import PairCampaign, gather_pair_facts
+from pytest_hpcnet.campaigns.pairs.campaign import PairCampaign, gather_pair_facts
+from pytest_hpcnet.campaigns.pairs.pipeline import PairPipeline
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.probes.sections import MARK
 from pytest_hpcnet.transport.fanout import CommandResult
@@ -186,7 +186,7 @@ def test_a_listener_outlives_the_rounds_queued_before_its_sources(inventory, mod
     """A listener started in the first round of the pool must still listen when its source
     probes in the last one: at 1,024 nodes under `-n 2` (512 listeners, 32 connections per
     worker) a fixed 60 s lifetime ran out and 706 pairs read 'refused'."""
-    from pytest_hpcnet.campaigns import pair_probes
+    from pytest_hpcnet.campaigns.pairs import probes as pair_probes
 
     commands: list[str] = []
     real = pair_probes.listener_command

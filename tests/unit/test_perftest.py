@@ -6,7 +6,7 @@ import shlex
 
 import pytest
 
-from pytest_hpcnet.campaigns.perftest_rounds import options_for, run_round
+from pytest_hpcnet.campaigns.perftest.rounds import options_for, run_round
 from pytest_hpcnet.campaigns.schedule import Pair
 from pytest_hpcnet.inventory.bench_settings import PerftestSettings
 from pytest_hpcnet.probes.perftest import (
@@ -310,8 +310,8 @@ def test_pair_round_holds_the_client_output_to_the_size_it_asked():
 def test_every_eri_localized_to_node_and_device():
     """node03's erdma_1 fails with both partners while its erdma_0 and every other node's
     devices pass: the schedule names `node03 erdma_1`, not node03 as a whole."""
-    from pytest_hpcnet.campaigns.perftest_devices import localize_devices, missing_device, worst
-    from pytest_hpcnet.campaigns.perftest_rounds import PairRun
+    from pytest_hpcnet.campaigns.perftest.devices import localize_devices, missing_device, worst
+    from pytest_hpcnet.campaigns.perftest.rounds import PairRun
 
     names = ["node01", "node02", "node03", "node04"]
     devices = {n: ["erdma_0", "erdma_1"] for n in names}
@@ -334,7 +334,7 @@ def test_every_eri_localized_to_node_and_device():
 
 
 def test_all_at_once_rounds_cover_every_node_of_an_odd_cluster():
-    from pytest_hpcnet.campaigns.perftest_devices import instance_rounds
+    from pytest_hpcnet.campaigns.perftest.devices import instance_rounds
     from pytest_hpcnet.campaigns.schedule import schedule_rounds
 
     for n in (2, 3, 5, 8, 9):
@@ -371,7 +371,7 @@ def test_a_non_finite_cell_is_an_error_never_a_raise(fixture_text, value):
 def test_one_pairs_unreadable_output_fails_that_pair_never_the_round(monkeypatch):
     """A parser that raises on one pair's output (it must not; belt and braces) makes that
     pair's run an error; the round's other pairs keep their measurements."""
-    from pytest_hpcnet.campaigns import perftest_rounds
+    from pytest_hpcnet.campaigns.perftest import rounds as perftest_rounds
 
     good = {p.name: p for p in corpus_files("ib_write_bw")}
     output = good["bnxt-re-broadcom-duration-gbits-q3.txt"].read_text()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hpcnet.campaigns.perftest_rounds import PairRun, _parsed_run, _section
+from pytest_hpcnet.campaigns.perftest.rounds import PairRun, _parsed_run, _section
 from pytest_hpcnet.campaigns.schedule import Pair
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.perftest import PerftestOptions, expected_run
@@ -166,7 +166,7 @@ def test_a_header_with_bytes_not_first_never_raises():
 def test_a_client_output_the_transport_truncated_is_not_measured(bw_text):
     import dataclasses
 
-    from pytest_hpcnet.campaigns.perftest_rounds import _pair_run
+    from pytest_hpcnet.campaigns.perftest.rounds import _pair_run
 
     ok = CommandResult("a", "cmd", 0, bw_text, "", 1.0, 0.0)
     cut = dataclasses.replace(ok, truncated=True)

@@ -4,8 +4,8 @@ all-at-once round, and its record names that partner (review finding 5)."""
 from __future__ import annotations
 
 from pytest_hpcnet.campaigns.facts import FactsCampaign, NodeFacts
-from pytest_hpcnet.campaigns.perftest import PerftestCampaign, PerftestCampaigns
-from pytest_hpcnet.campaigns.perftest_devices import left_out
+from pytest_hpcnet.campaigns.perftest.campaign import PerftestCampaign, PerftestCampaigns
+from pytest_hpcnet.campaigns.perftest.devices import left_out
 from pytest_hpcnet.campaigns.schedule import Pair
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.probes.sections import SectionOutput
@@ -70,7 +70,7 @@ def test_the_campaign_names_the_node_that_stopped_answering(tmp_path):
 def test_a_node_whose_runs_are_not_measured_is_never_the_suspect():
     """n4's two pairs are not measured (their outputs are another run than asked): the
     schedule has no evidence on n4, so it blames nothing; n4 stays to be confirmed."""
-    from pytest_hpcnet.campaigns.perftest_rounds import PairRun
+    from pytest_hpcnet.campaigns.perftest.rounds import PairRun
 
     names = ["n1", "n2", "n3", "n4"]
     ring = [Pair("n1", "n2"), Pair("n2", "n3"), Pair("n3", "n4"), Pair("n4", "n1")]

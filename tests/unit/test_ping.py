@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpcnet.campaigns.pair_probes import LATENCY_COUNT, gather_pair_facts
+from pytest_hpcnet.campaigns.pairs.probes import LATENCY_COUNT, gather_pair_facts
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.inventory.models import Node
 from pytest_hpcnet.probes import ping

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_hpcnet.inventory.expectations import Expectations, load_profile
-from pytest_hpcnet.report.certificate import render_certificate
-from pytest_hpcnet.report.certificate_rows import fill_planned_bounds, requirement_rows
+from pytest_hpcnet.report.certificate.page import render_certificate
+from pytest_hpcnet.report.certificate.rows import fill_planned_bounds, requirement_rows
 from pytest_hpcnet.report.evidence import CheckRecord, EvidenceBundle
 from pytest_hpcnet.report.records import Measurement
 from pytest_hpcnet.requirements.registry import REQUIREMENTS, expectation_at, planned_bounds
@@ -67,8 +67,8 @@ def test_certificate_of_an_unmeasured_requirement_names_its_bound(tmp_path):
 
 
 def test_failing_rows_past_the_page_are_named_on_one_line():
-    from pytest_hpcnet.report.certificate import fold_failing_rows
-    from pytest_hpcnet.report.certificate_rows import RequirementRow
+    from pytest_hpcnet.report.certificate.page import fold_failing_rows
+    from pytest_hpcnet.report.certificate.rows import RequirementRow
 
     rows = [RequirementRow(check_id=f"r{i}", requirement=f"R{i}", verdict="fail") for i in range(5)]
     rows.append(RequirementRow(check_id="ok", requirement="OK", verdict="pass"))

@@ -21,7 +21,8 @@ import pytest
 from pytest_hpcnet import suites
 from pytest_hpcnet.campaigns.fact_sections import SECTIONS as FACT_SECTIONS
 from pytest_hpcnet.lab.faults import KINDS
-from pytest_hpcnet.report import certificate_gpu, merge, trends
+from pytest_hpcnet.report import merge, trends
+from pytest_hpcnet.report.certificate import gpu as certificate_gpu
 from pytest_hpcnet.requirements.registry import (
     BY_ID,
     GPU_NODES,
@@ -329,7 +330,7 @@ def test_merge_pairs_follow_the_registry():
 def test_no_hand_list_of_requirement_ids_outside_the_registry():
     """No module of the report, gate, scope or session layers writes out three or more
     distinct registered ids in a row (a hand list the registry should derive)."""
-    where = [*(PACKAGE / "report").glob("*.py"), *(PACKAGE / "gate").glob("*.py")]
+    where = [*(PACKAGE / "report").rglob("*.py"), *(PACKAGE / "gate").rglob("*.py")]
     where += [PACKAGE / n for n in ("session.py", "plugin.py", "run_scope.py")]
     where += list((PACKAGE / "templates").glob("*.j2"))
     quoted = "|".join(re.escape(i) for i in BY_ID)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hpcnet.inventory.expectations import Expectations
-from pytest_hpcnet.report.certificate_rows import DEFAULT_REQUIREMENTS
+from pytest_hpcnet.report.certificate.rows import DEFAULT_REQUIREMENTS
 from pytest_hpcnet.requirements import registry
 
 pytest_plugins = ["pytester"]

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from pytest_hpcnet.report.certificate import render_certificate
+from pytest_hpcnet.report.certificate.page import render_certificate
 from pytest_hpcnet.report.evidence import CheckRecord, CommandRecord, EvidenceBundle, Measurement
 from pytest_hpcnet.report.signing import (
     bundle_digest,

@@ -220,7 +220,7 @@ def test_one_run_is_said_not_plotted(tmp_path):
 
 
 def test_a_version_change_between_nights_is_named():
-    from pytest_hpcnet.report.certificate_versions import Manifest, ManifestLine, OddValue
+    from pytest_hpcnet.report.certificate.versions import Manifest, ManifestLine, OddValue
     from pytest_hpcnet.report.trends import History, manifest_changes
 
     line = ManifestLine(instance_type="ecs.ebmgn8v.48xlarge", items=[("nvidia_driver", "570")])

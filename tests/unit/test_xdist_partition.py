@@ -12,7 +12,7 @@ import pytest
 
 import tests.unit.test_pair_pipeline as pipe
 from pytest_hpcnet.campaigns.facts import FactsCampaign
-from pytest_hpcnet.campaigns.pairs import PairCampaign
+from pytest_hpcnet.campaigns.pairs.campaign import PairCampaign
 from pytest_hpcnet.campaigns.partition import CLUSTER_GROUP, FactsSpool, Partition
 from pytest_hpcnet.inventory.loader import load_inventory
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hpcnet.probes.sections import split_sections
-from pytest_hpcnet.report.certificate_rows import RequirementRow
+from pytest_hpcnet.report.certificate.rows import RequirementRow
 from pytest_hpcnet.report.evidence import (
     OUTPUTS_DIR,
     CheckRecord,

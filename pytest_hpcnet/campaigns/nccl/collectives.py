@@ -21,10 +21,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from pytest_hpcnet.campaigns.bisection import Bisection, bisect, runs_needed
-from pytest_hpcnet.campaigns.launch import expected_run, launch_command
-from pytest_hpcnet.campaigns.nccl import NcclCampaign
-from pytest_hpcnet.campaigns.nccl_output import silent_nodes
+from pytest_hpcnet.campaigns.nccl.bisection import Bisection, bisect, runs_needed
+from pytest_hpcnet.campaigns.nccl.campaign import NcclCampaign
+from pytest_hpcnet.campaigns.nccl.launch import expected_run, launch_command
+from pytest_hpcnet.campaigns.nccl.output import silent_nodes
 from pytest_hpcnet.campaigns.progress import phase
 from pytest_hpcnet.campaigns.recorder import Recorder
 from pytest_hpcnet.inventory.bench_settings import NcclSettings

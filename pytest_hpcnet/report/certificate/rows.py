@@ -11,7 +11,7 @@ from datetime import date
 from pydantic import BaseModel, Field
 
 from pytest_hpcnet.inventory.models import Waiver
-from pytest_hpcnet.report.certificate_format import (
+from pytest_hpcnet.report.certificate.format import (
     format_threshold,
     format_value,
     headroom,

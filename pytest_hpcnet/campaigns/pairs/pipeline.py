@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from pytest_hpcnet.campaigns.pair_probes import (
+from pytest_hpcnet.campaigns.pairs.probes import (
     _listener_handle,
     assemble,
     flow_plan,

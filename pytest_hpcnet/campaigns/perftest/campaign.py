@@ -21,7 +21,7 @@ from pytest_hpcnet.campaigns.counters import CounterWatch
 from pytest_hpcnet.campaigns.facts import FactsCampaign
 from pytest_hpcnet.campaigns.gpudirect import gpu_pairs, gpudirect_runs
 from pytest_hpcnet.campaigns.localization import Localization, confirm_pairs, localize
-from pytest_hpcnet.campaigns.perftest_devices import (
+from pytest_hpcnet.campaigns.perftest.devices import (
     device_label,
     instance_rounds,
     left_out,
@@ -29,7 +29,7 @@ from pytest_hpcnet.campaigns.perftest_devices import (
     missing_device,
     worst,
 )
-from pytest_hpcnet.campaigns.perftest_rounds import PairRun, options_for, run_round, run_slots
+from pytest_hpcnet.campaigns.perftest.rounds import PairRun, options_for, run_round, run_slots
 from pytest_hpcnet.campaigns.progress import phase
 from pytest_hpcnet.campaigns.schedule import Pair, pick_schedule_for_budget, schedule_rounds
 from pytest_hpcnet.inventory.bench_settings import PerftestSettings

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from pytest_hpcnet.report.certificate_format import format_value
+from pytest_hpcnet.report.certificate.format import format_value
 from pytest_hpcnet.report.evidence import CheckRecord
 
 #: (column, check id or "" for any check, measurement name)

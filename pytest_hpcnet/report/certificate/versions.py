@@ -180,7 +180,7 @@ def tool_commit() -> str:
         commit = json.loads(text or "{}").get("vcs_info", {}).get("commit_id", "")
         if commit:
             return str(commit)
-    checkout = Path(__file__).resolve().parents[2]
+    checkout = Path(__file__).resolve().parents[3]
     if not (checkout / ".git").exists():
         return ""  # a wheel in site-packages: no checkout of ours to ask
     with contextlib.suppress(OSError, subprocess.SubprocessError):

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_hpcnet.report.certificate_format import counted
-from pytest_hpcnet.report.certificate_summary import name_list
+from pytest_hpcnet.report.certificate.format import counted
+from pytest_hpcnet.report.certificate.summary import name_list
 from pytest_hpcnet.report.evidence import RunSummary
 from pytest_hpcnet.report.records import RunScope
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pytest_hpcnet.campaigns.localization import localize
-from pytest_hpcnet.campaigns.perftest_rounds import PairRun
+from pytest_hpcnet.campaigns.perftest.rounds import PairRun
 from pytest_hpcnet.campaigns.schedule import Pair
 
 

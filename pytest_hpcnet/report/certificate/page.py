@@ -22,16 +22,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from pytest_hpcnet import __version__
 from pytest_hpcnet.inventory.models import Waiver
 from pytest_hpcnet.redact import redact
-from pytest_hpcnet.report.certificate_evidence import evidence_sections
-from pytest_hpcnet.report.certificate_format import (
+from pytest_hpcnet.report.certificate.evidence import evidence_sections
+from pytest_hpcnet.report.certificate.format import (
     counted,
     format_margin,
     format_threshold,
     format_value,
     pair_nodes,
 )
-from pytest_hpcnet.report.certificate_gpu import gpu_load_section, gpu_section
-from pytest_hpcnet.report.certificate_header import (
+from pytest_hpcnet.report.certificate.gpu import gpu_load_section, gpu_section
+from pytest_hpcnet.report.certificate.header import (
     LAB_NOTICE,
     certified_verdict,
     run_facts,
@@ -39,13 +39,13 @@ from pytest_hpcnet.report.certificate_header import (
     unsigned_evidence_line,
     verdict_reasons,
 )
-from pytest_hpcnet.report.certificate_node_facts import (
+from pytest_hpcnet.report.certificate.node_facts import (
     FACT_TITLES,
     NODE_TITLES,
     node_facts,
     node_groups,
 )
-from pytest_hpcnet.report.certificate_rows import (  # noqa: F401 - re-exported
+from pytest_hpcnet.report.certificate.rows import (  # noqa: F401 - re-exported
     DEFAULT_REQUIREMENTS,
     UNGOOD,
     NodeInfo,
@@ -60,7 +60,7 @@ from pytest_hpcnet.report.certificate_rows import (  # noqa: F401 - re-exported
     requirement_rows,
     waiver_rows,
 )
-from pytest_hpcnet.report.certificate_summary import (
+from pytest_hpcnet.report.certificate.summary import (
     ScopeGroup,
     excluded_groups,
     failing_pairs,
@@ -69,7 +69,7 @@ from pytest_hpcnet.report.certificate_summary import (
     scope_groups,
     where,
 )
-from pytest_hpcnet.report.certificate_versions import (
+from pytest_hpcnet.report.certificate.versions import (
     ToolVersions,
     describe_nodes,
     manifest,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_hpcnet.report.certificate_format import format_threshold, format_value
+from pytest_hpcnet.report.certificate.format import format_threshold, format_value
 from pytest_hpcnet.report.records import CheckRecord, Measurement
 from pytest_hpcnet.requirements.registry import (
     GPU_NODES,

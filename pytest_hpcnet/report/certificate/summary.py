@@ -10,15 +10,15 @@ from datetime import date
 
 from pydantic import BaseModel, Field
 
-from pytest_hpcnet.report.certificate_evidence import BAD
-from pytest_hpcnet.report.certificate_format import (
+from pytest_hpcnet.report.certificate.evidence import BAD
+from pytest_hpcnet.report.certificate.format import (
     format_threshold,
     format_value,
     headroom,
     out_of_bound,
     pair_nodes,
 )
-from pytest_hpcnet.report.certificate_rows import RequirementRow
+from pytest_hpcnet.report.certificate.rows import RequirementRow
 from pytest_hpcnet.report.evidence import CheckRecord, effective_verdict
 from pytest_hpcnet.report.records import ScopeEntry
 

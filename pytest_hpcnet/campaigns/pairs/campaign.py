@@ -15,8 +15,8 @@ from pytest_hpcnet.campaigns.facts import (
     FactsCampaign,
     MissingMeasurement,
 )
-from pytest_hpcnet.campaigns.pair_pipeline import PairPipeline
-from pytest_hpcnet.campaigns.pair_probes import (  # noqa: F401 - flow_id, required_flows re-exported
+from pytest_hpcnet.campaigns.pairs.pipeline import PairPipeline
+from pytest_hpcnet.campaigns.pairs.probes import (  # noqa: F401 - flow_id, required_flows re-exported
     PIPELINE_GRACE_S,
     FlowFacts,
     PairFacts,

@@ -20,11 +20,11 @@ import dataclasses
 import threading
 from dataclasses import dataclass
 
-from pytest_hpcnet.campaigns import nccl_output
-from pytest_hpcnet.campaigns.bisection import Bisection, bisect, runs_needed
 from pytest_hpcnet.campaigns.counters import CounterWatch
 from pytest_hpcnet.campaigns.facts import FactsCampaign
-from pytest_hpcnet.campaigns.launch import expected_run, launch_command
+from pytest_hpcnet.campaigns.nccl import output as nccl_output
+from pytest_hpcnet.campaigns.nccl.bisection import Bisection, bisect, runs_needed
+from pytest_hpcnet.campaigns.nccl.launch import expected_run, launch_command
 from pytest_hpcnet.campaigns.progress import phase
 from pytest_hpcnet.campaigns.recorder import Recorder
 from pytest_hpcnet.inventory.models import Node

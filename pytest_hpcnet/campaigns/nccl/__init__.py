@@ -1,0 +1,1 @@
+"""NCCL across the cluster: the launch, all-reduce, the collectives, bisection."""

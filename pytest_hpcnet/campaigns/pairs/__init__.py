@@ -1,0 +1,1 @@
+"""Node pairs: ping and path MTU commands, their pipeline beside the facts."""

@@ -1,0 +1,1 @@
+"""perftest across the cluster: rounds of disjoint pairs, devices, the campaign."""

@@ -1,0 +1,1 @@
+"""The handover certificate: its page, rows, header, GPU tables and formats."""
