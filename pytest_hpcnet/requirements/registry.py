@@ -176,7 +176,7 @@ class Requirement:
 
 def collective_code(key: str, cause: str = "") -> str:
     """The fault code of a collective's failure (`HPCNET-NCCL-ALLTOALL-WRONG`): `cause` is
-    "" (did not complete, or busbw below its bound), `WRONG` or `SOCKET`."""
+    "" (did not complete, or busbw below its bound), `WRONG`, `SOCKET` or `TRAFFIC`."""
     return "-".join(filter(None, ("HPCNET-NCCL", key.upper().replace("_", "-"), cause)))
 
 
@@ -202,6 +202,12 @@ def collective_faults(key: str) -> tuple[FaultCode, ...]:
             "config",
             "install the NCCL net plugin and set NCCL_IB_HCA on that node",
         ),
+        FaultCode(
+            collective_code(key, "TRAFFIC"),
+            f"NCCL {name}: an ERI moved less than the collective's share (NCCL did not use it)",
+            "config",
+            "check NCCL_IB_HCA and that ERI's port and GID on that node",
+        ),
     )
 
 
@@ -220,6 +226,7 @@ COLLECTIVE_JUDGES = (
     "nccl_collectives:judge_collective_correct",
     "nccl_collectives:judge_collective_transport",
     "nccl_collectives:judge_collective_busbw",
+    "nccl_collectives:judge_collective_traffic",
 )
 """The judges of each collective beyond all-reduce (one suite test per collective)."""
 

@@ -18,6 +18,7 @@ from pytest_hpcnet.requirements.nccl_collectives import (
     judge_collective_correct,
     judge_collective_run,
     judge_collective_selected,
+    judge_collective_traffic,
     judge_collective_transport,
 )
 from pytest_hpcnet.requirements.registry import mark
@@ -105,6 +106,16 @@ def collective(cluster, check, key):
     return run
 
 
+def eris(cluster, check, run):
+    """Each node's ERIs NCCL was told to use; the counter reads around the collective's
+    launch kept as evidence."""
+    hostnames = cluster.hostnames()
+    for node in hostnames:
+        for result in run.counter_reads.get(node, ()):
+            check.command(result)
+    return {n: cluster.collective.ib_devices(n) for n in hostnames}
+
+
 def collective_blame(cluster, check, key):
     """Asked only on a failure: the ib_write_bw pairs' suspects, else the node the collective
     alone on halves of the cluster leaves."""
@@ -126,6 +137,7 @@ def test_all_gather(cluster, check):
     check.judge(judge_collective_run(run))
     check.judge(judge_collective_correct(run))
     check.judge(judge_collective_transport(run, cluster.hostnames(), cluster.expect))
+    check.judge(judge_collective_traffic(run, eris(cluster, check, run)))
     blame = collective_blame(cluster, check, "all_gather")
     check.judge(judge_collective_busbw(run, cluster.expect, blame))
 
@@ -138,6 +150,7 @@ def test_reduce_scatter(cluster, check):
     check.judge(judge_collective_run(run))
     check.judge(judge_collective_correct(run))
     check.judge(judge_collective_transport(run, cluster.hostnames(), cluster.expect))
+    check.judge(judge_collective_traffic(run, eris(cluster, check, run)))
     blame = collective_blame(cluster, check, "reduce_scatter")
     check.judge(judge_collective_busbw(run, cluster.expect, blame))
 
@@ -150,6 +163,7 @@ def test_alltoall(cluster, check):
     check.judge(judge_collective_run(run))
     check.judge(judge_collective_correct(run))
     check.judge(judge_collective_transport(run, cluster.hostnames(), cluster.expect))
+    check.judge(judge_collective_traffic(run, eris(cluster, check, run)))
     blame = collective_blame(cluster, check, "alltoall")
     check.judge(judge_collective_busbw(run, cluster.expect, blame))
 
@@ -162,5 +176,6 @@ def test_sendrecv(cluster, check):
     check.judge(judge_collective_run(run))
     check.judge(judge_collective_correct(run))
     check.judge(judge_collective_transport(run, cluster.hostnames(), cluster.expect))
+    check.judge(judge_collective_traffic(run, eris(cluster, check, run)))
     blame = collective_blame(cluster, check, "sendrecv")
     check.judge(judge_collective_busbw(run, cluster.expect, blame))
