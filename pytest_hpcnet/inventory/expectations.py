@@ -173,6 +173,8 @@ class NcclExpect(Strict):
     """The physical ceiling of a bus bandwidth: no GPU moves more than NVLink 5's 1.8 TB/s
     (B200); a profile sets its own. Above it, the output was misread (not measured)."""
     collectives: NcclCollectivesExpect = Field(default_factory=NcclCollectivesExpect)
+    rail: CollectiveBounds = Field(default_factory=CollectiveBounds)
+    """`expect.nccl.rail`: all_reduce_perf on one ERI alone (each rail), its busbw floors."""
 
 
 class CpfsExpect(Strict):

@@ -237,6 +237,14 @@ KINDS: dict[str, FaultKind] = {
             breaks=("nccl_all_gather", "nccl_reduce_scatter", "nccl_alltoall", "nccl_sendrecv"),
         ),
         FaultKind(
+            "nccl-rail-slow",
+            "nccl-rail-slow NODE [DEV[@FACTOR]]",
+            "emulated all_reduce rank stretched by FACTOR (default x10) where NCCL uses that "
+            "ERI alone (its rail run); with every ERI the slow rail is averaged away",
+            *act.eri_fault("nccl-rail-slow", False),
+            breaks=("nccl_rail",),
+        ),
+        FaultKind(
             "gid-shift",
             "gid-shift NODE [DEV]",
             "an extra IPv6 GID moves one ERI's IPv4 GID from index 1 to 2",

@@ -1060,6 +1060,35 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         sections=("hostname",),
     ),
     Requirement(
+        "nccl_rail",
+        "NCCL on each ERI's rail alone",
+        ("nccl", "erdma"),
+        "benchmark",
+        figures=(
+            Figure("rail_avg_busbw", "NCCL all_reduce on one ERI, average", "GB/s", trended=True),
+            Figure(
+                "rail_busbw_largest",
+                "NCCL all_reduce on one ERI, largest size",
+                "GB/s",
+                trended=True,
+            ),
+        ),
+        faults=(
+            FaultCode(
+                "HPCNET-NCCL-RAIL",
+                "one ERI's rail is slow or did not complete (named node and ERI)",
+                "config",
+                "check that ERI on the suspect node (ib_write_bw, port, PCIe link); a ticket",
+            ),
+        ),
+        bounds=(
+            BoundKey("rail_avg_busbw", "nccl.rail.min_avg_busbw_gbs", ">=", "GB/s"),
+            BoundKey("rail_busbw_largest", "nccl.rail.min_busbw_largest_gbs", ">=", "GB/s"),
+        ),
+        judges=("nccl_rail:judge_rails_present", "nccl_rail:judge_nccl_rails"),
+        sections=("hostname", "gpu_topo"),
+    ),
+    Requirement(
         "rdma_counters",
         "No RDMA/NIC error counter moved in benchmarks",
         ("erdma",),

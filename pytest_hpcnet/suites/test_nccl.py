@@ -21,6 +21,7 @@ from pytest_hpcnet.requirements.nccl_collectives import (
     judge_collective_traffic,
     judge_collective_transport,
 )
+from pytest_hpcnet.requirements.nccl_rail import judge_nccl_rails, judge_rails_present, rail_passes
 from pytest_hpcnet.requirements.registry import mark
 
 pytestmark = [pytest.mark.benchmark, mark("nccl_busbw")]
@@ -179,3 +180,34 @@ def test_sendrecv(cluster, check):
     check.judge(judge_collective_traffic(run, eris(cluster, check, run)))
     blame = collective_blame(cluster, check, "sendrecv")
     check.judge(judge_collective_busbw(run, cluster.expect, blame))
+
+
+# -- each ERI's rail alone ---------------------------------------------------------------
+
+
+def rail_suspects(cluster, check):
+    """Asked only on a slow rail: the ib_write_bw pairs' suspects, else the node that rail
+    alone on halves of the cluster leaves."""
+
+    def suspects(device):
+        found = cluster.perftest("ib_write_bw").localization.suspects
+        if not found:
+            rails = cluster.collectives.rails
+            found = rails.bisection(device, lambda run: rail_passes(run, cluster.expect), check)
+            found = found.suspects
+        check.suspect(*found)
+        return found
+
+    return suspects
+
+
+@pytest.mark.collectives
+@mark("nccl_rail")
+def test_each_rail_alone(cluster, check):
+    rails = cluster.collectives.rails
+    check.judge(judge_rails_present(rails.devices()))
+    runs = rails.runs()
+    for run in runs.values():
+        if run.launch is not None:
+            check.command(run.launch)
+    check.judge(judge_nccl_rails(runs, cluster.expect, rail_suspects(cluster, check)))
