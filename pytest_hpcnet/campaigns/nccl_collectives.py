@@ -28,7 +28,7 @@ from pytest_hpcnet.campaigns.counters import CounterWatch, counters_command
 from pytest_hpcnet.campaigns.launch import expected_run, launch_command
 from pytest_hpcnet.campaigns.nccl import NcclCampaign
 from pytest_hpcnet.campaigns.nccl_output import silent_nodes
-from pytest_hpcnet.campaigns.nccl_rails import RailCampaign
+from pytest_hpcnet.campaigns.nccl_paths import PathCampaign
 from pytest_hpcnet.campaigns.progress import phase
 from pytest_hpcnet.campaigns.recorder import Recorder
 from pytest_hpcnet.inventory.bench_settings import NcclSettings
@@ -88,8 +88,8 @@ class CollectivesCampaign:
         self._phase: CollectivesPhase | None = None
         self._bisections: dict[str, Bisection] = {}
         self._lock = threading.Lock()
-        self.rails = RailCampaign(nccl)
-        """Each ERI's rail alone (all_reduce_perf on one ERI, the GPUs nearest it)."""
+        self.paths = PathCampaign(nccl)
+        """all_reduce_perf pinned to one path: each ERI's rail, the network alone."""
 
     def selected(self) -> list[Collective]:
         """The collectives `benchmarks.nccl.collectives.run` selects, in nccl-tests' order."""

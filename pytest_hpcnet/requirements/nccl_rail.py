@@ -42,30 +42,32 @@ def judge_rails_present(devices: Sequence[str]) -> Verdict:
     return passing()
 
 
-def _ran(run: Any) -> Verdict:
+def judge_pinned_run(run: Any) -> Verdict:
+    """A pinned run (a rail, the network alone) ran, complete and ok, named by its path."""
     if run.problem:
-        return not_measured(f"rail {run.device} not run: {run.problem}", subject=run.device)
+        return not_measured(f"{run.path} not run: {run.problem}", subject=run.path)
     verdict = judge_nccl_run(run.result, run.launch, run.launched)
     if verdict.ok:
         return verdict
-    said = verdict.reason.replace("all_reduce_perf", f"all_reduce_perf on {run.device} alone")
-    return Verdict(outcome=verdict.outcome, reason=said, subject=run.device)
+    where = "the network alone" if run.path == "network_only" else f"{run.path} alone"
+    said = verdict.reason.replace("all_reduce_perf", f"all_reduce_perf on {where}")
+    return Verdict(outcome=verdict.outcome, reason=said, subject=run.path)
 
 
 def _busbw(run: Any, value: float | None, key: str, name: str, expect: Expectations) -> Verdict:
     bound = getattr(expect.nccl.rail, key)
     source = f"expect.nccl.rail.{key}"
     basis = f"all-reduce busbw = algbw x 2(n-1)/n ({PERFORMANCE_MD}), one ERI"
-    found = Measurement(name, value, "GB/s", bound, ">=", source, subject=run.device, basis=basis)
+    found = Measurement(name, value, "GB/s", bound, ">=", source, subject=run.path, basis=basis)
     what = "average bus bandwidth" if name == "rail_avg_busbw" else "bus bandwidth, largest size"
     if bound is None:
         shown = f"{value:g} GB/s" if value is not None else "nothing"
-        verdict = not_measured(f"rail {run.device} {what} {shown}: no bound ({source} unset)")
+        verdict = not_measured(f"rail {run.path} {what} {shown}: no bound ({source} unset)")
     else:
         verdict = at_least(
             value,
             bound,
-            f"rail {run.device} {what} {value} GB/s < {bound} GB/s",
+            f"rail {run.path} {what} {value} GB/s < {bound} GB/s",
             source,
             expect.nccl.max_busbw_gbs,
         )
@@ -75,7 +77,7 @@ def _busbw(run: Any, value: float | None, key: str, name: str, expect: Expectati
 def judge_rail(run: Any, expect: Expectations, suspects: Suspects) -> Verdict:
     """One rail: complete and ok, its busbw against `expect.nccl.rail`; a failure names the
     suspect node with the ERI (`node07 erdma_1`)."""
-    ran = _ran(run)
+    ran = judge_pinned_run(run)
     if not ran:
         return ran
     result = run.result
@@ -90,9 +92,9 @@ def judge_rail(run: Any, expect: Expectations, suspects: Suspects) -> Verdict:
     )  # fmt: skip
     if verdict.outcome != FAIL:
         return verdict
-    nodes = tuple(suspects(run.device))
-    where = ", ".join(f"{n} {run.device}" for n in nodes) or f"no suspect node on {run.device}"
-    subject = f"{nodes[0]} {run.device}" if len(nodes) == 1 else run.device
+    nodes = tuple(suspects(run.path))
+    where = ", ".join(f"{n} {run.path}" for n in nodes) or f"no suspect node on {run.path}"
+    subject = f"{nodes[0]} {run.path}" if len(nodes) == 1 else run.path
     return Verdict(
         outcome=FAIL,
         reason=f"{where}: {verdict.reason} over {len(result.hosts)} nodes",
@@ -116,7 +118,7 @@ def judge_nccl_rails(runs: Mapping[str, Any], expect: Expectations, suspects: Su
 def rail_passes(run: Any, expect: Expectations) -> bool:
     """A rail run is complete, ok and meets every rail bound set (what its bisection asks of
     a half); an unset bound is not compared."""
-    if not _ran(run):
+    if not judge_pinned_run(run):
         return False
     result = run.result
     for value, bound in (

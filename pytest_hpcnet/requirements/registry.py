@@ -1089,6 +1089,34 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         sections=("hostname", "gpu_topo"),
     ),
     Requirement(
+        "nccl_network_only",
+        "NCCL with the network only (P2P, SHM, NVLS off)",
+        ("nccl", "erdma"),
+        "benchmark",
+        figures=(
+            Figure("network_only_avg_busbw", "NCCL network-only average", "GB/s", trended=True),
+            Figure(
+                "network_only_busbw_largest",
+                "NCCL network-only bus bandwidth, largest size",
+                "GB/s",
+                trended=True,
+            ),
+        ),
+        faults=(
+            FaultCode(
+                "HPCNET-NCCL-NETWORK-ONLY",
+                "with P2P and SHM off, a node's ERIs carry less than its line rate share",
+                "config",
+                "check the suspect node's ERIs (ib_write_bw, ports, PCIe links); a ticket",
+            ),
+        ),
+        judges=(
+            "nccl_network_only:judge_network_only_expected",
+            "nccl_network_only:judge_network_only",
+        ),
+        sections=("hostname",),
+    ),
+    Requirement(
         "rdma_counters",
         "No RDMA/NIC error counter moved in benchmarks",
         ("erdma",),

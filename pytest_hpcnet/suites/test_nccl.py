@@ -21,6 +21,11 @@ from pytest_hpcnet.requirements.nccl_collectives import (
     judge_collective_traffic,
     judge_collective_transport,
 )
+from pytest_hpcnet.requirements.nccl_network_only import (
+    judge_network_only,
+    judge_network_only_expected,
+    network_only_passes,
+)
 from pytest_hpcnet.requirements.nccl_rail import judge_nccl_rails, judge_rails_present, rail_passes
 from pytest_hpcnet.requirements.registry import mark
 
@@ -192,8 +197,8 @@ def rail_suspects(cluster, check):
     def suspects(device):
         found = cluster.perftest("ib_write_bw").localization.suspects
         if not found:
-            rails = cluster.collectives.rails
-            found = rails.bisection(device, lambda run: rail_passes(run, cluster.expect), check)
+            paths = cluster.collectives.paths
+            found = paths.bisection(device, lambda run: rail_passes(run, cluster.expect), check)
             found = found.suspects
         check.suspect(*found)
         return found
@@ -204,10 +209,38 @@ def rail_suspects(cluster, check):
 @pytest.mark.collectives
 @mark("nccl_rail")
 def test_each_rail_alone(cluster, check):
-    rails = cluster.collectives.rails
-    check.judge(judge_rails_present(rails.devices()))
-    runs = rails.runs()
+    paths = cluster.collectives.paths
+    check.judge(judge_rails_present(paths.rail_devices()))
+    runs = paths.rails()
     for run in runs.values():
         if run.launch is not None:
             check.command(run.launch)
     check.judge(judge_nccl_rails(runs, cluster.expect, rail_suspects(cluster, check)))
+
+
+# -- the network alone (P2P, SHM and NVLS off) -------------------------------------------
+
+
+def network_only_suspects(cluster, check):
+    """Asked only on a failure: the ib_write_bw pairs' suspects, else the node the
+    network-only run on halves of the cluster leaves."""
+
+    def suspects():
+        found = cluster.perftest("ib_write_bw").localization.suspects
+        if not found:
+            passes = lambda run: network_only_passes(run, cluster.expect)  # noqa: E731
+            found = cluster.collectives.paths.bisection("network_only", passes, check).suspects
+        check.suspect(*found)
+        return found
+
+    return suspects
+
+
+@pytest.mark.collectives
+@mark("nccl_network_only")
+def test_network_only(cluster, check):
+    check.judge(judge_network_only_expected(cluster.expect))
+    run = cluster.collectives.paths.network_only()
+    if run.launch is not None:
+        check.command(run.launch)
+    check.judge(judge_network_only(run, cluster.expect, network_only_suspects(cluster, check)))

@@ -27,13 +27,13 @@ def test_one_slow_rail_is_named_with_its_node(lab2):
     inventory = load_inventory(lab2.inventory)
     nccl = inventory.benchmarks.nccl
     inventory.benchmarks.nccl = nccl.model_copy(update={"args": nccl.args.model_copy(update=SMALL)})
-    faults.inject("nccl-rail-slow", "node03", "erdma_1@6", Path(lab2.state_dir))
+    faults.inject("nccl-rail-slow", "node03", "erdma_1@20", Path(lab2.state_dir))
     transport = Transport(inventory)
     try:
         cluster = Cluster(inventory, transport)
-        rails = cluster.collectives.rails
-        assert rails.devices() == ["erdma_0", "erdma_1"]
-        runs = rails.runs()
+        paths = cluster.collectives.paths
+        assert paths.rail_devices() == ["erdma_0", "erdma_1"]
+        runs = paths.rails()
         assert all(r.result is not None and r.result.ok for r in runs.values()), runs
         assert {r.gpus for r in runs.values()} == {(0, 1, 2, 3), (4, 5, 6, 7)}
         healthy = runs["erdma_0"].result
@@ -43,7 +43,7 @@ def test_one_slow_rail_is_named_with_its_node(lab2):
         )
 
         def suspects(device):
-            return rails.bisection(device, lambda run: rail_passes(run, expect)).suspects
+            return paths.bisection(device, lambda run: rail_passes(run, expect)).suspects
 
         verdict = judge_nccl_rails(runs, expect, suspects)
         figures = {

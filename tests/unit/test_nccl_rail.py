@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_hpcnet.campaigns.nccl_rails import RailRun, nearest_gpus
+from pytest_hpcnet.campaigns.nccl_paths import PinnedRun, nearest_gpus
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.nccl import NcclExpected, parse_nccl
 from pytest_hpcnet.requirements.nccl_rail import (
@@ -22,9 +22,9 @@ FAST = (FIXTURES / "nccl" / "real-gcp-a3mega-inplace-wrong-na.txt").read_text()
 LAUNCHED = NcclExpected(max_bytes=2**30, ranks=4, nodes=2, validation=True)
 
 
-def _rail(device: str, text: str = ALLREDUCE, launched: NcclExpected = LAUNCHED) -> RailRun:
+def _rail(device: str, text: str = ALLREDUCE, launched: NcclExpected = LAUNCHED) -> PinnedRun:
     launch = CommandResult("node01", "mpirun ...", 0, text, "", 1.0, 0.0)
-    return RailRun(device, parse_nccl(text, launched), launch, launched, (4, 5, 6, 7))
+    return PinnedRun(device, parse_nccl(text, launched), launch, launched, (4, 5, 6, 7))
 
 
 def test_the_gpus_nearest_each_eri():
@@ -63,7 +63,7 @@ def test_a_slow_rail_is_named_with_its_node_and_the_other_passes():
 
 def test_a_rail_not_run_is_not_measured():
     verdict = judge_nccl_rails(
-        {"erdma_1": RailRun("erdma_1", problem="no GPU near erdma_1 on node03")},
+        {"erdma_1": PinnedRun("erdma_1", problem="no GPU near erdma_1 on node03")},
         Expectations(),
         lambda d: (),
     )

@@ -61,6 +61,21 @@ def rail_slow(devices: list[dict]) -> float:
         return RAIL_SLOW
 
 
+def network_only_slow() -> float:
+    """How many times as long this rank's all-reduce takes under `nccl-net-slow [FACTOR]`:
+    FACTOR in a network-only run (NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1: the node's
+    intra-node traffic would cross its ERIs too), else 1 (NVLink carries it: the node
+    passes a normal run)."""
+    value = node.faults().get("nccl-net-slow")
+    off = all(os.environ.get(k) == "1" for k in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE"))
+    if not value or not off:
+        return 1.0
+    try:
+        return max(1.0, float(value))
+    except ValueError:
+        return RAIL_SLOW
+
+
 def debug_file_path(pattern: str) -> str:
     """NCCL_DEBUG_FILE's name for this process: `%h` the hostname, `%p` the pid."""
     return pattern.replace("%h", lab.node_name()).replace("%p", str(os.getpid()))
