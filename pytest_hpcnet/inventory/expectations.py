@@ -202,6 +202,12 @@ class NcclExpect(Strict):
     """The physical ceiling of a bus bandwidth: no GPU moves more than NVLink 5's 1.8 TB/s
     (B200); a profile sets its own. Above it, the output was misread (not measured)."""
     collectives: NcclCollectivesExpect = Field(default_factory=NcclCollectivesExpect)
+    rail: CollectiveBounds = Field(default_factory=CollectiveBounds)
+    """`expect.nccl.rail`: all_reduce_perf on one ERI alone (each rail), its busbw floors."""
+    network_only_fraction: Annotated[float, Field(gt=0, le=1)] | None = None
+    """The share of a node's rated eRDMA line rate (`erdma.per_instance_gbps`) that the
+    network-only all-reduce (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1, NVLS off) reaches per
+    rank x ranks per node at its largest size; unset: that run is not applicable."""
 
 
 class CpfsExpect(Strict):

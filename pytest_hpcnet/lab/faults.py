@@ -237,6 +237,24 @@ KINDS: dict[str, FaultKind] = {
             breaks=("nccl_all_gather", "nccl_reduce_scatter", "nccl_alltoall", "nccl_sendrecv"),
         ),
         FaultKind(
+            "nccl-rail-slow",
+            "nccl-rail-slow NODE [DEV[@FACTOR]]",
+            "emulated all_reduce rank stretched by FACTOR (default x10) where NCCL uses that "
+            "ERI alone (its rail run); with every ERI the slow rail is averaged away",
+            *act.eri_fault("nccl-rail-slow", False),
+            breaks=("nccl_rail",),
+        ),
+        FaultKind(
+            "nccl-net-slow",
+            "nccl-net-slow NODE [FACTOR]",
+            "emulated all_reduce rank stretched by FACTOR only in a network-only run (P2P and "
+            f"SHM off; default x{act.DEFAULT_NCCL_SLOW}): the normal run passes",
+            *act.recorded_fault(
+                "nccl-net-slow", act.DEFAULT_NCCL_SLOW, act.NUMBER, "a slowdown factor such as 4"
+            ),
+            breaks=("nccl_network_only",),
+        ),
+        FaultKind(
             "gid-shift",
             "gid-shift NODE [DEV]",
             "an extra IPv6 GID moves one ERI's IPv4 GID from index 1 to 2",

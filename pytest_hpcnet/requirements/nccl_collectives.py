@@ -4,7 +4,9 @@ collective launched (one table of ranks 0..N-1 on the launched hosts), every `#w
 count of 0, the network NCCL chose on every node, and the average and largest-size busbw
 against `expect.nccl.collectives.<collective>` (busbw by the collective's own formula,
 nccl-tests doc/PERFORMANCE.md). No cloud publishes these floors for eRDMA: unset, each
-busbw is measured and reported, not judged (INCOMPLETE)."""
+busbw is measured and reported, not judged (INCOMPLETE). The ERIs' byte counters, read
+before and after each collective's own launch, prove it crossed eRDMA: every ERI of every
+node moved at least its share of one operation of the largest size."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes.nccl import INPLACE_UNCHECKED
-from pytest_hpcnet.requirements.erdma import reported_first
+from pytest_hpcnet.requirements.erdma import judge_traffic, reported_first
 from pytest_hpcnet.requirements.judges import at_least, judge_nccl_run
 from pytest_hpcnet.requirements.nccl import judge_nccl_network_used
 from pytest_hpcnet.requirements.registry import collective_code
@@ -179,3 +181,30 @@ def collective_passes(run: Any, expect: Expectations) -> bool:
         if bound is not None and (value is None or value < bound):
             return False
     return True
+
+
+def share_per_eri(run: Any, devices: Mapping[str, Sequence[str]]) -> int:
+    """The bytes each ERI moves at least in one operation of the largest size S over n nodes:
+    the collective's share (`S(n-1)/n`, sendrecv `S`) split over a node's ERIs; at least 1."""
+    size = run.launched.max_bytes or run.result.max_bytes_asked or 0
+    n = max(len(devices), 2)
+    share = size if run.collective.share == "S" else size * (n - 1) // n
+    most = max((len(d) for d in devices.values()), default=1)
+    return max(1, share // max(most, 1))
+
+
+def judge_collective_traffic(run: Any, devices: Mapping[str, Sequence[str]]) -> Verdict:
+    """Every node's ERIs (`devices`, the ones NCCL was told to use) moved at least the
+    collective's share between the counter reads around its own launch: a run that reports
+    busbw while an ERI moved nothing fails naming the node and the ERI; counters not read
+    around the launch are not measured."""
+    c = run.collective
+    if run.traffic is None:
+        return not_measured(f"{c.binary}: the ERIs' byte counters were not read around its launch")
+    least = share_per_eri(run, devices)
+    source = f"{c.binary} share {c.share} of the largest size per node, over its ERIs"
+    found = Measurement("min_bytes_per_eri", least, "bytes", least, ">=", source)
+    verdict = judge_traffic(run.traffic, devices, least)
+    if not verdict.ok and verdict.outcome == FAIL:
+        verdict = verdict.with_code(collective_code(c.key, "TRAFFIC"))
+    return reported_first(verdict, found)

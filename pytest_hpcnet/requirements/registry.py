@@ -200,7 +200,7 @@ class Requirement:
 
 def collective_code(key: str, cause: str = "") -> str:
     """The fault code of a collective's failure (`HPCNET-NCCL-ALLTOALL-WRONG`): `cause` is
-    "" (did not complete, or busbw below its bound), `WRONG` or `SOCKET`."""
+    "" (did not complete, or busbw below its bound), `WRONG`, `SOCKET` or `TRAFFIC`."""
     return "-".join(filter(None, ("HPCNET-NCCL", key.upper().replace("_", "-"), cause)))
 
 
@@ -226,6 +226,12 @@ def collective_faults(key: str) -> tuple[FaultCode, ...]:
             "config",
             "install the NCCL net plugin and set NCCL_IB_HCA on that node",
         ),
+        FaultCode(
+            collective_code(key, "TRAFFIC"),
+            f"NCCL {name}: an ERI moved less than the collective's share (NCCL did not use it)",
+            "config",
+            "check NCCL_IB_HCA and that ERI's port and GID on that node",
+        ),
     )
 
 
@@ -244,6 +250,7 @@ COLLECTIVE_JUDGES = (
     "nccl_collectives:judge_collective_correct",
     "nccl_collectives:judge_collective_transport",
     "nccl_collectives:judge_collective_busbw",
+    "nccl_collectives:judge_collective_traffic",
 )
 """The judges of each collective beyond all-reduce (one suite test per collective)."""
 
@@ -1106,6 +1113,65 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         faults=collective_faults("sendrecv"),
         bounds=collective_bounds("sendrecv"),
         judges=COLLECTIVE_JUDGES,
+        sections=(HOSTNAME.name,),
+        across_nodes=True,
+    ),
+    Requirement(
+        "nccl_rail",
+        "NCCL on each ERI's rail alone",
+        ("nccl", "erdma"),
+        "benchmark",
+        figures=(
+            Figure("rail_avg_busbw", "NCCL all_reduce on one ERI, average", "GB/s", trended=True),
+            Figure(
+                "rail_busbw_largest",
+                "NCCL all_reduce on one ERI, largest size",
+                "GB/s",
+                trended=True,
+            ),
+        ),
+        faults=(
+            FaultCode(
+                "HPCNET-NCCL-RAIL",
+                "one ERI's rail is slow or did not complete (named node and ERI)",
+                "config",
+                "check that ERI on the suspect node (ib_write_bw, port, PCIe link); a ticket",
+            ),
+        ),
+        bounds=(
+            BoundKey("rail_avg_busbw", "nccl.rail.min_avg_busbw_gbs", ">=", "GB/s"),
+            BoundKey("rail_busbw_largest", "nccl.rail.min_busbw_largest_gbs", ">=", "GB/s"),
+        ),
+        judges=("nccl_rail:judge_rails_present", "nccl_rail:judge_nccl_rails"),
+        sections=(HOSTNAME.name, GPU_TOPO.name),
+        across_nodes=True,
+    ),
+    Requirement(
+        "nccl_network_only",
+        "NCCL with the network only (P2P, SHM, NVLS off)",
+        ("nccl", "erdma"),
+        "benchmark",
+        figures=(
+            Figure("network_only_avg_busbw", "NCCL network-only average", "GB/s", trended=True),
+            Figure(
+                "network_only_busbw_largest",
+                "NCCL network-only bus bandwidth, largest size",
+                "GB/s",
+                trended=True,
+            ),
+        ),
+        faults=(
+            FaultCode(
+                "HPCNET-NCCL-NETWORK-ONLY",
+                "with P2P and SHM off, a node's ERIs carry less than its line rate share",
+                "config",
+                "check the suspect node's ERIs (ib_write_bw, ports, PCIe links); a ticket",
+            ),
+        ),
+        judges=(
+            "nccl_network_only:judge_network_only_expected",
+            "nccl_network_only:judge_network_only",
+        ),
         sections=(HOSTNAME.name,),
         across_nodes=True,
     ),

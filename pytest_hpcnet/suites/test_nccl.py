@@ -18,8 +18,15 @@ from pytest_hpcnet.requirements.nccl_collectives import (
     judge_collective_correct,
     judge_collective_run,
     judge_collective_selected,
+    judge_collective_traffic,
     judge_collective_transport,
 )
+from pytest_hpcnet.requirements.nccl_network_only import (
+    judge_network_only,
+    judge_network_only_expected,
+    network_only_passes,
+)
+from pytest_hpcnet.requirements.nccl_rail import judge_nccl_rails, judge_rails_present, rail_passes
 from pytest_hpcnet.requirements.registry import mark
 
 pytestmark = [pytest.mark.benchmark, mark("nccl_busbw")]
@@ -105,6 +112,16 @@ def collective(cluster, check, key):
     return run
 
 
+def eris(cluster, check, run):
+    """Each node's ERIs NCCL was told to use; the counter reads around the collective's
+    launch kept as evidence."""
+    hostnames = cluster.hostnames()
+    for node in hostnames:
+        for result in run.counter_reads.get(node, ()):
+            check.command(result)
+    return {n: cluster.collective.ib_devices(n) for n in hostnames}
+
+
 def collective_blame(cluster, check, key):
     """Asked only on a failure: the ib_write_bw pairs' suspects, else the node the collective
     alone on halves of the cluster leaves."""
@@ -126,6 +143,7 @@ def test_all_gather(cluster, check):
     check.judge(judge_collective_run(run))
     check.judge(judge_collective_correct(run))
     check.judge(judge_collective_transport(run, cluster.hostnames(), cluster.expect))
+    check.judge(judge_collective_traffic(run, eris(cluster, check, run)))
     blame = collective_blame(cluster, check, "all_gather")
     check.judge(judge_collective_busbw(run, cluster.expect, blame))
 
@@ -138,6 +156,7 @@ def test_reduce_scatter(cluster, check):
     check.judge(judge_collective_run(run))
     check.judge(judge_collective_correct(run))
     check.judge(judge_collective_transport(run, cluster.hostnames(), cluster.expect))
+    check.judge(judge_collective_traffic(run, eris(cluster, check, run)))
     blame = collective_blame(cluster, check, "reduce_scatter")
     check.judge(judge_collective_busbw(run, cluster.expect, blame))
 
@@ -150,6 +169,7 @@ def test_alltoall(cluster, check):
     check.judge(judge_collective_run(run))
     check.judge(judge_collective_correct(run))
     check.judge(judge_collective_transport(run, cluster.hostnames(), cluster.expect))
+    check.judge(judge_collective_traffic(run, eris(cluster, check, run)))
     blame = collective_blame(cluster, check, "alltoall")
     check.judge(judge_collective_busbw(run, cluster.expect, blame))
 
@@ -162,5 +182,65 @@ def test_sendrecv(cluster, check):
     check.judge(judge_collective_run(run))
     check.judge(judge_collective_correct(run))
     check.judge(judge_collective_transport(run, cluster.hostnames(), cluster.expect))
+    check.judge(judge_collective_traffic(run, eris(cluster, check, run)))
     blame = collective_blame(cluster, check, "sendrecv")
     check.judge(judge_collective_busbw(run, cluster.expect, blame))
+
+
+# -- each ERI's rail alone ---------------------------------------------------------------
+
+
+def rail_suspects(cluster, check):
+    """Asked only on a slow rail: the ib_write_bw pairs' suspects, else the node that rail
+    alone on halves of the cluster leaves."""
+
+    def suspects(device):
+        found = cluster.perftest("ib_write_bw").localization.suspects
+        if not found:
+            paths = cluster.collectives.paths
+            found = paths.bisection(device, lambda run: rail_passes(run, cluster.expect), check)
+            found = found.suspects
+        check.suspect(*found)
+        return found
+
+    return suspects
+
+
+@pytest.mark.collectives
+@mark("nccl_rail")
+def test_each_rail_alone(cluster, check):
+    paths = cluster.collectives.paths
+    check.judge(judge_rails_present(paths.rail_devices()))
+    runs = paths.rails()
+    for run in runs.values():
+        if run.launch is not None:
+            check.command(run.launch)
+    check.judge(judge_nccl_rails(runs, cluster.expect, rail_suspects(cluster, check)))
+
+
+# -- the network alone (P2P, SHM and NVLS off) -------------------------------------------
+
+
+def network_only_suspects(cluster, check):
+    """Asked only on a failure: the ib_write_bw pairs' suspects, else the node the
+    network-only run on halves of the cluster leaves."""
+
+    def suspects():
+        found = cluster.perftest("ib_write_bw").localization.suspects
+        if not found:
+            passes = lambda run: network_only_passes(run, cluster.expect)  # noqa: E731
+            found = cluster.collectives.paths.bisection("network_only", passes, check).suspects
+        check.suspect(*found)
+        return found
+
+    return suspects
+
+
+@pytest.mark.collectives
+@mark("nccl_network_only")
+def test_network_only(cluster, check):
+    check.judge(judge_network_only_expected(cluster.expect))
+    run = cluster.collectives.paths.network_only()
+    if run.launch is not None:
+        check.command(run.launch)
+    check.judge(judge_network_only(run, cluster.expect, network_only_suspects(cluster, check)))

@@ -3,7 +3,9 @@ failing exactly its node and its collectives, and nothing else.
 
 `nccl-incast node03` slows alltoall and all-gather (the bisection of all-gather names
 node03), leaving all-reduce, reduce-scatter and sendrecv within bounds; `nccl-socket-one
-node02 alltoall` puts node02 on sockets for alltoall only. Bounds are a third of a healthy
+node02 alltoall` puts node02 on sockets for alltoall only: its transport fails, and its ERI
+moved nothing during alltoall's launch (every other node's ERI moved alltoall's share, and
+every ERI every other collective's). Bounds are a third of a healthy
 run's figures on this host (measured first), so the test does not hang on the lab's speed.
 """
 
@@ -21,6 +23,7 @@ from pytest_hpcnet.requirements.nccl_collectives import (
     judge_collective_busbw,
     judge_collective_correct,
     judge_collective_run,
+    judge_collective_traffic,
     judge_collective_transport,
 )
 from pytest_hpcnet.transport.fanout import Transport
@@ -84,6 +87,12 @@ def test_incast_and_socket_one_fail_exactly_their_node_and_collectives(lab4):
             transport_verdict = judge_collective_transport(run, hostnames, expect)
             busbw = judge_collective_busbw(run, expect, lambda: "")
             outcomes[key] = (transport_verdict, busbw)
+        devices = {n: cluster.collective.ib_devices(n) for n in hostnames}
+        traffic = {k: judge_collective_traffic(r, devices) for k, r in faulted.runs.items()}
+        idle = traffic["alltoall"]
+        assert idle.outcome == "fail" and "node02 erdma_0: 0 bytes" in idle.reason, idle.reason
+        assert all(n not in idle.reason for n in ("node01", "node03", "node04"))
+        assert all(traffic[k].ok for k in ("all_gather", "reduce_scatter", "sendrecv")), traffic
         socket = outcomes["alltoall"][0]
         assert not socket.ok and "node02" in socket.reason, socket.reason
         assert all(n not in socket.reason for n in ("node01", "node03", "node04"))

@@ -183,6 +183,8 @@ def test_failing_rows_first_and_not_run_rows_listed():
         "nccl_reduce_scatter",
         "nccl_alltoall",
         "nccl_sendrecv",
+        "nccl_rail",
+        "nccl_network_only",
         "rdma_counters",
         "gpu_inventory",
         "gpu_health",

@@ -11,6 +11,7 @@ import pytest
 
 from pytest_hpcnet.campaigns.nccl.collectives import CollectiveRun
 from pytest_hpcnet.inventory.expectations import Expectations
+from pytest_hpcnet.probes.counters import CounterDelta
 from pytest_hpcnet.probes.nccl import NcclExpected, parse_nccl
 from pytest_hpcnet.probes.nccl_collectives import (
     BY_KEY,
@@ -27,6 +28,7 @@ from pytest_hpcnet.requirements.nccl_collectives import (
     judge_collective_correct,
     judge_collective_run,
     judge_collective_selected,
+    judge_collective_traffic,
 )
 from pytest_hpcnet.transport.results import CommandResult
 
@@ -212,3 +214,53 @@ def test_wrong_values_carry_the_collectives_own_code():
     verdict = judge_collective_correct(run)
     assert verdict.outcome == "fail" and verdict.code == "HPCNET-NCCL-ALLTOALL-WRONG"
     assert "ticket" in verdict.fix
+
+
+def _traffic(run: CollectiveRun, moved: dict[str, dict[str, int]]) -> CollectiveRun:
+    """`run` with each node's ERIs' byte counters moved by `moved` (node -> device -> bytes,
+    half sent, half received) between the counter reads around its launch."""
+    deltas = {
+        node: CounterDelta(
+            {
+                f"{d}/1": {"hw_tx_bytes_cnt": b // 2, "hw_rx_bytes_cnt": b - b // 2}
+                for d, b in by_device.items()
+            }
+        )
+        for node, by_device in moved.items()
+    }
+    return replace(run, traffic=deltas)
+
+
+def test_every_eri_moves_the_collectives_share_or_the_run_fails_naming_it():
+    """alltoall of 8 GiB over 2 nodes: each node's ERIs carry S(n-1)/n = 4 GiB of one
+    operation, 2 GiB on each of two ERIs; an ERI that moved nothing fails, named."""
+    run = _run("alltoall", ALLTOALL, ALLTOALL_RUN)
+    devices = {"node14": ["erdma_0", "erdma_1"], "node15": ["erdma_0", "erdma_1"]}
+    share = 2 * 2**30
+    healthy = _traffic(run, {n: dict.fromkeys(d, share) for n, d in devices.items()})
+    verdict = judge_collective_traffic(healthy, devices)
+    assert verdict.ok, verdict.reason
+    found = {m.name: m for m in verdict.measurements}
+    assert (
+        found["min_bytes_per_eri"].value == share
+        and "S(n-1)/n" in found["min_bytes_per_eri"].source
+    )
+    idle = _traffic(
+        run, {"node14": dict.fromkeys(devices["node14"], share), "node15": {"erdma_0": share,
+              "erdma_1": 0}}
+    )  # fmt: skip
+    failed = judge_collective_traffic(idle, devices)
+    assert failed.outcome == "fail" and "node15 erdma_1: 0 bytes over RDMA" in failed.reason
+    assert "node14" not in failed.reason and "node15 erdma_0" not in failed.reason
+    assert failed.code == "HPCNET-NCCL-ALLTOALL-TRAFFIC"
+    unread = judge_collective_traffic(run, devices)  # no counter reads around the launch
+    assert unread.outcome == "not_measured" and "counters" in unread.reason
+
+
+def test_sendrecv_share_is_the_whole_buffer():
+    run = _run("sendrecv", SENDRECV, NcclExpected(collective="sendrecv_perf", max_bytes=2**30))
+    devices = {"a": ["erdma_0"], "b": ["erdma_0"]}
+    short = _traffic(run, {"a": {"erdma_0": 2**30 - 1}, "b": {"erdma_0": 2**30}})
+    verdict = judge_collective_traffic(short, devices)
+    assert verdict.outcome == "fail" and "a erdma_0" in verdict.reason
+    assert "b erdma_0" not in verdict.reason

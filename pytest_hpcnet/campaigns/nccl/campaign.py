@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pytest_hpcnet.campaigns.counters import CounterWatch
@@ -183,17 +184,27 @@ class NcclCampaign:
         done = self.run_launch(nodes)
         return done.result, done.run, done.extras
 
-    def run_launch(self, nodes: list[Node]) -> NcclLaunch:
+    def run_launch(
+        self,
+        nodes: list[Node],
+        pin: Mapping[str, str] | None = None,
+        gpus_per_node: int | None = None,
+    ) -> NcclLaunch:
         """all_reduce_perf across `nodes`, launched from the first. The result is the JSON
         file's (`-J`, read back from rank 0's node) when the binary offers it, else the table
         without NCCL's INFO lines; the INFO lines are read back from every node's debug files.
-        A run that did not finish names the nodes that stopped answering."""
+        A run that did not finish names the nodes that stopped answering. `pin` is added to
+        NCCL's environment and `gpus_per_node` replaces the ranks per node (a run pinned to
+        one path: `campaigns.nccl_paths`)."""
         settings = self.inventory.benchmarks.nccl
         # NCCL_DEBUG_FILE is the campaign's, whatever `benchmarks.nccl.env` says: the
         # transport check reads these files, and INFO lines on stdout would cut the table
         debug_file = nccl_output.new_debug_file()
-        env = self.env(nodes) | {"NCCL_DEBUG_FILE": debug_file}
-        settings = settings.model_copy(update={"env": env})
+        env = self.env(nodes) | dict(pin or {}) | {"NCCL_DEBUG_FILE": debug_file}
+        update: dict[str, object] = {"env": env}
+        if gpus_per_node is not None:
+            update["gpus_per_node"] = gpus_per_node
+        settings = settings.model_copy(update=update)
         offered, probe = self.offers_json(nodes[0].name)
         path = nccl_output.new_path() if offered else None
         extra = ["-J", path] if path else []

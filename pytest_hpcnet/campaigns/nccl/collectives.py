@@ -1,16 +1,18 @@
 """The collectives phase: all_gather_perf, reduce_scatter_perf, alltoall_perf and sendrecv_perf
-across every reachable node in one launch, each judged as its own requirement.
+across every reachable node in one phase, each judged as its own requirement.
 
-One command on the launch node runs the selected binaries in turn (`benchmarks.nccl.
-collectives.run`), each through the inventory's launcher (mpirun with its hostfile, srun in
-the job's allocation, or the template), between markers that split the output per
-collective (`probes.nccl_collectives`). A launcher per binary, not one `mpirun sh -c '...'`:
-an MPI process cannot be restarted under a running job, and each binary is its own MPI
-program. Each launch has its own `NCCL_DEBUG_FILE`, read back from every node once the
-sequence is over, so each collective's transport proof is its own. The message range is
-`benchmarks.nccl.collectives.args`, else the all-reduce's (`benchmarks.nccl.args`). A
-collective that fails is bisected as the all-reduce is: that collective alone on halves of
-the nodes until one node is left to blame.
+The selected binaries (`benchmarks.nccl.collectives.run`) run in turn from the launch node,
+each through the inventory's launcher (mpirun with its hostfile, srun in the job's
+allocation, or the template) between markers that frame its output (`probes.
+nccl_collectives`). A launcher per binary, not one `mpirun sh -c '...'`: an MPI process
+cannot be restarted under a running job, and each binary is its own MPI program. Every
+node's RDMA counters are read before the first launch and after each, so each collective's
+byte-counter proof is its own (one short read of every node between two launches). Each
+launch has its own `NCCL_DEBUG_FILE`, read back from every node once the phase is over, so
+each collective's transport proof is its own. The message range is `benchmarks.nccl.
+collectives.args`, else the all-reduce's (`benchmarks.nccl.args`). A collective that fails
+is bisected as the all-reduce is: that collective alone on halves of the nodes until one
+node is left to blame.
 """
 
 from __future__ import annotations
@@ -21,14 +23,17 @@ import threading
 import time
 from dataclasses import dataclass
 
+from pytest_hpcnet.campaigns.counters import CounterWatch, counters_command
 from pytest_hpcnet.campaigns.nccl.bisection import Bisection, bisect, runs_needed
 from pytest_hpcnet.campaigns.nccl.campaign import NcclCampaign
 from pytest_hpcnet.campaigns.nccl.launch import expected_run, launch_command
 from pytest_hpcnet.campaigns.nccl.output import silent_nodes
+from pytest_hpcnet.campaigns.nccl.paths import PathCampaign
 from pytest_hpcnet.campaigns.progress import phase
 from pytest_hpcnet.campaigns.recorder import Recorder
 from pytest_hpcnet.inventory.bench_settings import NcclSettings
 from pytest_hpcnet.inventory.models import Node
+from pytest_hpcnet.probes.counters import CounterDelta
 from pytest_hpcnet.probes.nccl import NcclExpected, NcclResult, parse_nccl
 from pytest_hpcnet.probes.nccl_collectives import (
     BY_KEY,
@@ -57,14 +62,19 @@ class CollectiveRun:
     launched: NcclExpected
     log: NcclNetLog
     info: CommandResult
+    traffic: dict[str, CounterDelta] | None = None
+    """Each node's counters moved during this launch alone (None: not read around it)."""
+    counter_reads: dict[str, tuple[CommandResult, ...]] = dataclasses.field(default_factory=dict)
+    """Each node's counter reads before and after the launch (evidence)."""
 
 
 @dataclass(frozen=True)
 class CollectivesPhase:
-    """The whole phase: each collective's run by key, the launch, its wall time."""
+    """The whole phase: each collective's run by key, the launch node's commands, the
+    phase's wall time (the counter reads between the launches included)."""
 
     runs: dict[str, CollectiveRun]
-    launch: CommandResult
+    launches: tuple[CommandResult, ...]
     wall_s: float
 
 
@@ -78,6 +88,8 @@ class CollectivesCampaign:
         self._phase: CollectivesPhase | None = None
         self._bisections: dict[str, Bisection] = {}
         self._lock = threading.Lock()
+        self.paths = PathCampaign(nccl)
+        """all_reduce_perf pinned to one path: each ERI's rail, the network alone."""
 
     def selected(self) -> list[Collective]:
         """The collectives `benchmarks.nccl.collectives.run` selects, in nccl-tests' order."""
@@ -118,39 +130,58 @@ class CollectivesCampaign:
             recorder.command(found.info)
         return found
 
-    def launch(self, nodes: list[Node], collectives: list[Collective]) -> CollectivesPhase:
-        """`collectives` in turn across `nodes`, launched from the first, in one command."""
+    def launch(
+        self, nodes: list[Node], collectives: list[Collective], counted: bool = True
+    ) -> CollectivesPhase:
+        """`collectives` in turn across `nodes`, launched from the first, each its own command
+        there; `counted`: every node's counters read before the first launch and after each,
+        so each collective's traffic is its own (the bisection's trials skip them)."""
         base = f"/tmp/hpcnet-nccl-{secrets.token_hex(6)}"
         env = self.nccl.env(nodes)
         hosts, names = [n.host for n in nodes], [n.name for n in nodes]
         aliases = self.nccl.names_of(nodes)
-        launches, expected = [], {}
+        every = aliases or [(n.name, str(n.host)) for n in nodes]
+        timeout = self.inventory.benchmarks.nccl.timeout_s
+        started = time.monotonic()
+        counters = self._counters(names) if counted else None
+        done: list[tuple[Collective, str, NcclExpected, CommandResult, CounterWatch | None]] = []
         for c in collectives:
             settings = self.settings(c)
             run_env = env | {"NCCL_DEBUG_FILE": debug_file(base, c.binary)}
             settings = settings.model_copy(update={"env": run_env})
-            launches.append((c.binary, launch_command(settings, hosts, names)))
-            expected[c.key] = expected_run(settings, len(nodes), aliases)
-        timeout = self.inventory.benchmarks.nccl.timeout_s * max(1, len(collectives))
-        started = time.monotonic()
-        whole = self.facts.transport.run(names[0], sequence_command(launches), timeout)
+            command = launch_command(settings, hosts, names)
+            expected = expected_run(settings, len(nodes), aliases)
+            sequence = sequence_command([(c.binary, command)])
+            whole = self.facts.transport.run(names[0], sequence, timeout)
+            watch = None
+            if counters is not None:
+                watch = CounterWatch(self.facts, c.binary)
+                watch.before_results, watch.after_results = counters, self._counters(names)
+                counters = watch.after_results
+            done.append((c, command, expected, whole, watch))
         wall = time.monotonic() - started
         reads = self.facts.transport.run_on_all(debug_read_command(base), names, timeout_s=30)
-        segments = split_sequence(whole.stdout + "\n" + whole.stderr)
-        every = aliases or [(n.name, str(n.host)) for n in nodes]
         runs = {}
-        for (binary, command), c in zip(launches, collectives, strict=True):
-            part = _part(whole, binary, command, segments.get(binary))
+        for c, command, expected, whole, watch in done:
+            segment = split_sequence(whole.stdout + "\n" + whole.stderr).get(c.binary)
+            part = _part(whole, c.binary, command, segment)
             printed, _ = split_nccl_log(part.stdout)
-            info = printed + "".join(split_debug(r.stdout).get(binary, "") for r in reads.values())
+            logs = (split_debug(r.stdout).get(c.binary, "") for r in reads.values())
+            info = printed + "".join(logs)
             artefact = dataclasses.replace(
                 part, command=f"NCCL INFO log of: {command}", stdout=info, stderr=""
             )
-            result = _parsed(part, expected[c.key], reads, every)
+            result = _parsed(part, expected, reads, every)
+            traffic = watch.deltas() if watch is not None else None
+            evidence = {n: tuple(watch.commands(n)) for n in names} if watch is not None else {}
             runs[c.key] = CollectiveRun(
-                c, result, part, expected[c.key], parse_nccl_debug(info), artefact
+                c, result, part, expected, parse_nccl_debug(info), artefact, traffic, evidence
             )
-        return CollectivesPhase(runs, whole, wall)
+        return CollectivesPhase(runs, tuple(d[3] for d in done), wall)
+
+    def _counters(self, names: list[str]) -> dict[str, CommandResult]:
+        """Every node's RDMA and NIC counters, now."""
+        return self.facts.transport.run_on_all(lambda node: counters_command(), nodes=names)
 
     def bisection(self, key: str, recorder: Recorder | None = None) -> Bisection:
         """The collective alone on halves of the reachable nodes until one node is left to
@@ -169,7 +200,8 @@ class CollectivesCampaign:
         def trial(names: list[str]) -> bool:
             what = f"{collective.binary} bisection on {len(names)} nodes"
             with phase(self.facts.progress, what) as outcome:
-                done = self.launch([nodes[n] for n in names], [collective]).runs[collective.key]
+                chosen = [nodes[n] for n in names]
+                done = self.launch(chosen, [collective], counted=False).runs[collective.key]
                 if recorder is not None:
                     recorder.command(done.launch)
                 passed = collective_passes(done, self.inventory.expect)

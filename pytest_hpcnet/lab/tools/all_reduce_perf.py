@@ -12,7 +12,10 @@ real ring all-reduce (reduce-scatter then all-gather) of float32 buffers, -w war
 -n timed iterations, out-of-place then in-place, and counts wrong values with -c 1.
 Rank 0 prints nccl-tests' layout: algbw = size/time, busbw = algbw * 2(n-1)/n.
 Lab faults from `lab.json`: `nccl-slow` (this rank stretches each all-reduce by its
-factor) and `latency` (this rank delays each message it sends), both user-space emulation.
+factor), `nccl-rail-slow DEV[@FACTOR]` (the same, only where NCCL_IB_HCA leaves that ERI
+alone: its rail run), `nccl-net-slow [FACTOR]` (the same, only in a network-only run:
+NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1) and `latency` (this rank delays each message
+it sends), all user-space emulation.
 With NCCL_DEBUG=INFO every rank prints the INFO lines NCCL prints when it picks its
 network: `NET/IB : Using [0]erdma_0:1/RoCE [1]erdma_1:1/RoCE [RO]; OOB eth0:<ip><0>` and
 `Using network IB` over the node's active devices matching NCCL_IB_HCA, or, with the
@@ -373,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         report.close(0, None, f"Test NCCL failure {binary}: {exc}")
         return 1
     report.config(args, ring)
+    # `nccl-rail-slow`: only on that ERI alone; `nccl-net-slow`: only with P2P and SHM off
+    ring.slow *= nccl_net.rail_slow(devices) * nccl_net.network_only_slow()
     if binary != "all_reduce_perf":
         return run_collective(binary, args, ring, network, devices)
     if nranks > 1:

@@ -13,6 +13,8 @@ import hpcnet_lab_node as node
 import hpcnet_lab_rdma as lab
 
 NCCL_VERSION = "2.19.3"
+RAIL_SLOW = 10.0
+"""`nccl-rail-slow` without a factor."""
 
 
 def _hca_match(name: str, spec: str) -> bool:
@@ -41,6 +43,37 @@ def nccl_network(binary: str = "all_reduce_perf") -> tuple[str, list[dict]]:
     if "nccl-socket" in node.faults() or not devices or socket_only:
         return "Socket", []
     return "IB", devices
+
+
+def rail_slow(devices: list[dict]) -> float:
+    """How many times as long this rank's all-reduce takes under `nccl-rail-slow DEV[@FACTOR]`:
+    FACTOR where NCCL uses that ERI alone (a rail run, NCCL_IB_HCA==DEV), else 1 (with more
+    ERIs the other ones' channels carry the traffic: the slow rail is averaged away)."""
+    value = node.faults().get("nccl-rail-slow")
+    if not value:
+        return 1.0
+    device, _, factor = value.partition("@")
+    if [d["name"] for d in devices] != [device]:
+        return 1.0
+    try:
+        return max(1.0, float(factor)) if factor else RAIL_SLOW
+    except ValueError:
+        return RAIL_SLOW
+
+
+def network_only_slow() -> float:
+    """How many times as long this rank's all-reduce takes under `nccl-net-slow [FACTOR]`:
+    FACTOR in a network-only run (NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1: the node's
+    intra-node traffic would cross its ERIs too), else 1 (NVLink carries it: the node
+    passes a normal run)."""
+    value = node.faults().get("nccl-net-slow")
+    off = all(os.environ.get(k) == "1" for k in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE"))
+    if not value or not off:
+        return 1.0
+    try:
+        return max(1.0, float(value))
+    except ValueError:
+        return RAIL_SLOW
 
 
 def debug_file_path(pattern: str) -> str:
