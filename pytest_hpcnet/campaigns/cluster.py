@@ -12,7 +12,6 @@ from typing import Any, TypeVar
 
 from pytest_hpcnet.campaigns.eri_paths import EriPathCampaign, EriPathMtu
 from pytest_hpcnet.campaigns.facts import FactsCampaign, MissingMeasurement, NodeFacts
-from pytest_hpcnet.campaigns.gpu_load import NodeNcclPhase
 from pytest_hpcnet.campaigns.nccl.bisection import Bisection
 from pytest_hpcnet.campaigns.nccl.campaign import NcclCampaign
 from pytest_hpcnet.campaigns.nccl.collectives import CollectivesCampaign
@@ -33,7 +32,7 @@ from pytest_hpcnet.probes.identity import HOSTNAME
 from pytest_hpcnet.probes.metadata import MetadataFacts
 from pytest_hpcnet.probes.nccl import NcclResult
 from pytest_hpcnet.probes.sections import Section
-from pytest_hpcnet.probes.versions import NCCL_TESTS, VERSIONS, parse_versions
+from pytest_hpcnet.probes.versions import VERSIONS, parse_versions
 from pytest_hpcnet.transport.fanout import CommandResult, NodeUnreachable, Transport
 
 __all__ = ["Cluster", "MissingMeasurement", "NodeFacts"]
@@ -196,14 +195,11 @@ class Cluster:
 
     def node_versions(self, node: Node, recorder: Recorder) -> dict[str, str] | None:
         """The node's package versions with its GPU stack's (None: the `versions` section
-        was not given whole), the GPU stack's recorded in the recorder's tool versions, and
-        nccl-tests' where the single-node NCCL phase ran in this session (its header)."""
+        was not given whole), the GPU stack's recorded in the recorder's tool versions.
+        nccl-tests' version, which only its run names, is compared by `gpu_nccl_node`."""
         facts = self.facts(node, recorder)
         found = facts.get_or_none(VERSIONS)
         gpu = gpu_versions(facts)
-        ran = self.phases.get(NodeNcclPhase)  # not started here: only where it already ran
-        tests = ran.ran_versions(node.name).get("nccl_tests") if ran else None
-        gpu |= {NCCL_TESTS: tests} if tests else {}
         recorder.tool_versions.update(gpu)
         return None if found is None else {**found, **gpu}
 

@@ -75,13 +75,6 @@ class PhaseRun(Generic[P, R]):
                 self._found = self._run()
             return self._found
 
-    def ran_versions(self, node: str) -> dict[str, str]:
-        """The tool versions the phase's output named on `node`, where the phase already
-        ran in this session ({} elsewhere: this never starts it)."""
-        if node not in self.results:
-            return {}
-        return self.phase.versions(self.found()[node])
-
     def _run(self) -> dict[str, R]:
         inventory, gathered = self.facts.inventory, self.facts.gather()
         skipped: dict[str, R] = {}

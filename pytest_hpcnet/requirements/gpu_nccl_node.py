@@ -5,6 +5,7 @@ judged (not measured)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 from pytest_hpcnet.inventory.expectations import Expectations
@@ -34,6 +35,34 @@ INSTALL_NCCL_TESTS = (
     "or leave the check out with scope.exclude: [gpu_nccl_node]"
 )
 FIX = "check the node's NVLink/NVSwitch (nvidia-smi nvlink -s, nvidia-fabricmanager) and PCIe"
+VERSION_CODE = "HPCNET-NCCL-TESTS-VERSION"
+FIX_VERSION = "build and install the same nccl-tests on every node"
+VERSION_SOURCE = "the nccl-tests version most nodes ran (its output's header)"
+
+
+def tests_version(
+    node: str, result: NcclResult, peers: Mapping[str, tuple[NcclResult | None, str]]
+) -> tuple[Measurement | None, str]:
+    """The node's nccl-tests version against the version most nodes ran (its measurement),
+    and why it differs ("" where it agrees, or no run names one)."""
+    mine = result.tests_version
+    counts = Counter(
+        r.tests_version for r, _ in peers.values() if r is not None and r.tests_version
+    )
+    if not mine or not counts:
+        return None, ""
+    ranked = counts.most_common()
+    top, count = ranked[0]
+    even = len(ranked) > 1 and ranked[1][1] == count
+    shown = "no majority" if even else top
+    measured = Measurement("nccl_tests_version", mine, "", shown, "==", VERSION_SOURCE)
+    if even:
+        groups = "; ".join(f"{v} on {n} node(s)" for v, n in ranked)
+        return measured, f"{node}: nccl-tests versions split with no majority ({groups})"
+    if mine != top:
+        total = sum(counts.values())
+        return measured, f"{node}: nccl-tests {mine}, {count} of {total} nodes run {top}"
+    return measured, ""
 
 
 def judge_gpu_nccl_node(
@@ -52,6 +81,10 @@ def judge_gpu_nccl_node(
         if not result.rows and not result.failures:
             return not_measured(f"all_reduce_perf: {result.reason}", **kw)
         return failing(f"single-node all-reduce: {result.reason}", FIX, **kw)
+    version, odd = tests_version(node, result, peers)
+    if odd:
+        kw["measurements"] = (version,)
+        return failing(odd, FIX_VERSION, **kw).with_code(VERSION_CODE)
     value = result.busbw_at_max_size_gbs
     load = expect.gpu_load
     ceiling = Ceiling(load.max_node_busbw_gbs, "expect.gpu_load.max_node_busbw_gbs")
@@ -71,7 +104,8 @@ def judge_gpu_nccl_node(
         unjudged=why,
     )
     size = result.max_size_bytes or 0
-    kw["measurements"] = (figure.measurement, Measurement("size_largest", size, "B"))
+    found = (figure.measurement, Measurement("size_largest", size, "B"))
+    kw["measurements"] = found + ((version,) if version is not None else ())
     if figure.outcome == FAIL:
         return failing(
             f"single-node all-reduce busbw {value:g} GB/s at {size} B below "

@@ -1382,6 +1382,12 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 "reset",
                 "reset the GPUs and re-run; replace if it stays slow",
             ),
+            FaultCode(
+                "HPCNET-NCCL-TESTS-VERSION",
+                "a node runs another nccl-tests version than the other nodes",
+                "config",
+                "build and install the same nccl-tests on every node",
+            ),
         ),
         figures=(
             Figure(

@@ -91,3 +91,24 @@ def test_the_nccl_version_nccl_tests_prints():
     assert nccl_code_version(21903) == "2.19.3"
     assert nccl_code_version(23007) == "2.30.7"
     assert nccl_code_version(None) is None and nccl_code_version(2708) is None
+
+
+def test_a_node_running_another_nccl_tests_version_fails():
+    """nccl-tests' version is only named by its run: the node whose version differs from
+    the other nodes' fails naming both; an even split has no majority and fails both."""
+    fast = parse_node_nccl(H100, 8, "4G")
+    old = replace(fast, tests_version="2.18.0")
+    new = replace(fast, tests_version="2.19.6")
+    peers = ran({"a": new, "b": new, "c": old, "d": new})
+    verdict = judge_gpu_nccl_node("c", old, peers, Expectations())
+    assert verdict.outcome == "fail" and verdict.code == "HPCNET-NCCL-TESTS-VERSION"
+    assert "nccl-tests 2.18.0, 3 of 4 nodes run 2.19.6" in verdict.reason
+    assert judge_gpu_nccl_node("a", new, peers, Expectations()).outcome == "pass"
+    split = ran({"a": new, "b": old})
+    assert "no majority" in judge_gpu_nccl_node("a", new, split, Expectations()).reason
+    (measured,) = [
+        m
+        for m in judge_gpu_nccl_node("a", new, peers, Expectations()).measurements
+        if m.name == "nccl_tests_version"
+    ]
+    assert (measured.value, measured.bound) == ("2.19.6", "2.19.6")
