@@ -133,9 +133,9 @@ def test_a_killed_parallel_script_leaves_no_temp_folder_on_the_node(tmp_path):
     """The node keeps nothing of an interrupted run: the parallel script's temp folder goes
     with it when it is killed (here by `timeout`, as the transport's timeout does)."""
     marker = tmp_path / "where"
-    script = sections_script({"where": f'echo "$d" > {marker}', "slow": "sleep 5"}, parallel=True)
+    script = sections_script({"where": f'echo "$d" > {marker}', "slow": "sleep 6"}, parallel=True)
     run = subprocess.run(
-        ["timeout", "1", "sh", "-c", script], capture_output=True, text=True, timeout=20
+        ["timeout", "3", "sh", "-c", script], capture_output=True, text=True, timeout=20
     )
     assert run.returncode == 124
     folder = Path(marker.read_text().strip())
