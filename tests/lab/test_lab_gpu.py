@@ -21,6 +21,7 @@ GPU_CHECKS = {
     "gpu_health",
     "gpu_xid",
     "gpu_clocks",
+    "gpu_power_limit",
     "pcie_links",
     "memlock",
     "gpu_topology",
@@ -38,6 +39,7 @@ FAULTS = {  # kind: (node, the one failing check, what its message says)
     "gpu-ecc": ("node03", "gpu_health", f"node03: {BUS3} 4 volatile uncorrected ECC errors"),
     "gpu-xid": ("node04", "gpu_xid", "node04: Xid 94 (Contained ECC error (the application"),
     "gpu-throttle": ("node01", "gpu_clocks", f"node01: {BUS3} slowdown active: hw_slowdown"),
+    "power-cap": ("node03", "gpu_power_limit", f"node03: {BUS3} power limit 500 W, below 700 W"),
     "gpu-pcie-downgrade": ("node02", "pcie_links", f"node02: {BUS3} PCIe link gen4 of gen5, x8"),
     "eri-pcie-downgrade": ("node04", "pcie_links", "node04: erdma_0 PCIe link"),
     # the GSP firmware ships with the driver: another driver is another GSP firmware too
@@ -54,6 +56,7 @@ CODES = {  # kind: the fault code its failure carries (docs/fault-codes.md)
     "gpu-ecc": "HPCNET-GPU-ECC-DBE",
     "gpu-xid": "HPCNET-GPU-XID-94",
     "gpu-throttle": "HPCNET-GPU-SLOWDOWN",
+    "power-cap": "HPCNET-GPU-POWER-CAP",
     "gpu-pcie-downgrade": "HPCNET-PCIE-DOWNGRADE",
     "eri-pcie-downgrade": "HPCNET-PCIE-DOWNGRADE",
     "driver-mismatch": "HPCNET-VERSIONS",
