@@ -7,6 +7,7 @@ lists what is active. Healing goes in reverse order of injection.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -466,62 +467,6 @@ KINDS.update(
 )
 
 
-def _kind_of(fault_id: str) -> FaultKind:
-    return KINDS[fault_id.partition(":")[0]]
-
-
-def _load(state_dir: Path) -> LabState:
-    state = LabState.load(state_dir)
-    if state is None:
-        raise LabError(f"no lab at {state_dir} (hpcnet lab up --nodes 4)")
-    return state
-
-
-def _node(state: LabState, name: str) -> LabNode:
-    try:
-        return state.node(name)
-    except KeyError:
-        names = ", ".join(n.name for n in state.nodes)
-        raise LabError(f"unknown node {name!r} (the lab has {names})") from None
-
-
-def inject(
-    kind: str, node_name: str, arg: str | None = None, state_dir: Path = DEFAULT_STATE_DIR
-) -> str:
-    """Inject one fault for real and record it; returns a one-line description."""
-    fault = KINDS.get(kind)
-    if fault is None:
-        raise LabError(f"unknown fault kind {kind!r} (kinds: {', '.join(KINDS)})")
-    if fault.needs_arg and not arg:
-        raise LabError(f"fault {kind} needs an argument: hpcnet lab fault {fault.usage}")
-    with locked(state_dir):
-        state = _load(state_dir)
-        node = _node(state, node_name)
-        fault_id, shown, undo = fault.inject(state, node, arg)
-        node.faults[fault_id] = shown
-        node.undo.setdefault(fault_id, undo)
-        state.save()
-    return f"{node.name}: {fault_id}{'=' + shown if shown else ''}"
-
-
-def heal(target: str, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
-    """Heal every fault of one node (or `all`), newest first; returns what was healed."""
-    healed: list[str] = []
-    with locked(state_dir):
-        state = _load(state_dir)
-        nodes = state.nodes if target == "all" else [_node(state, target)]
-        try:
-            for node in nodes:
-                for fault_id in reversed(list(node.faults)):
-                    _kind_of(fault_id).heal(state, node, fault_id, node.undo.get(fault_id, ""))
-                    node.faults.pop(fault_id, None)
-                    node.undo.pop(fault_id, None)
-                    healed.append(f"{node.name}: {fault_id}")
-        finally:
-            state.save()
-    return healed
-
-
 # GPU-to-GPU and NVSwitch (the GPU engineers' block): applied by the emulated tools
 KINDS.update(
     (k.name, k)
@@ -585,6 +530,70 @@ KINDS.update(
 )
 
 
+def _kind_of(fault_id: str) -> FaultKind:
+    return KINDS[fault_id.partition(":")[0]]
+
+
+def _load(state_dir: Path) -> LabState:
+    state = LabState.load(state_dir)
+    if state is None:
+        raise LabError(f"no lab at {state_dir} (hpcnet lab up --nodes 4)")
+    return state
+
+
+def _node(state: LabState, name: str) -> LabNode:
+    try:
+        return state.node(name)
+    except KeyError:
+        names = ", ".join(n.name for n in state.nodes)
+        raise LabError(f"unknown node {name!r} (the lab has {names})") from None
+
+
+def inject(
+    kind: str, node_name: str, arg: str | None = None, state_dir: Path = DEFAULT_STATE_DIR
+) -> str:
+    """Inject one fault for real and record it; returns a one-line description."""
+    fault = KINDS.get(kind)
+    if fault is None:
+        raise LabError(f"unknown fault kind {kind!r} (kinds: {', '.join(KINDS)})")
+    if fault.needs_arg and not arg:
+        raise LabError(f"fault {kind} needs an argument: hpcnet lab fault {fault.usage}")
+    with locked(state_dir):
+        state = _load(state_dir)
+        node = _node(state, node_name)
+        fault_id, shown, undo = fault.inject(state, node, arg)
+        node.faults[fault_id] = shown
+        node.undo.setdefault(fault_id, undo)
+        state.save()
+    return f"{node.name}: {fault_id}{'=' + shown if shown else ''}"
+
+
+def heal(target: str, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
+    """Heal every fault of one node (or `all`), newest first; returns what was healed."""
+    return _heal(state_dir, target, lambda fault_id: True)
+
+
+def _heal(state_dir: Path, target: str, which: Callable[[str], bool]) -> list[str]:
+    """Heal the faults `which` picks on one node (or `all`), newest first, under the lab's
+    lock; returns what was healed."""
+    healed: list[str] = []
+    with locked(state_dir):
+        state = _load(state_dir)
+        nodes = state.nodes if target == "all" else [_node(state, target)]
+        try:
+            for node in nodes:
+                for fault_id in reversed(list(node.faults)):
+                    if not which(fault_id):
+                        continue
+                    _kind_of(fault_id).heal(state, node, fault_id, node.undo.get(fault_id, ""))
+                    node.faults.pop(fault_id, None)
+                    node.undo.pop(fault_id, None)
+                    healed.append(f"{node.name}: {fault_id}")
+        finally:
+            state.save()
+    return healed
+
+
 # Transient or persistent: what a reboot (the lab control plane's RebootInstance) clears
 TRANSIENT = frozenset({"gpu-xid", "gpu-ecc", "gpu-hot", "fabric-fail", "fabricmanager-down"})
 """Faults a GPU reset or a reboot clears (an Xid in the kernel log of the last boot, volatile
@@ -601,18 +610,4 @@ def persistence(fault_id: str) -> str:
 def heal_transient(node_name: str, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
     """Heal the node's transient faults, newest first (what its reboot clears); returns
     what was healed. Persistent faults stay."""
-    healed: list[str] = []
-    with locked(state_dir):
-        state = _load(state_dir)
-        node = _node(state, node_name)
-        try:
-            for fault_id in reversed(list(node.faults)):
-                if persistence(fault_id) != "transient":
-                    continue
-                _kind_of(fault_id).heal(state, node, fault_id, node.undo.get(fault_id, ""))
-                node.faults.pop(fault_id, None)
-                node.undo.pop(fault_id, None)
-                healed.append(f"{node.name}: {fault_id}")
-        finally:
-            state.save()
-    return healed
+    return _heal(state_dir, node_name, lambda fault_id: persistence(fault_id) == "transient")

@@ -43,11 +43,12 @@ def judge_power_limit(node: str, query: GpuQuery, expect: Expectations) -> Verdi
             ceiling=gpu.power_max_limit_w,
             basis="profile floor" if profile is not None else "the GPU's default limit",
         )
-        if gpu.power_limit_w is None or floor is None:
-            raw = gpu.raw("enforced.power.limit") if gpu.power_limit_w is None else None
-            what = f"power limit unreadable ({raw})" if raw is not None or floor else ""
-            what = what or "no default power limit to judge against"
-            return GpuReading(unread=(what,), measurements=(measured,))
+        if gpu.power_limit_w is None:
+            found = f"power limit unreadable ({gpu.raw('enforced.power.limit')})"
+            return GpuReading(unread=(found,), measurements=(measured,))
+        if floor is None:
+            found = "no default power limit to judge against"
+            return GpuReading(unread=(found,), measurements=(measured,))
         if measured.outcome == "not_measured":
             found = f"power limit {gpu.power_limit_w:.0f} W above its maximum"
             return GpuReading(unread=(found,), measurements=(measured,))

@@ -135,3 +135,11 @@ def test_power_cap_lowers_exactly_its_gpu(node):
     assert "450 W, below 700 W" in verdict.reason
     faults.heal("node01", node.state_dir)
     assert judged()
+
+
+def test_a_reboot_heals_the_transient_faults_only(node):
+    """What the lab's RebootInstance clears: a volatile ECC fault goes, a VBIOS stays."""
+    faults.inject("vbios", "node01", None, node.state_dir)
+    faults.inject("gpu-ecc", "node01", "5", node.state_dir)
+    assert faults.heal_transient("node01", node.state_dir) == ["node01: gpu-ecc"]
+    assert faults.heal("node01", node.state_dir) == ["node01: vbios"]
