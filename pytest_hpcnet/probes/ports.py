@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from pytest_hpcnet.inventory.port_specs import expand_ports
 from pytest_hpcnet.probes.text import strip_ansi
 
 Proto = Literal["tcp", "udp"]
 Outcome = Literal["open", "refused", "timeout", "error"]
 
-MAX_PORTS = 1024
-"""Cap on the ports one spec may expand to."""
 CONNECT_WORKERS = 32
 
 _LISTENER_SOURCE = Path(__file__).with_name("listener.py")
@@ -98,35 +97,6 @@ class ListenerStatus:
 
 # ---------------------------------------------------------------------------
 # port specs
-
-
-def expand_ports(spec: int | str | Iterable[int | str], cap: int = MAX_PORTS) -> tuple[int, ...]:
-    """`22`, `"22,80"`, `"50000-50010"` or a list of those -> ports, deduplicated, in order.
-
-    Raises ValueError on an invalid port or range, or when more than `cap` ports result.
-    """
-    items: list[int | str] = [spec] if isinstance(spec, (int, str)) else list(spec)
-    ports: dict[int, None] = {}
-    for item in items:
-        parts = [item] if isinstance(item, int) else [p for p in re.split(r"[,\s]+", item) if p]
-        for part in parts:
-            if isinstance(part, int):
-                lo = hi = part
-            else:
-                m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-                if not m:
-                    raise ValueError(f"not a port or port range: {part!r}")
-                lo = int(m.group(1))
-                hi = int(m.group(2)) if m.group(2) else lo
-            if not (1 <= lo <= 65535 and 1 <= hi <= 65535) or hi < lo:
-                raise ValueError(f"invalid port range {part!r}")
-            if hi - lo + 1 > cap:
-                raise ValueError(f"port spec {spec!r} expands to more than {cap} ports")
-            for port in range(lo, hi + 1):
-                ports[port] = None
-            if len(ports) > cap:
-                raise ValueError(f"port spec {spec!r} expands to more than {cap} ports")
-    return tuple(ports)
 
 
 def flows_for(
