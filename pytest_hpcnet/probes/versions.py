@@ -1,7 +1,6 @@
 """Tool versions on a node (OS release, kernel, erdma driver, rdma-core, perftest, fio,
-Open MPI, NCCL, DCGM, PyTorch). nccl-tests has no package: its version is the one the
-single-node NCCL phase's header names (`# nccl-tests version 2.19.6 nccl-headers=...`),
-read where that phase ran (`NCCL_TESTS`).
+Open MPI, NCCL, DCGM, PyTorch). nccl-tests has no package: its version is the one its run's
+header names (`# nccl-tests version 2.19.6 nccl-headers=...`), compared by `gpu_nccl_node`.
 
 Read from the package database rather than by running the tools: `ib_write_bw --version`
 on an old perftest would start a server instead. The kernel is `/proc/sys/kernel/osrelease`
@@ -26,8 +25,6 @@ ALIASES = {
     "datacenter-gpu-manager-4-core": "dcgm",
 }
 """Package names reported under the tool's name (NVIDIA's NCCL and DCGM packages)."""
-NCCL_TESTS = "nccl-tests"
-"""nccl-tests' version in a node's manifest (the certificate's versions table spells it so)."""
 SITE_PACKAGES = (
     "/usr/local/lib/python3*/dist-packages",
     "/usr/local/lib/python3*/site-packages",

@@ -22,7 +22,7 @@ from pytest_hpcnet.probes.gpu_host import (
 )
 from pytest_hpcnet.probes.gpu_rdma import GPU_CUDA, RDMA_SYSFS, RdmaSysfs
 from pytest_hpcnet.probes.gpu_topo import GPU_TOPO, Topology, hca_selects
-from pytest_hpcnet.probes.versions import NCCL_TESTS, VERSIONS
+from pytest_hpcnet.probes.versions import VERSIONS
 from pytest_hpcnet.requirements.agreement import Entry, by_type, compare
 from pytest_hpcnet.requirements.firmware import ITEMS as FIRMWARE_ITEMS
 from pytest_hpcnet.requirements.verdict import (
@@ -37,7 +37,6 @@ COMPARED = (
     "nvidia_driver",
     "cuda",
     "nccl",
-    "nccl-tests",
     "dcgm",
     "torch",
     "os",
@@ -47,9 +46,6 @@ COMPARED = (
     "perftest",
 )
 """The components whose version must be identical on every node (where any node has them)."""
-WHERE_RAN = frozenset({NCCL_TESTS})
-"""Components a phase's output names: compared among the nodes where it ran (a node where it
-did not run is not `missing`)."""
 FIX_RERUN = "re-run; if the output is cut short again, run the command on the node by hand"
 
 
@@ -223,11 +219,7 @@ def judge_versions(
     suspects: list[str] = []
     measurements: list[Measurement] = []
     for comp in components:
-        entries = [
-            Entry(node, "", found.get(comp, "missing"))
-            for node, found in read.items()
-            if comp in found or comp not in WHERE_RAN
-        ]
+        entries = [Entry(node, "", found.get(comp, "missing")) for node, found in read.items()]
         compared = compare(comp, entries, groups, pins.get(comp), matches=_matches)
         problems += compared.problems
         suspects += compared.suspects
