@@ -15,13 +15,13 @@ seeded checksum it reuses. Standard library plus `torch` only.
   the kernel log not seen at start, and the windows each GPU finished since the last sample
   (none lost, however short a window); it appends one line per GPU to `samples.jsonl`:
   `{"t": 30.0, "gpu": 0, "temp": 61, ..., "win": [[1, 781.2, "<16 hex>", 3650.2]]}`.
-- At the start (t=0, before the load: the baseline), every interval and once more at the
-  end it appends one device line: each GPU's and ERI's AER totals (sysfs `aer_dev_*`), each
-  ERI's error, drop and connect-failure counters (sysfs `hw_counters`, else `rdma -j
-  statistic show`), each ERI netdev's error and drop counters (sysfs `statistics/`), and
-  each GPU's NVLink replay, recovery and CRC totals (`nvidia-smi nvlink -e`, at the start,
-  at the end and every `NVLINK_EVERY_S`: a second nvidia-smi call each interval would double
-  the sampler's cost), values in the fixed orders below, null where not read:
+- At the start (t=0, before the load: the baseline) and every interval it appends one
+  device line: each GPU's and ERI's AER totals (sysfs `aer_dev_*`), each ERI's error, drop
+  and connect-failure counters (sysfs `hw_counters`, else `rdma -j statistic show`), each
+  ERI netdev's error and drop counters (sysfs `statistics/`), and each GPU's NVLink replay,
+  recovery and CRC totals (`nvidia-smi nvlink -e`, at the start, in the last interval and
+  every `NVLINK_EVERY_S`: a second nvidia-smi call each interval would double the
+  sampler's cost), values in the fixed orders below, null where not read:
   `{"t": 30.0, "dev": {"GPU 0": {"aer": [0, 0, 0], "nvl": [0, 0, 0]},
   "erdma_0": {"aer": [0, 0, 0], "rdma": [0, 0, 0, 0, 0, 0, 0]}, "eth0": {"nic": [0, 0, 0, 0]}}}`.
 - It stops by itself after `--seconds`, or when the controller's heartbeat file (`heartbeat`,
@@ -424,6 +424,7 @@ def sample(
     out,
     devices: Devices | None = None,
     interval: float = 30.0,
+    last: bool = False,
 ) -> int:
     """One line per GPU into `out` (with the load windows it finished since the last), then
     the device line; the number of GPUs nvidia-smi listed."""
@@ -442,7 +443,7 @@ def sample(
         record.pop("bus", None)
         out.write(json.dumps(record, separators=(",", ":")) + "\n")
     if devices is not None:
-        line = device_line(devices, rows, now - t0, interval)
+        line = device_line(devices, rows, now - t0, interval, last)
         out.write(json.dumps(line, separators=(",", ":")) + "\n")
     out.flush()
     return len(rows)
@@ -488,8 +489,9 @@ def main(argv: list[str]) -> int:
         while True:
             time.sleep(max(0.0, next_at - time.time()))
             next_at += args.interval
-            try:
-                sample(folder, t0, seen, offsets, out, devices, args.interval)
+            try:  # the samples of the last interval read NVLink too
+                last = time.time() - t0 >= args.seconds - args.interval - 0.01
+                sample(folder, t0, seen, offsets, out, devices, args.interval, last)
             except Exception as exc:  # the line says why; the load goes on
                 out.write(json.dumps({"t": round(time.time() - t0, 1), "error": str(exc)}) + "\n")
             if time.time() - t0 >= args.seconds - 0.01:
@@ -500,18 +502,19 @@ def main(argv: list[str]) -> int:
             if stopping:
                 end = stopping[0]
                 break
-        write_devices(out, devices, query(), t0, args.interval, last=True)  # NVLink read too
         open(os.path.join(folder, "stop"), "w").close()
-        tools = os.times()  # the tools it ran (nvidia-smi, dmesg, rdma), before the children
-        for child in children:
-            try:
-                child.wait(timeout=max(5.0, args.interval * 2))
-            except subprocess.TimeoutExpired:
-                child.kill()
-        own = os.times()  # the sampler's own CPU, the load children not counted
+        # the end line as soon as sampling ends (the controller's last collection waits one
+        # interval, not a window more): the sampler's own CPU and the tools it ran
+        # (nvidia-smi, dmesg, rdma), the load children not counted
+        own = os.times()
         done = {"t": round(time.time() - t0, 1), "end": end, "cpu_s": round(own[0] + own[1], 2)}
-        done["tools_s"] = round(tools[2] + tools[3], 2)
+        done["tools_s"] = round(own[2] + own[3], 2)
         out.write(json.dumps(done) + "\n")
+    for child in children:  # each ends its window and sees `stop`
+        try:
+            child.wait(timeout=max(5.0, args.interval * 2))
+        except subprocess.TimeoutExpired:
+            child.kill()
     return 0
 
 
