@@ -1,11 +1,14 @@
 """Burn-in judged over time: one `burnin` requirement per node, one measurement per judged
-quantity per GPU, each naming the first time it went wrong.
+quantity per GPU (or device), each naming the first time it went wrong.
 
 One requirement, not one per quantity: a burn-in is one run with one duration, and its
 certificate row says per node "pass" or the first failure with its time; the quantities are
 its measurements (`burnin.xid`, `burnin.ecc_uncorrected`, `burnin.retired`,
 `burnin.temperature`, `burnin.slowdown`, `burnin.tflops_drift`, `burnin.checksum`,
-`burnin.duration`), each subject `GPU i`, so a waiver or the gate still names one GPU.
+`burnin.copy_drift`, `burnin.pcie_link`, `burnin.duration`), each subject `GPU i`, and the
+devices' (`burnin.aer`, `burnin.aer_correctable`, `burnin.nvlink_errors`,
+`burnin.eri_counters`, `burnin.nic_errors`, `burnin.nic_drops`), subject `GPU i`, `erdma_N`
+or its netdev, so a waiver or the gate still names one GPU or device.
 
 - any Xid, uncorrectable ECC (volatile or aggregate rising), a new retired page or remapped
   row fails (bound 0 new; correctable ECC is reported, not judged);

@@ -108,6 +108,7 @@ def test_program_reads_a_sysfs_tree(tmp_path, monkeypatch):
     again = prog.device_line(devices, rows, 60.0, 30.0)  # NVLink only every NVLINK_EVERY_S
     assert "nvl" not in again["dev"]["GPU 0"]
     assert "nvl" in prog.device_line(devices, rows, 90.0, 30.0, last=True)["dev"]["GPU 0"]
+    assert "GPU 0" in prog.device_line(devices, [], 120.0, 30.0)["dev"]  # query failed: kept
 
 
 def test_device_lines_and_copy_parse():

@@ -300,6 +300,7 @@ class Devices:
         if self.rdma and not self.netdevs:  # erdma's netdev is another PCI function
             self.netdevs = rdma_netdevs()
         self.nvlink_at = float("-inf")
+        self.index: dict[str, object] = {}  # bus id (sysfs form) -> GPU index
 
     def _ports(self, name: str) -> list[str]:
         try:
@@ -382,7 +383,9 @@ def device_line(
 ) -> dict:
     """The device record at `t`: AER of every GPU and ERI, NVLink (when due, and in the
     `last` sample), the ERIs' RDMA counters and their netdevs' NIC counters."""
-    index = {str(r.get("bus") or "").lower()[-12:]: r.get("gpu") for r in rows}
+    if rows:  # a failed query keeps the last bus -> index map
+        devices.index = {str(r.get("bus") or "").lower()[-12:]: r.get("gpu") for r in rows}
+    index = devices.index
     dev: dict[str, dict] = {}
     for bdf, kind in devices.pci.items():
         name = kind if kind != "gpu" else f"GPU {index[bdf]}" if bdf in index else f"GPU {bdf}"
