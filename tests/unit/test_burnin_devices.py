@@ -304,3 +304,25 @@ def test_device_evidence_stays_under_a_megabyte_per_node_hour():
     rounds = sum(1 for text in RUN.splitlines() if '"gpu":0,' in text)
     assert len(RUN) / rounds * 3600 / 30 < 400_000
     assert Path(probe.PROGRAM).read_text().count("def device_line") == 1
+
+
+def test_lab_flap_fault_records_its_first_time_and_period(tmp_path):
+    """Without a live lab (no namespace) the injector only records `ERI@FIRST@PERIOD`;
+    a wrong ERI or period is refused."""
+    import time
+
+    from pytest_hpcnet.lab.burnin import flap_fault
+    from pytest_hpcnet.lab.state import LabNode, LabState
+    from pytest_hpcnet.lab.system import LabError
+
+    node = LabNode("node01", "198.18.0.11", 8500)
+    state = LabState(str(tmp_path), "lab.yaml", nodes=[node], eris=2)
+    inject, heal = flap_fault()
+    kind, value, undo = inject(state, node, "erdma_1 8")
+    device, first, period = value.split("@")
+    assert (kind, device, period, undo) == ("burnin-flap", "erdma_1", "8", "0 eth0")
+    assert abs(float(first) - time.time() - 8) < 2
+    heal(state, node, kind, undo)  # nothing started, nothing to stop
+    for bad in ("erdma_2 8", "erdma_1 0.5", "erdma_1", None):
+        with pytest.raises(LabError):
+            inject(state, node, bad)
