@@ -95,11 +95,10 @@ def first_time(value: str) -> float:
 
 
 def test_burnin_faults_over_time_a_killed_controller_and_a_lost_node(lab2, tmp_path):
-    lab4 = lab2
-    state = Path(lab4.state_dir)
+    state = Path(lab2.state_dir)
     inventory = tmp_path / "lab.yaml"
     inventory.write_text(
-        Path(lab4.inventory).read_text()
+        Path(lab2.inventory).read_text()
         + f"burnin: {{interval: {INTERVAL}, heartbeat: 30, size: 4096}}\n"
     )
     reports = tmp_path / "reports"
