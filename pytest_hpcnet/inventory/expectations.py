@@ -316,6 +316,9 @@ class GpuLoadExpect(Strict):
     burnin_tflops_drift: Annotated[float, Field(gt=0, lt=1)] = 0.05
     """Burn-in: a GPU's window more than this fraction below the median of its first windows
     fails (none published: this suite's default)."""
+    burnin_copy_drift: Annotated[float, Field(gt=0, lt=1)] = 0.05
+    """Burn-in: a window's device-to-device copy GB/s more than this fraction below the median
+    of the GPU's first windows fails (none published: this suite's default)."""
     nvlink_links: Annotated[int, Field(ge=1, le=64)] | None = None
     """NVLink links active on every GPU (`nvidia-smi nvlink -s`); null: no NVLink expected."""
     nvlink_max_errors: Annotated[int, Field(ge=0)] = 0

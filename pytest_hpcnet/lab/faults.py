@@ -526,6 +526,16 @@ KINDS.update(
             needs_arg=True,
             breaks=("burnin",),
         ),
+        FaultKind(
+            "burnin-flap",
+            "burnin-flap NODE ERI PERIOD_S",
+            "that ERI's link flaps from PERIOD_S on, every PERIOD_S: its netdev down for real "
+            f"{burnin.FLAP_DOWN_S:g} s, a connect timeout counted (emulated rdma statistic), "
+            "frames over its MTU dropped for real (RX dropped)",
+            *burnin.flap_fault(),
+            needs_arg=True,
+            breaks=("burnin",),
+        ),
     )
 )
 

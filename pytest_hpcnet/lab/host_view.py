@@ -118,10 +118,18 @@ def _cpus(governor: str):
     return build
 
 
-def _device(ids: tuple[str, str, str], link: tuple, aer: tuple[str, str, int] | None = None):
-    """A PCI device folder: ids, link at its maximum, AER files (`aer`: severity, bit, N)."""
+def _device(
+    ids: tuple[str, str, str],
+    link: tuple,
+    aer: tuple[str, str, int] | None = None,
+    rdma: str = "",
+):
+    """A PCI device folder: ids, link at its maximum, AER files (`aer`: severity, bit, N),
+    and for an ERI its `infiniband/<name>` folder (how sysfs names a function's RDMA device)."""
 
     def build(folder: Path) -> None:
+        if rdma:
+            (folder / "infiniband" / rdma).mkdir(parents=True, exist_ok=True)
         for key, value in zip(("vendor", "device", "class"), ids, strict=True):
             _write(folder / key, f"{value}\n")
         for key, value in zip(("link_speed", "link_width"), link, strict=True):
@@ -169,11 +177,14 @@ def write_host_view(state: LabState, node: LabNode, eris: list[str]) -> None:
     devices = root / "sys/bus/pci/devices"
     devices.mkdir(parents=True)
     for name, (bdf, ids, link) in pci_devices(eris).items():
+        rdma = "" if name.startswith("gpu") else name
         if len(aer) == 3 and aer[0] in (name, bdf):
             severity = aer[1]
-            _device(ids, link, (severity, FAULT_BIT[severity], int(aer[2])))(devices / bdf)
+            fault = (severity, FAULT_BIT[severity], int(aer[2]))
+            _device(ids, link, fault, rdma)(devices / bdf)
         else:
-            _link(devices / bdf, _shared(state, f"pci-{bdf}", _device(ids, link)))
+            shared = f"pci-{bdf}-{rdma}" if rdma else f"pci-{bdf}"
+            _link(devices / bdf, _shared(state, shared, _device(ids, link, rdma=rdma)))
 
 
 def _os_release(pretty: str | None) -> str:

@@ -160,7 +160,7 @@ def rx_dropped(node: LabNode) -> int:
     return int(link_info(node).get("stats64", {}).get("rx", {}).get("dropped", 0))
 
 
-def _send_oversized(address: str, count: int) -> None:
+def send_oversized(address: str, count: int) -> None:
     payload = b"\0" * (BRIDGE_MTU - IP_UDP_HEADERS)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
@@ -176,7 +176,7 @@ def inject_rx_drops(node: LabNode, count: int = DROP_FRAMES) -> int:
     if mtu >= BRIDGE_MTU:
         set_mtu(node, TEMP_MTU)
     try:
-        _send_oversized(node.address, count)
+        send_oversized(node.address, count)
         deadline = time.monotonic() + 2.0
         after = rx_dropped(node)
         while after <= before and time.monotonic() < deadline:

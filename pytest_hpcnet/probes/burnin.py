@@ -18,6 +18,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_hpcnet.probes.counters import CONNECT_FAILURES, NIC_ERRORS, RATE_LIMIT_DROPS
+
 PROGRAM = Path(__file__).parent / "remote" / "burnin_program.py"
 LOAD_PROGRAM = Path(__file__).parent / "remote" / "gpu_load_program.py"
 NODE_ROOT = "/var/tmp/hpcnet-burnin"
@@ -115,13 +117,26 @@ def parse_collect(text: str) -> Collected:
     return Collected(lines, consumed, int(m.group(1)))
 
 
+AER_KEYS = ("aer_correctable", "aer_nonfatal", "aer_fatal")
+"""A device line's `aer` values, in order (the program's `AER`)."""
+NVLINK_KEYS = ("nvlink_replay", "nvlink_recovery", "nvlink_crc")
+"""`nvl`: a GPU's NVLink error totals over its links (the program's `NVLINK`)."""
+RDMA_KEYS = RATE_LIMIT_DROPS + CONNECT_FAILURES
+"""`rdma`: an ERI's error, drop and connect-failure counters (the program's `RDMA`)."""
+NIC_KEYS = NIC_ERRORS
+"""`nic`: an ERI netdev's error and drop counters (the program's `NIC`)."""
+DEVICE_VALUES = {"aer": AER_KEYS, "nvl": NVLINK_KEYS, "rdma": RDMA_KEYS, "nic": NIC_KEYS}
+
+
 @dataclass(frozen=True)
 class Window:
-    """One load window of one GPU: its number, median steady TFLOPS and checksum."""
+    """One load window of one GPU: its number, median steady TFLOPS, checksum and
+    device-to-device copy GB/s (None in a window of an older program: `[w, tflops, sum]`)."""
 
     number: int
     tflops: float | None
     checksum: str | None
+    copy_gbps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +160,33 @@ class Sample:
     xid: tuple[int, ...] = ()
     windows: tuple[Window, ...] = ()
     """The load windows the GPU finished since the previous sample."""
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    """The PCIe link (nvidia-smi `pcie.link.{gen,width}.{current,max}`; None: not read)."""
+
+
+@dataclass(frozen=True)
+class DeviceSample:
+    """One device at one interval: `GPU 3`, `erdma_0` (an ERI) or `eth0` (an ERI's netdev),
+    and its counters read then (`aer_*`, `nvlink_*`, the ERI's `RDMA_KEYS`, the NIC's
+    `NIC_KEYS`; None: not read that time; a counter absent: not read by that line)."""
+
+    t: float
+    device: str
+    counters: dict[str, int | None] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        """`gpu`, `eri` (it has RDMA counters or an ERI's name) or `nic`."""
+        if self.device.startswith("GPU "):
+            return "gpu"
+        if any(k in self.counters for k in NIC_KEYS) and not any(
+            k in self.counters for k in RDMA_KEYS
+        ):
+            return "nic"
+        return "eri"
 
 
 @dataclass(frozen=True)
@@ -156,6 +198,8 @@ class NodeLines:
     end_t: float | None = None
     errors: tuple[str, ...] = field(default_factory=tuple)
     unreadable: int = 0
+    devices: tuple[DeviceSample, ...] = ()
+    """The device lines' records (from t=0, the baseline), one per device per line."""
 
 
 def _num(value: object) -> float | None:
@@ -176,14 +220,39 @@ def _events(value: object) -> int | None:
 
 
 def _windows(value: object) -> tuple[Window, ...]:
-    """`[[window, tflops, checksum], ...]`; an entry that is not one is left out."""
+    """`[[window, tflops, checksum, copy_gbps], ...]` (or an older program's three
+    elements); an entry that is not one is left out."""
     found = []
     for entry in value if isinstance(value, list) else []:
-        if not isinstance(entry, list) or len(entry) != 3 or _int(entry[0]) is None:
+        if not isinstance(entry, list) or len(entry) not in (3, 4) or _int(entry[0]) is None:
             continue
         checksum = entry[2] if isinstance(entry[2], str) and entry[2] else None
-        found.append(Window(_int(entry[0]) or 0, _num(entry[1]), checksum))
+        copy = _num(entry[3]) if len(entry) == 4 else None
+        found.append(Window(_int(entry[0]) or 0, _num(entry[1]), checksum, copy))
     return tuple(found)
+
+
+def _device_samples(t: float, value: object) -> list[DeviceSample] | None:
+    """A device line's `dev` object as one DeviceSample per device (None: not one)."""
+    if not isinstance(value, dict):
+        return None
+    found = []
+    for name, groups in value.items():
+        if not isinstance(groups, dict):
+            continue
+        counters: dict[str, int | None] = {}
+        for group, keys in DEVICE_VALUES.items():
+            values = groups.get(group)
+            if isinstance(values, list) and len(values) == len(keys):
+                counters.update(zip(keys, (_count(v) for v in values), strict=True))
+        if counters:
+            found.append(DeviceSample(t, str(name)[:64], counters))
+    return found
+
+
+def _count(value: object) -> int | None:
+    found = _int(value)
+    return found if found is not None and found >= 0 else None
 
 
 def parse_lines(lines: str | list[str] | tuple[str, ...]) -> NodeLines:
@@ -191,6 +260,7 @@ def parse_lines(lines: str | list[str] | tuple[str, ...]) -> NodeLines:
     if isinstance(lines, str):
         lines = lines.splitlines()
     samples: list[Sample] = []
+    devices: list[DeviceSample] = []
     errors: list[str] = []
     end, end_t, bad = None, None, 0
     for line in lines:
@@ -209,6 +279,13 @@ def parse_lines(lines: str | list[str] | tuple[str, ...]) -> NodeLines:
         if "error" in record:
             errors.append(str(record["error"])[:200])
             continue
+        if "dev" in record:
+            found = _device_samples(t, record["dev"])
+            if found is None:
+                bad += 1
+            else:
+                devices += found
+            continue
         gpu = _int(record.get("gpu"))
         if gpu is None:
             bad += 1
@@ -226,6 +303,10 @@ def parse_lines(lines: str | list[str] | tuple[str, ...]) -> NodeLines:
                 **{k: _int(record.get(k)) for k in ("rp_sbe", "rp_dbe", "rr_c", "rr_u")},
                 xid=tuple(x for x in (_int(v) for v in xid if isinstance(xid, list)) if x),
                 windows=_windows(record.get("win")),
+                pcie_gen=_int(record.get("pg")),
+                pcie_width=_int(record.get("pw")),
+                pcie_gen_max=_int(record.get("pgm")),
+                pcie_width_max=_int(record.get("pwm")),
             )
         )
-    return NodeLines(tuple(samples), end, end_t, tuple(errors), bad)
+    return NodeLines(tuple(samples), end, end_t, tuple(errors), bad, devices=tuple(devices))

@@ -1,11 +1,14 @@
 """Burn-in judged over time: one `burnin` requirement per node, one measurement per judged
-quantity per GPU, each naming the first time it went wrong.
+quantity per GPU (or device), each naming the first time it went wrong.
 
 One requirement, not one per quantity: a burn-in is one run with one duration, and its
 certificate row says per node "pass" or the first failure with its time; the quantities are
 its measurements (`burnin.xid`, `burnin.ecc_uncorrected`, `burnin.retired`,
 `burnin.temperature`, `burnin.slowdown`, `burnin.tflops_drift`, `burnin.checksum`,
-`burnin.duration`), each subject `GPU i`, so a waiver or the gate still names one GPU.
+`burnin.copy_drift`, `burnin.pcie_link`, `burnin.duration`), each subject `GPU i`, and the
+devices' (`burnin.aer`, `burnin.aer_correctable`, `burnin.nvlink_errors`,
+`burnin.eri_counters`, `burnin.nic_errors`, `burnin.nic_drops`), subject `GPU i`, `erdma_N`
+or its netdev, so a waiver or the gate still names one GPU or device.
 
 - any Xid, uncorrectable ECC (volatile or aggregate rising), a new retired page or remapped
   row fails (bound 0 new; correctable ECC is reported, not judged);
@@ -15,6 +18,16 @@ its measurements (`burnin.xid`, `burnin.ecc_uncorrected`, `burnin.retired`,
   below the median of the GPU's first `BASELINE_WINDOWS` windows fails;
 - a checksum differing from the node's first GPU's first window (or from the cluster's
   majority), or changing over time, fails;
+- the devices, from the device lines (t=0 the baseline): a GPU's or ERI's non-fatal or fatal
+  AER count rising fails (correctable: reported, or judged against
+  `expect.host.aer_max_correctable` where set, as `pcie_aer`); a GPU's PCIe link generation
+  or width below what it ran at under load at the start fails; NVLink replay, recovery or
+  CRC errors rising more than `expect.gpu_load.nvlink_max_errors` fails (a profile without
+  NVLink: not judged); an ERI's error, drop or connect-failure counter moving fails (bound 0),
+  its netdev's errors or drops rising more than `expect.nic_max_errors` / `nic_max_dropped`
+  fails (as `rdma_counters`); a counter that went back (reset) counts from 0 again;
+- a window's copy GB/s more than `expect.gpu_load.burnin_copy_drift` below the median of
+  the GPU's first windows fails;
 - a burn-in shorter than asked (interrupted, node lost) is not measured, with the duration
   achieved and, for a lost node, the time it was last seen.
 """
@@ -28,7 +41,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from pytest_hpcnet.inventory.expectations import Expectations
-from pytest_hpcnet.probes.burnin import NodeLines, Sample, Window
+from pytest_hpcnet.probes.burnin import (
+    AER_KEYS,
+    NIC_KEYS,
+    NVLINK_KEYS,
+    RDMA_KEYS,
+    DeviceSample,
+    NodeLines,
+    Sample,
+    Window,
+)
 from pytest_hpcnet.probes.gpu_load import SLOWDOWN_BITS
 from pytest_hpcnet.requirements.verdict import FAIL, NOT_MEASURED, PASS, Measurement, Verdict
 
@@ -39,6 +61,11 @@ SECTION = "burnin_samples"
 SOURCE_DRIFT = "expect.gpu_load.burnin_tflops_drift (none published; this suite's default 5 %)"
 SOURCE_ZERO = "none: any is a hardware fault (NVIDIA Xid catalog, row remapping)"
 SOURCE_SLOWDOWN = "nvml.h clock event reasons (HW, HW thermal, SW thermal, power brake)"
+SOURCE_COPY_DRIFT = "expect.gpu_load.burnin_copy_drift (none published; this suite's default 5 %)"
+SOURCE_AER = "no uncorrectable error (as pcie_aer)"
+SOURCE_LINK = "the GPU's own link under load at the start (nvidia-smi pcie.link.*.current)"
+SOURCE_ERI = "none: an ERI error, drop or connect-failure counter moving (BAD_COUNTERS)"
+NO_DEVICE_LINE = "no device line (a burn-in program older than the device watch)"
 CODES: dict[str, tuple[str, str]] = {
     "burnin.xid": ("HPCNET-BURNIN-XID", "read the Xid in NVIDIA's catalog; reset or reboot"),
     "burnin.ecc_uncorrected": (
@@ -64,6 +91,38 @@ CODES: dict[str, tuple[str, str]] = {
     "burnin.checksum": (
         "HPCNET-BURNIN-CHECKSUM",
         "the GPU computed a wrong result: have it replaced (silent data corruption)",
+    ),
+    "burnin.copy_drift": (
+        "HPCNET-BURNIN-COPY",
+        "the GPU's memory copy bandwidth fell over time: check its clocks and cooling, re-run",
+    ),
+    "burnin.pcie_link": (
+        "HPCNET-BURNIN-PCIE-LINK",
+        "the GPU's PCIe link trained down under load: reseat it or have the slot repaired",
+    ),
+    "burnin.aer": (
+        "HPCNET-BURNIN-AER",
+        "an uncorrectable PCIe error under load: drain the node, have the link or device repaired",
+    ),
+    "burnin.aer_correctable": (
+        "HPCNET-BURNIN-AER-CORRECTABLE",
+        "correctable PCIe errors past the bound under load: reseat or replace device or riser",
+    ),
+    "burnin.nvlink_errors": (
+        "HPCNET-BURNIN-NVLINK",
+        "NVLink errors counted under load: reset the GPU; reseat or replace it if they recur",
+    ),
+    "burnin.eri_counters": (
+        "HPCNET-BURNIN-NETWORK",
+        "an ERI or NIC counted errors or drops during the burn-in: check its link, open a ticket",
+    ),
+    "burnin.nic_errors": (
+        "HPCNET-BURNIN-NETWORK",
+        "an ERI or NIC counted errors or drops during the burn-in: check its link, open a ticket",
+    ),
+    "burnin.nic_drops": (
+        "HPCNET-BURNIN-NETWORK",
+        "an ERI or NIC counted errors or drops during the burn-in: check its link, open a ticket",
     ),
 }
 """Each judged quantity's fault code (the registry's `burnin` codes) and what to do."""
@@ -216,6 +275,8 @@ def gpu_measurements(
     )
     out.append(_drift(gpu, samples, expect.gpu_load.burnin_tflops_drift))
     out.append(_checksum(gpu, samples, reference))
+    out.append(_drift(gpu, samples, expect.gpu_load.burnin_copy_drift, COPY))
+    out.append(_pcie_link(gpu, samples))
     return out
 
 
@@ -239,35 +300,86 @@ def _windows(samples: list[Sample]) -> list[Timed]:
     return out
 
 
-def _drift(gpu: int, samples: list[Sample], drift: float) -> Measurement:
-    windows = [w for w in _windows(samples) if w.window.tflops is not None]
+@dataclass(frozen=True)
+class Figure:
+    """A per-window figure judged for drift: its measurement, window field, unit, source."""
+
+    name: str
+    field: str
+    unit: str
+    source: str
+
+
+TFLOPS = Figure("burnin.tflops_drift", "tflops", "TFLOPS", SOURCE_DRIFT)
+COPY = Figure("burnin.copy_drift", "copy_gbps", "GB/s", SOURCE_COPY_DRIFT)
+
+
+def _drift(gpu: int, samples: list[Sample], drift: float, figure: Figure = TFLOPS) -> Measurement:
+    def of(w: Timed) -> float:
+        return getattr(w.window, figure.field) or 0.0
+
+    windows = [w for w in _windows(samples) if getattr(w.window, figure.field) is not None]
     if len(windows) <= BASELINE_WINDOWS:
         why = f"{len(windows)} windows (more than {BASELINE_WINDOWS} needed)"
-        return Measurement(
-            "burnin.tflops_drift", why, "%", subject=f"GPU {gpu}", outcome=NOT_MEASURED
-        )
-    base = statistics.median(w.window.tflops or 0.0 for w in windows[:BASELINE_WINDOWS])
+        return Measurement(figure.name, why, "%", subject=f"GPU {gpu}", outcome=NOT_MEASURED)
+    base = statistics.median(of(w) for w in windows[:BASELINE_WINDOWS])
     floor = base * (1 - drift)
     later = windows[BASELINE_WINDOWS:]
-    low = next((w for w in later if (w.window.tflops or 0.0) < floor), None)
-    worst = min(w.window.tflops or 0.0 for w in later)
-    found = low.window.tflops or 0.0 if low else worst
+    low = next((w for w in later if of(w) < floor), None)
+    found = of(low) if low else min(of(w) for w in later)
     value = round(100.0 * (base - found) / base, 1) if base else None
     shown = (
-        f"{value} % ({found} of {base:g} TFLOPS, window {low.window.number}) at {_when(low.t)}"
+        f"{value} % ({found} of {base:g} {figure.unit}, window {low.window.number}) "
+        f"at {_when(low.t)}"
         if low
         else value
     )
     return Measurement(
-        "burnin.tflops_drift",
+        figure.name,
         shown,
         "%",
         round(drift * 100, 1),
         "<=",
-        SOURCE_DRIFT,
+        figure.source,
         subject=f"GPU {gpu}",
         outcome=FAIL if low else PASS,
-        basis=f"median of the first {BASELINE_WINDOWS} windows: {base:g} TFLOPS",
+        basis=f"median of the first {BASELINE_WINDOWS} windows: {base:g} {figure.unit}",
+    )
+
+
+def _pcie_link(gpu: int, samples: list[Sample]) -> Measurement:
+    """The link's generation and width in every sample after the load started at least
+    what they were under load at the start (the highest up to the first sample with a
+    finished window: an idle GPU may run its link slower)."""
+    read = [s for s in samples if s.pcie_gen is not None and s.pcie_width is not None]
+    if not read:
+        return Measurement(
+            "burnin.pcie_link", "not in the samples", subject=f"GPU {gpu}", outcome=NOT_MEASURED
+        )
+    loaded = next((i for i, s in enumerate(read) if s.windows), 0)
+    gen = max(s.pcie_gen or 0 for s in read[: loaded + 1])
+    width = max(s.pcie_width or 0 for s in read[: loaded + 1])
+    low = next(
+        (s for s in read[loaded + 1 :] if (s.pcie_gen or 0) < gen or (s.pcie_width or 0) < width),
+        None,
+    )
+    last = read[-1]
+    shown = (
+        f"gen {low.pcie_gen} x{low.pcie_width} at {_when(low.t)}"
+        if low
+        else f"gen {last.pcie_gen} x{last.pcie_width}"
+    )
+    top = f"; the GPU's max gen {last.pcie_gen_max} x{last.pcie_width_max}"
+    return Measurement(
+        "burnin.pcie_link",
+        shown,
+        "",
+        f"gen {gen} x{width}",
+        ">=",
+        SOURCE_LINK,
+        subject=f"GPU {gpu}",
+        outcome=FAIL if low else PASS,
+        basis=f"under load at {_when(read[loaded].t)}" + (top if last.pcie_gen_max else ""),
     )
 
 
@@ -290,6 +402,180 @@ def _checksum(gpu: int, samples: list[Sample], reference: str | None) -> Measure
         subject=f"GPU {gpu}",
         outcome=FAIL if bad else PASS,
     )
+
+
+@dataclass(frozen=True)
+class Rise:
+    """How far a counter rose over the samples: the total increase (a reset counts the new
+    value from 0), the first time it went past the bound, and when it went back (reset)."""
+
+    total: int
+    readings: int
+    over_at: float | None = None
+    resets: tuple[float, ...] = ()
+
+
+def counter_rise(points: list[tuple[float, int | None]], bound: int) -> Rise:
+    """The rise of one counter read at times `points` (None: not read that time)."""
+    total, readings, over_at, resets = 0, 0, None, []
+    previous = None
+    for t, value in points:
+        if value is None:
+            continue
+        readings += 1
+        if previous is not None:
+            if value < previous:
+                resets.append(t)
+                total += value
+            else:
+                total += value - previous
+            if total > bound and over_at is None:
+                over_at = t
+        previous = value
+    return Rise(total, readings, over_at, tuple(resets))
+
+
+def _device_series(devices: tuple[DeviceSample, ...]) -> dict[str, list[DeviceSample]]:
+    out: dict[str, list[DeviceSample]] = {}
+    for d in sorted(devices, key=lambda d: d.t):
+        out.setdefault(d.device, []).append(d)
+    return out
+
+
+def _counters_measurement(
+    name: str,
+    device: str,
+    series: list[DeviceSample],
+    keys: tuple[str, ...],
+    bound: int | None,
+    source: str,
+) -> Measurement:
+    """The largest rise of `keys` over a device's samples, failing past `bound` at the first
+    counter's time (None bound: reported); not measured without two readings of any."""
+    rises = {
+        k: counter_rise([(d.t, d.counters.get(k)) for d in series], bound or 0)
+        for k in keys
+        if any(k in d.counters for d in series)
+    }
+    read = {k: r for k, r in rises.items() if r.readings >= 2}
+    if not read:
+        why = "read once" if any(r.readings for r in rises.values()) else "not read"
+        outcome = NOT_MEASURED if bound is not None else None  # reported only: as pcie_aer
+        return Measurement(name, why, "", subject=device, outcome=outcome)
+    over = [(r.over_at, k) for k, r in read.items() if r.over_at is not None]
+    judged = bound is not None
+    resets = [f"{k} reset at {_when(r.resets[0])}" for k, r in read.items() if r.resets]
+    basis = "; ".join([f"{k} +{r.total}" for k, r in read.items() if r.total] + resets)
+    worst = max(r.total for r in read.values())
+    if judged and over:
+        at, key = min(over)
+        value: object = f"{key} +{read[key].total} at {_when(at or 0.0)}"
+    else:
+        value = worst
+    unread = sorted(set(keys) - set(read))
+    if unread and rises:
+        basis = "; ".join(filter(None, [basis, f"not read: {', '.join(unread)}"]))
+    return Measurement(
+        name,
+        value,  # type: ignore[arg-type]
+        "errors",
+        bound,
+        "<=" if judged else None,
+        source,
+        subject=device,
+        outcome=(FAIL if over else PASS) if judged else None,
+        basis=basis or "no counter moved",
+    )
+
+
+def device_measurements(found: NodeBurnin, expect: Expectations) -> list[Measurement]:
+    """The devices' counters over the run: AER of each GPU and ERI, NVLink errors of each
+    GPU (where the profile expects NVLink), each ERI's counters and its netdev's."""
+    if not found.lines.devices:
+        return [Measurement("burnin.devices", NO_DEVICE_LINE, "", outcome=NOT_MEASURED)]
+    series = _device_series(found.lines.devices)
+    gpus = sorted({s.gpu for s in found.lines.samples})
+    gpu_names = [f"GPU {g}" for g in gpus]
+    eris = sorted(n for n, ds in series.items() if ds[0].kind == "eri")
+    nics = sorted(n for n, ds in series.items() if ds[0].kind == "nic")
+    out: list[Measurement] = []
+    limit = expect.host.aer_max_correctable
+    for device in gpu_names + [n for n in eris if n not in gpu_names]:
+        got = series.get(device, [])
+        out.append(_counters_measurement("burnin.aer", device, got, AER_KEYS[1:], 0, SOURCE_AER))
+        out.append(
+            _counters_measurement(
+                "burnin.aer_correctable",
+                device,
+                got,
+                AER_KEYS[:1],
+                limit,
+                "expect.host.aer_max_correctable"
+                if limit is not None
+                else "reported, not judged (none published: expect.host.aer_max_correctable)",
+            )
+        )
+    if expect.gpu_load.nvlink_links is not None:
+        for device in gpu_names:
+            out.append(
+                _counters_measurement(
+                    "burnin.nvlink_errors",
+                    device,
+                    series.get(device, []),
+                    NVLINK_KEYS,
+                    expect.gpu_load.nvlink_max_errors,
+                    "expect.gpu_load.nvlink_max_errors",
+                )
+            )
+    rdma = [n for n in eris if any(k in d.counters for d in series[n] for k in RDMA_KEYS)]
+    for device in rdma:
+        out.append(
+            _counters_measurement(
+                "burnin.eri_counters", device, series[device], RDMA_KEYS, 0, SOURCE_ERI
+            )
+        )
+    for device in nics:
+        out.append(
+            _counters_measurement(
+                "burnin.nic_errors",
+                device,
+                series[device],
+                NIC_KEYS[:2],
+                expect.nic_max_errors,
+                "expect.nic_max_errors (as rdma_counters)",
+            )
+        )
+        out.append(
+            _counters_measurement(
+                "burnin.nic_drops",
+                device,
+                series[device],
+                NIC_KEYS[2:],
+                expect.nic_max_dropped,
+                "expect.nic_max_dropped (as rdma_counters)",
+            )
+        )
+    if expect.rdma.min_devices and not rdma:
+        out.append(
+            Measurement(
+                "burnin.eri_counters",
+                "no ERI counters read",
+                "",
+                subject="ERI",
+                outcome=NOT_MEASURED,
+            )
+        )
+    if rdma and not nics:
+        out.append(
+            Measurement(
+                "burnin.nic_errors",
+                "no netdev of an ERI read",
+                "",
+                subject="NIC",
+                outcome=NOT_MEASURED,
+            )
+        )
+    return out
 
 
 def reference_checksum(nodes: Mapping[str, NodeBurnin]) -> str | None:
@@ -322,6 +608,8 @@ def judge_burnin(
         for gpu, samples in by_gpu.items()
         for m in gpu_measurements(gpu, samples, expect, reference)
     ]
+    if by_gpu:
+        measured += device_measurements(found, expect)
     measured = [
         replace(m, code=CODES[m.name][0]) if m.outcome == FAIL and m.name in CODES else m
         for m in measured
@@ -350,6 +638,17 @@ def judge_burnin(
         reason, outcome = "no sample collected", NOT_MEASURED
     elif short:
         reason = f"burn-in {achieved:g} s of {found.asked_s:g} s asked"
+        outcome = NOT_MEASURED
+    elif unmeasured := [m for m in measured if m.outcome == NOT_MEASURED]:
+        first_unmeasured = unmeasured[0]
+        reason = (
+            f"not measured: {first_unmeasured.subject} "
+            f"{first_unmeasured.name.removeprefix('burnin.')} {first_unmeasured.value}".replace(
+                "  ", " "
+            )
+        )
+        if len(unmeasured) > 1:
+            reason += f" (and {len(unmeasured) - 1} more)"
         outcome = NOT_MEASURED
     else:
         reason, outcome = f"pass over {achieved:g} s, {len(by_gpu)} GPUs", PASS

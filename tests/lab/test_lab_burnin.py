@@ -1,8 +1,9 @@
-"""Burn-in through the real suite on the 4-node lab, in compressed time (24 s, a sample every
-2 s): faults that appear with time each fail exactly their node and GPU at about the time
-injected, the controller is killed mid-run and resumed (`--hpcnet-burnin-resume`) without
-losing or repeating a sample, and a node that stops answering halfway (`block tcp/22`) is
-named with its last-seen time while the others go on. One run of ~40 s covers all of it.
+"""Burn-in through the real suite on the 4-node lab with two ERIs, in compressed time (24 s,
+a sample every 2 s): faults that appear with time each fail exactly their node and GPU (or
+device: a flapping ERI link, an AER error mid-run) at about the time injected, the
+controller is killed mid-run and resumed (`--hpcnet-burnin-resume`) without losing or
+repeating a sample, and a node that stops answering halfway (`block tcp/22`) is named with
+its last-seen time while the others go on. One run of ~40 s covers all of it.
 """
 
 from __future__ import annotations
@@ -23,15 +24,38 @@ pytestmark = pytest.mark.lab
 
 ROOT = Path(__file__).resolve().parents[2]
 SECONDS, INTERVAL = 24, 2
-INJECTED = [  # kind, node, argument: GPU and when (seconds after the burn-in started)
+INJECTED = [  # kind, node, argument: GPU (or ERI) and when (seconds after the injection)
     ("burnin-throttle", "node01", "2 9"),  # after the GPU's 3 baseline windows
     ("burnin-ecc", "node02", "5 8"),
     ("burnin-checksum", "node03", "1 5"),  # windows
+    ("burnin-flap", "node01", "erdma_1 8"),  # from 8 s on, every 8 s
 ]
-FAILS = {  # node: the measurements that fail, each of one GPU
-    "node01": {"GPU 2 burnin.temperature", "GPU 2 burnin.slowdown", "GPU 2 burnin.tflops_drift"},
+MID_RUN = ("aer", "node03", "erdma_0 nonfatal 2")  # injected once the first samples are in
+FAILS = {  # node: the measurements that fail, each of one GPU or device
+    "node01": {
+        "GPU 2 burnin.temperature",
+        "GPU 2 burnin.slowdown",
+        "GPU 2 burnin.tflops_drift",
+        "erdma_1 burnin.eri_counters",
+        "eth1 burnin.nic_drops",
+    },
     "node02": {"GPU 5 burnin.ecc_uncorrected", "GPU 5 burnin.retired"},
-    "node03": {"GPU 1 burnin.checksum"},
+    "node03": {"GPU 1 burnin.checksum", "erdma_0 burnin.aer"},
+}
+WHEN = {  # a failed measurement -> the fault whose time it names
+    "erdma_1 burnin.eri_counters": "burnin-flap",
+    "eth1 burnin.nic_drops": "burnin-flap",
+    "erdma_0 burnin.aer": "aer",
+}
+DEVICES = {
+    "burnin.aer",
+    "burnin.aer_correctable",
+    "burnin.pcie_link",
+    "burnin.nvlink_errors",
+    "burnin.eri_counters",
+    "burnin.nic_errors",
+    "burnin.nic_drops",
+    "burnin.copy_drift",
 }
 
 
@@ -61,7 +85,7 @@ def records_of(run: Path) -> dict[str, dict]:
 
 
 def lab_fault(state: Path, node: str, kind: str) -> str:
-    """The value the lab recorded for a node's fault (`GPU@EPOCH`)."""
+    """The value the lab recorded for a node's fault (`GPU@EPOCH`, `ERI@FIRST@PERIOD`)."""
     record = json.loads((state / "lab.json").read_text())
     return next(n for n in record["nodes"] if n["name"] == node)["faults"][kind]
 
@@ -70,11 +94,11 @@ def first_time(value: str) -> float:
     return float(re.search(r"at t=([0-9.]+) s", value).group(1))
 
 
-def test_burnin_faults_over_time_a_killed_controller_and_a_lost_node(lab4, tmp_path):
-    state = Path(lab4.state_dir)
+def test_burnin_faults_over_time_a_killed_controller_and_a_lost_node(lab2, tmp_path):
+    state = Path(lab2.state_dir)
     inventory = tmp_path / "lab.yaml"
     inventory.write_text(
-        Path(lab4.inventory).read_text()
+        Path(lab2.inventory).read_text()
         + f"burnin: {{interval: {INTERVAL}, heartbeat: 30, size: 4096}}\n"
     )
     reports = tmp_path / "reports"
@@ -84,8 +108,10 @@ def test_burnin_faults_over_time_a_killed_controller_and_a_lost_node(lab4, tmp_p
         run = next(reports.glob("*/burnin")).parent
         for kind, node, arg in INJECTED:  # the burn-in has started on every node
             faults.inject(kind, node, arg, state)
-        recorded = {node: lab_fault(state, node, kind) for kind, node, _ in INJECTED}
+        recorded = {kind: lab_fault(state, node, kind) for kind, node, _ in INJECTED}
         wait_for(lambda: (run / "burnin" / "node01.jsonl").exists(), 30)
+        faults.inject(*MID_RUN, state)  # after the node's baseline device line
+        aer_at = time.time()
         wait_for(lambda: (run / "burnin" / "node01.jsonl").stat().st_size > 3000, 30)
         first.send_signal(signal.SIGKILL)  # the controller dies mid-run; the nodes go on
         first.communicate()
@@ -113,16 +139,35 @@ def test_burnin_faults_over_time_a_killed_controller_and_a_lost_node(lab4, tmp_p
             if m["outcome"] == "fail"
         }
         assert set(failed) == expected, (node, failed)
+        unmeasured = [m for m in found[node]["measured"] if m["outcome"] == "not_measured"]
+        assert not unmeasured, (node, unmeasured)
         folder = state / "nodes" / node / "burnin" / run_id
         t0 = float(re.search(r"t0=([0-9.]+)", (folder / "started").read_text()).group(1))
-        kind = next(k for k, n, _ in INJECTED if n == node)
-        if kind == "burnin-checksum":  # the first window after AFTER_WINDOWS
-            assert all("(window 6)" in value for value in failed.values()), failed
-            continue
-        at = float(recorded[node].partition("@")[2]) - t0
+        when = {
+            "burnin-flap": float(recorded["burnin-flap"].split("@")[1]),  # its first flap
+            "aer": aer_at,
+        }
         for name, value in failed.items():  # a sample's lag, or a window's (TFLOPS)
+            kind = WHEN.get(name) or next(k for k, n, _ in INJECTED if n == node)
+            if kind == "burnin-checksum":  # the first window after AFTER_WINDOWS
+                assert "(window 6)" in value, (name, value)
+                continue
+            at = (when[kind] if kind in when else float(recorded[kind].partition("@")[2])) - t0
             lag = 4 * INTERVAL + 1 if name.endswith("tflops_drift") else 2 * INTERVAL + 1
             assert abs(first_time(value) - at) <= lag, (node, name, value, at)
+    passed = {  # every other device's watch passed: the flap and AER failed only theirs
+        f"{m['subject']} {m['name']}"
+        for node in ("node01", "node02", "node03")
+        for m in found[node]["measured"]
+        if m["name"] in DEVICES and m["outcome"] == "pass"
+    }
+    assert {"erdma_0 burnin.eri_counters", "eth0 burnin.nic_drops", "GPU 7 burnin.aer"} <= passed
+    assert {
+        "GPU 0 burnin.nvlink_errors",
+        "GPU 0 burnin.pcie_link",
+        "GPU 0 burnin.copy_drift",
+    } <= passed
+    assert not [m for m in found["node04"]["measured"] if m["outcome"] == "fail"]
     assert "stopped answering" in found["node04"]["message"]
     assert "last seen 20" in found["node04"]["message"]
     for node in ("node01", "node02", "node03"):  # every sample the node wrote, once

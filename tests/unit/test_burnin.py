@@ -118,17 +118,30 @@ def node(lines: list[str], asked: float = 10.0, name: str = "node01", **kw) -> N
 
 
 def line(t: float, gpu: int, w: int, **kw) -> str:
-    """A sample line; `tflops` and `sum` are its window's."""
-    tflops, checksum = kw.pop("tflops", 780.0), kw.pop("sum", "aaaa")
+    """A sample line; `tflops`, `sum` and `copy` are its window's."""
+    tflops, checksum, copy = kw.pop("tflops", 780.0), kw.pop("sum", "aaaa"), kw.pop("copy", 4300.0)
     record = {"t": t, "gpu": gpu, "temp": 60, "events": "0x4", "ecc_uv": 0, "ecc_ua": 0}
-    record |= {"rr_u": 0, "win": [[w, tflops, checksum]]} | kw
+    record |= {"rr_u": 0, "pg": 5, "pw": 16, "pgm": 5, "pwm": 16}
+    record |= {"win": [[w, tflops, checksum, copy]]} | kw
     return json.dumps(record)
 
 
+def device_line(t: float, gpus: int = 2, **changes: dict) -> str:
+    """A device line: every GPU's AER and NVLink, erdma_0's AER and RDMA counters, eth0's;
+    `changes` replace a device's values (`erdma_0={"rdma": [...]}`)."""
+    dev = {f"GPU {g}": {"aer": [0, 0, 0], "nvl": [0, 0, 0]} for g in range(gpus)}
+    dev["erdma_0"] = {"aer": [0, 0, 0], "rdma": [0] * 7}
+    dev["eth0"] = {"nic": [0, 0, 0, 0]}
+    for name, values in changes.items():
+        dev[name.replace("_", " ") if name.startswith("GPU") else name] |= values
+    return json.dumps({"t": t, "dev": dev})
+
+
 def healthy(gpus: int = 2, windows: int = 8) -> list[str]:
-    return [line(w + 2.0, g, w) for w in range(1, windows + 1) for g in range(gpus)] + [
-        '{"t": 11.0, "end": "done"}'
-    ]
+    lines = [device_line(0.0, gpus)]
+    for w in range(1, windows + 1):
+        lines += [line(w + 2.0, g, w) for g in range(gpus)] + [device_line(w + 2.0, gpus)]
+    return [*lines, '{"t": 11.0, "end": "done"}']
 
 
 def failed(verdict) -> dict[str, str]:
@@ -163,6 +176,9 @@ def test_a_healthy_burnin_passes():
         ({"events": "0x48"}, "burnin.slowdown"),
         ({"tflops": 700.0}, "burnin.tflops_drift"),
         ({"sum": "bbbb"}, "burnin.checksum"),
+        ({"copy": 4000.0}, "burnin.copy_drift"),
+        ({"pg": 4}, "burnin.pcie_link"),
+        ({"pw": 8}, "burnin.pcie_link"),
     ],
 )
 def test_each_quantity_fails_its_gpu_at_its_first_time(change, name):
@@ -170,9 +186,10 @@ def test_each_quantity_fails_its_gpu_at_its_first_time(change, name):
     for i, text in enumerate(lines):  # GPU 1 from window 5 (t=7) on
         record = json.loads(text)
         if record.get("gpu") == 1 and record["win"][0][0] >= 5:
-            w, tflops, checksum = record["win"][0]
+            w, tflops, checksum, copy = record["win"][0]
             change = dict(change)
-            record["win"] = [[w, change.pop("tflops", tflops), change.pop("sum", checksum)]]
+            tflops, checksum = change.pop("tflops", tflops), change.pop("sum", checksum)
+            record["win"] = [[w, tflops, checksum, change.pop("copy", copy)]]
             lines[i] = json.dumps(record | change)
     found = node(lines)
     verdict = judge_burnin(found, {"node01": found}, EXPECT)
@@ -289,6 +306,7 @@ class FakeNodes:
         for name in self.files:
             if self.tick < self.rounds:
                 self.files[name] += "".join(line(self.tick, g, self.tick) + "\n" for g in range(2))
+                self.files[name] += device_line(self.tick) + "\n"
             elif self.tick == self.rounds:
                 self.files[name] += f'{{"t": {self.tick}, "end": "done"}}\n'
 

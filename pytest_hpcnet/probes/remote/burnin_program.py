@@ -6,14 +6,24 @@ program (`gpu_load_program.py`, saved beside it as `gpu_load.py`), whose GEMM ti
 seeded checksum it reuses. Standard library plus `torch` only.
 
 - One child per GPU (`--gpu I`) runs windows back to back: bf16 GEMMs for most of an
-  interval (median steady TFLOPS), then the checksum of the fixed-seed product; it appends
-  each window to `gpuI.windows` (`[window, tflops, checksum]`).
+  interval (median steady TFLOPS), a device-to-device copy (GB/s, bytes read plus written),
+  then the checksum of the fixed-seed product; it appends each window to `gpuI.windows`
+  (`[window, tflops, checksum, copy_gbps]`).
 - The parent samples every `--interval` seconds: `nvidia-smi --query-gpu` (temperature,
   power, SM clock, clock-event reasons, ECC volatile and aggregate counts, retired pages,
-  remapped rows), the `NVRM: Xid` lines of the kernel log not seen at start, and the windows
-  each GPU finished since the last sample (none lost, however short a window); it appends one
-  line per GPU to `samples.jsonl`:
-  `{"t": 30.0, "gpu": 0, "temp": 61, ..., "win": [[1, 781.2, "<16 hex>"]]}`.
+  remapped rows, PCIe link generation and width, current and max), the `NVRM: Xid` lines of
+  the kernel log not seen at start, and the windows each GPU finished since the last sample
+  (none lost, however short a window); it appends one line per GPU to `samples.jsonl`:
+  `{"t": 30.0, "gpu": 0, "temp": 61, ..., "win": [[1, 781.2, "<16 hex>", 3650.2]]}`.
+- At the start (t=0, before the load: the baseline) and every interval it appends one
+  device line: each GPU's and ERI's AER totals (sysfs `aer_dev_*`), each ERI's error, drop
+  and connect-failure counters (sysfs `hw_counters`, else `rdma -j statistic show`), each
+  ERI netdev's error and drop counters (sysfs `statistics/`), and each GPU's NVLink replay,
+  recovery and CRC totals (`nvidia-smi nvlink -e`, at the start, in the last interval and
+  every `NVLINK_EVERY_S`: a second nvidia-smi call each interval would double the
+  sampler's cost), values in the fixed orders below, null where not read:
+  `{"t": 30.0, "dev": {"GPU 0": {"aer": [0, 0, 0], "nvl": [0, 0, 0]},
+  "erdma_0": {"aer": [0, 0, 0], "rdma": [0, 0, 0, 0, 0, 0, 0]}, "eth0": {"nic": [0, 0, 0, 0]}}}`.
 - It stops by itself after `--seconds`, or when the controller's heartbeat file (`heartbeat`,
   touched at each collection) is older than `--heartbeat` seconds, and writes a last line
   `{"t": ..., "end": "done", "cpu_s": 1.2}` (or `"heartbeat"`, `"stopped: SIGTERM"`), with
@@ -23,6 +33,7 @@ seeded checksum it reuses. Standard library plus `torch` only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -47,6 +58,10 @@ FIELDS = (
     "retired_pages.double_bit.count",
     "remapped_rows.correctable",
     "remapped_rows.uncorrectable",
+    "pcie.link.gen.current",
+    "pcie.link.width.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.max",
 )
 KEYS = (
     "gpu",
@@ -63,9 +78,36 @@ KEYS = (
     "rp_dbe",
     "rr_c",
     "rr_u",
+    "pg",
+    "pw",
+    "pgm",
+    "pwm",
 )
 """The sample's key for each of FIELDS (short: a line per GPU per interval for days)."""
 OLD_NAMES = {"clocks_event_reasons.active": "clocks_throttle_reasons.active"}
+PCIE_FIELDS = 4
+"""The last FIELDS (PCIe link): a driver that refuses them is queried without them."""
+AER = ("correctable", "nonfatal", "fatal")
+"""`aer` in a device line: the totals of `aer_dev_<severity>` in this order."""
+NVLINK = ("replay", "recovery", "crc")
+"""`nvl`: a GPU's NVLink error totals over its links (CRC: plain, or flit plus data)."""
+RDMA = (
+    "hw_bps_limit_drop_cnt",
+    "hw_pps_limit_drop_cnt",
+    "hw_rx_bps_limit_drop_cnt",
+    "hw_rx_pps_limit_drop_cnt",
+    "connect_failed_cnt",
+    "connect_timeout_cnt",
+    "verbs_create_qp_failed_cnt",
+)
+"""`rdma`: an ERI's counters (probes/counters.py's BAD_COUNTERS of the device), in order."""
+NIC = ("rx_errors", "tx_errors", "rx_dropped", "tx_dropped")
+"""`nic`: an ERI netdev's error and drop counters, in order."""
+NVLINK_EVERY_S = 300.0
+"""NVLink counters at the start, then at most this often (one more nvidia-smi call)."""
+COPY_MIB = 1024
+ERI_ID = ("0x1ded", "0x107f")
+"""Alibaba's ERI (vendor, device), as probes/erdma.py's ERDMA_PCI_ID."""
 XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?:[0-9A-Fa-f]{4,8}:)?([0-9A-Fa-f]{2}):[0-9A-Fa-f]{2}[^)]*\): (\d+)"
 )
@@ -84,8 +126,10 @@ def _value(text: str) -> object:
 
 
 def query(fields: tuple[str, ...] = FIELDS) -> list[dict]:
-    """One dict per GPU (KEYS), or [] where nvidia-smi fails (old names retried)."""
-    for names in (fields, tuple(OLD_NAMES.get(f, f) for f in fields)):
+    """One dict per GPU (KEYS), or [] where nvidia-smi fails (old names retried, then
+    without the PCIe link fields)."""
+    old = tuple(OLD_NAMES.get(f, f) for f in fields)
+    for names in (fields, old, fields[:-PCIE_FIELDS], old[:-PCIE_FIELDS]):
         try:
             out = subprocess.run(
                 ["nvidia-smi", f"--query-gpu={','.join(names)}", "--format=csv,noheader,nounits"],
@@ -99,8 +143,9 @@ def query(fields: tuple[str, ...] = FIELDS) -> list[dict]:
             rows = []
             for line in out.stdout.splitlines():
                 cells = [c.strip() for c in line.split(",")]
-                if len(cells) == len(KEYS):
-                    rows.append(dict(zip(KEYS, (_value(c) for c in cells), strict=True)))
+                if len(cells) == len(names):
+                    keys = KEYS[: len(names)]
+                    rows.append(dict(zip(keys, (_value(c) for c in cells), strict=True)))
             return rows
     return []
 
@@ -130,17 +175,21 @@ def one_gpu(index: int, folder: str, seconds: float, interval: float, size: int)
     """Windows of GEMMs and a checksum on GPU `index` until `seconds` or a `stop` file."""
     sys.path.insert(0, folder)
     import torch
-    from gpu_load import _checksum, _gemm_tflops
+    from gpu_load import _checksum, _copy_gbs, _gemm_tflops
 
     dev = torch.device(f"cuda:{index}")
     torch.cuda.set_device(dev)
+    nbytes = COPY_MIB << 20
+    src = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+    dst = torch.empty_like(src)
     end = time.monotonic() + seconds
     window = 0
     path = os.path.join(folder, f"gpu{index}.windows")
     while time.monotonic() < end and not os.path.exists(os.path.join(folder, "stop")):
         window += 1
         tflops, _ = _gemm_tflops(torch, dev, torch.bfloat16, size, max(0.5, interval * 0.7))
-        record = [window, round(tflops, 1), _checksum(torch, dev)]
+        copy = _copy_gbs(torch, dst, src, nbytes, 2, max(0.1, interval * 0.05))
+        record = [window, round(tflops, 1), _checksum(torch, dev), round(copy, 1)]
         with open(path, "a") as out:
             out.write(json.dumps(record) + "\n")
     return 0
@@ -167,6 +216,202 @@ def new_windows(folder: str, index: int, offsets: dict[int, int]) -> list:
     return found
 
 
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _count(text: str | None) -> int | None:
+    text = (text or "").strip()
+    return int(text) if text.isdigit() else None
+
+
+def aer_totals(text: str | None) -> int | None:
+    """An `aer_dev_*` file's total: its `TOTAL_ERR_*` line, else the sum of its bits."""
+    if text is None:
+        return None
+    counts = {}
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[1].isdigit():
+            counts[words[0]] = int(words[1])
+    total = next((v for k, v in counts.items() if k.startswith("TOTAL_ERR_")), None)
+    return total if total is not None else (sum(counts.values()) if counts else None)
+
+
+def rdma_netdevs() -> list[str]:
+    """The netdevs `rdma -j link show` names for the RDMA ports (empty where it fails)."""
+    try:
+        out = subprocess.run(
+            ["rdma", "-j", "link", "show"], capture_output=True, text=True, timeout=30
+        ).stdout
+        ports = json.loads(out or "[]")
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return []
+    found = (
+        [p.get("netdev") for p in ports if isinstance(p, dict)] if isinstance(ports, list) else []
+    )
+    return sorted({str(n) for n in found if n})
+
+
+class Devices:
+    """What the device line reads, found once at the start: the GPUs' and ERIs' PCI
+    functions (sysfs under `$HPCNET_SYSFS`, else /sys), the RDMA devices and their netdevs
+    (sysfs `device/net`, else `rdma link`)."""
+
+    def __init__(self, sysfs: str):
+        self.sysfs = sysfs
+        self.pci: dict[str, str] = {}  # BDF -> "gpu" or the ERI's name
+        root = os.path.join(sysfs, "bus/pci/devices")
+        try:
+            bdfs = sorted(os.listdir(root))
+        except OSError:
+            bdfs = []
+        for bdf in bdfs:
+            ids = [
+                (_read(os.path.join(root, bdf, k)) or "").strip()
+                for k in ("vendor", "device", "class")
+            ]
+            if ids[0] == "0x10de" and ids[2].startswith("0x03"):
+                self.pci[bdf] = "gpu"
+            elif tuple(ids[:2]) == ERI_ID:
+                try:
+                    names = sorted(os.listdir(os.path.join(root, bdf, "infiniband")))
+                except OSError:
+                    names = []
+                self.pci[bdf] = names[0] if names else f"ERI {bdf}"
+        ib = os.path.join(sysfs, "class/infiniband")
+        try:
+            self.rdma = sorted(os.listdir(ib))
+        except OSError:
+            self.rdma = []
+        self.netdevs: list[str] = []
+        self.hw_counters = False
+        for name in self.rdma:
+            with contextlib.suppress(OSError):
+                self.netdevs += sorted(os.listdir(os.path.join(ib, name, "device/net")))
+            self.hw_counters = self.hw_counters or any(
+                os.path.isdir(os.path.join(ib, name, "ports", p, "hw_counters"))
+                for p in self._ports(name)
+            )
+        if self.rdma and not self.netdevs:  # erdma's netdev is another PCI function
+            self.netdevs = rdma_netdevs()
+        self.nvlink_at = float("-inf")
+        self.index: dict[str, object] = {}  # bus id (sysfs form) -> GPU index
+
+    def _ports(self, name: str) -> list[str]:
+        try:
+            return sorted(os.listdir(os.path.join(self.sysfs, "class/infiniband", name, "ports")))
+        except OSError:
+            return []
+
+    def aer(self, bdf: str) -> list:
+        base = os.path.join(self.sysfs, "bus/pci/devices", bdf)
+        return [aer_totals(_read(os.path.join(base, f"aer_dev_{s}"))) for s in AER]
+
+    def rdma_counters(self) -> dict[str, list]:
+        """ERI -> RDMA values (summed over its ports), from sysfs or `rdma statistic`."""
+        found: dict[str, list] = {}
+        if self.hw_counters:
+            ib = os.path.join(self.sysfs, "class/infiniband")
+            for name in self.rdma:
+                values: list = [None] * len(RDMA)
+                for port in self._ports(name):
+                    for i, counter in enumerate(RDMA):
+                        n = _count(
+                            _read(os.path.join(ib, name, "ports", port, "hw_counters", counter))
+                        )
+                        if n is not None:
+                            values[i] = (values[i] or 0) + n
+                found[name] = values
+            return found
+        try:
+            out = subprocess.run(
+                ["rdma", "-j", "statistic", "show"], capture_output=True, text=True, timeout=30
+            ).stdout
+            entries = json.loads(out or "[]")
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            return {}
+        for entry in entries if isinstance(entries, list) else []:
+            if not isinstance(entry, dict) or "ifname" not in entry:
+                continue
+            values = found.setdefault(str(entry["ifname"]), [None] * len(RDMA))
+            for i, counter in enumerate(RDMA):
+                n = entry.get(counter)
+                if isinstance(n, int) and not isinstance(n, bool):
+                    values[i] = (values[i] or 0) + n
+        return found
+
+    def nic(self, netdev: str) -> list:
+        for root in (self.sysfs, "/sys"):
+            base = os.path.join(root, "class/net", netdev, "statistics")
+            if os.path.isdir(base):
+                return [_count(_read(os.path.join(base, c))) for c in NIC]
+        return [None] * len(NIC)
+
+
+_NVL = re.compile(r"^\s*Link \d+: (Replay|Recovery|CRC|CRC Flit|CRC Data) Errors: (\d+)\s*$", re.I)
+_NVL_GPU = re.compile(r"^GPU (\d+): ")
+
+
+def nvlink_errors() -> dict[int, list[int]]:
+    """GPU -> [replay, recovery, crc] totals over its links (`nvidia-smi nvlink -e`); a GPU
+    without a counter line (no NVLink, all links inactive) is left out."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "nvlink", "-e"], capture_output=True, text=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    found: dict[int, list[int]] = {}
+    gpu = None
+    for line in out.splitlines():
+        if m := _NVL_GPU.match(line):
+            gpu = int(m.group(1))
+        elif gpu is not None and (m := _NVL.match(line)):
+            kind = m.group(1).lower()
+            at = NVLINK.index("crc" if kind.startswith("crc") else kind)
+            found.setdefault(gpu, [0, 0, 0])[at] += int(m.group(2))
+    return found
+
+
+def device_line(
+    devices: Devices, rows: list[dict], t: float, interval: float, last: bool = False
+) -> dict:
+    """The device record at `t`: AER of every GPU and ERI, NVLink (when due, and in the
+    `last` sample), the ERIs' RDMA counters and their netdevs' NIC counters."""
+    if rows:  # a failed query keeps the last bus -> index map
+        devices.index = {str(r.get("bus") or "").lower()[-12:]: r.get("gpu") for r in rows}
+    index = devices.index
+    dev: dict[str, dict] = {}
+    for bdf, kind in devices.pci.items():
+        name = kind if kind != "gpu" else f"GPU {index[bdf]}" if bdf in index else f"GPU {bdf}"
+        dev[name] = {"aer": devices.aer(bdf)}
+    now = time.monotonic()
+    if last or now - devices.nvlink_at >= NVLINK_EVERY_S - 0.5 * interval:
+        devices.nvlink_at = now
+        for gpu, counts in nvlink_errors().items():
+            dev.setdefault(f"GPU {gpu}", {})["nvl"] = counts
+    for name, values in devices.rdma_counters().items():
+        dev.setdefault(name, {})["rdma"] = values
+    for netdev in devices.netdevs:
+        dev.setdefault(netdev, {})["nic"] = devices.nic(netdev)
+    return {"t": round(t, 1), "dev": dev}
+
+
+def write_devices(out, devices: Devices, rows: list[dict], t0: float, interval: float, last: bool):
+    """A device line now (`last`: NVLink read too), or an error line saying why not."""
+    try:
+        line = device_line(devices, rows, time.time() - t0, interval, last)
+        out.write(json.dumps(line, separators=(",", ":")) + "\n")
+    except Exception as exc:  # the line says why; the load goes on
+        out.write(json.dumps({"t": round(time.time() - t0, 1), "error": str(exc)}) + "\n")
+    out.flush()
+
+
 def heartbeat_age(folder: str) -> float:
     try:
         return time.time() - os.stat(os.path.join(folder, "heartbeat")).st_mtime
@@ -174,9 +419,18 @@ def heartbeat_age(folder: str) -> float:
         return 0.0  # no heartbeat file yet: the controller's first collection makes it
 
 
-def sample(folder: str, t0: float, seen: set[str], offsets: dict[int, int], out) -> int:
-    """One line per GPU into `out` (with the load windows it finished since the last);
-    the number of GPUs nvidia-smi listed."""
+def sample(
+    folder: str,
+    t0: float,
+    seen: set[str],
+    offsets: dict[int, int],
+    out,
+    devices: Devices | None = None,
+    interval: float = 30.0,
+    last: bool = False,
+) -> int:
+    """One line per GPU into `out` (with the load windows it finished since the last), then
+    the device line; the number of GPUs nvidia-smi listed."""
     rows = query()
     xids = new_xids(xid_lines(), seen)
     now = time.time()
@@ -191,6 +445,9 @@ def sample(folder: str, t0: float, seen: set[str], offsets: dict[int, int], out)
             record["xid"] = xids[slot]
         record.pop("bus", None)
         out.write(json.dumps(record, separators=(",", ":")) + "\n")
+    if devices is not None:
+        line = device_line(devices, rows, now - t0, interval, last)
+        out.write(json.dumps(line, separators=(",", ":")) + "\n")
     out.flush()
     return len(rows)
 
@@ -211,6 +468,10 @@ def main(argv: list[str]) -> int:
     with open(os.path.join(folder, "started"), "w") as f:
         f.write(f"{FORMAT} t0={t0:.3f} seconds={args.seconds:g} interval={args.interval:g}\n")
     seen = set(xid_lines())
+    devices = Devices(os.environ.get("HPCNET_SYSFS") or "/sys")
+    samples = os.path.join(folder, "samples.jsonl")
+    with open(samples, "a") as out:  # the baseline, before the load, that rises are judged from
+        write_devices(out, devices, query(), t0, args.interval, last=True)
     base = [sys.executable, os.path.abspath(__file__), "--dir", folder]
     base += ["--seconds", str(args.seconds), "--interval", str(args.interval)]
     children = [
@@ -226,13 +487,14 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stopping.append("stopped: SIGTERM"))
     end = "done"
     offsets: dict[int, int] = {}
-    with open(os.path.join(folder, "samples.jsonl"), "a") as out:
+    with open(samples, "a") as out:
         next_at = t0 + args.interval
         while True:
             time.sleep(max(0.0, next_at - time.time()))
             next_at += args.interval
-            try:
-                sample(folder, t0, seen, offsets, out)
+            try:  # the samples of the last interval read NVLink too
+                last = time.time() - t0 >= args.seconds - args.interval - 0.01
+                sample(folder, t0, seen, offsets, out, devices, args.interval, last)
             except Exception as exc:  # the line says why; the load goes on
                 out.write(json.dumps({"t": round(time.time() - t0, 1), "error": str(exc)}) + "\n")
             if time.time() - t0 >= args.seconds - 0.01:
@@ -244,14 +506,18 @@ def main(argv: list[str]) -> int:
                 end = stopping[0]
                 break
         open(os.path.join(folder, "stop"), "w").close()
-        for child in children:
-            try:
-                child.wait(timeout=max(5.0, args.interval * 2))
-            except subprocess.TimeoutExpired:
-                child.kill()
-        own = os.times()  # the sampler's own CPU, the load children not counted
+        # the end line as soon as sampling ends (the controller's last collection waits one
+        # interval, not a window more): the sampler's own CPU and the tools it ran
+        # (nvidia-smi, dmesg, rdma), the load children not counted
+        own = os.times()
         done = {"t": round(time.time() - t0, 1), "end": end, "cpu_s": round(own[0] + own[1], 2)}
+        done["tools_s"] = round(own[2] + own[3], 2)
         out.write(json.dumps(done) + "\n")
+    for child in children:  # each ends its window and sees `stop`
+        try:
+            child.wait(timeout=max(5.0, args.interval * 2))
+        except subprocess.TimeoutExpired:
+            child.kill()
     return 0
 
 
