@@ -14,7 +14,13 @@ from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.probes import burnin as probe
 from pytest_hpcnet.probes.burnin import DeviceSample, parse_lines
 from pytest_hpcnet.probes.counters import BAD_COUNTERS
-from pytest_hpcnet.requirements.burnin import CODES, NodeBurnin, counter_rise, judge_burnin
+from pytest_hpcnet.requirements.burnin import (
+    CODES,
+    NodeBurnin,
+    counter_rise,
+    device_measurements,
+    judge_burnin,
+)
 from pytest_hpcnet.requirements.registry import requirement
 from tests.unit.test_burnin import EXPECT, FIXTURE, LAB_RUN, device_line, healthy, line
 
@@ -326,3 +332,19 @@ def test_lab_flap_fault_records_its_first_time_and_period(tmp_path):
     for bad in ("erdma_2 8", "erdma_1 0.5", "erdma_1", None):
         with pytest.raises(LabError):
             inject(state, node, bad)
+
+
+def test_nic_drops_are_bounded_per_hour_of_burn_in():
+    """`nic_max_dropped` (10) bounds a benchmark phase of minutes; Linux counts every frame of
+    a protocol nobody handles as rx_dropped, so a healthy node's drops grow with time: a
+    24-hour burn-in allows 10 an hour (240), a burn-in shorter than an hour still 10."""
+    lines = with_devices(7.0, eth0={"nic": [0, 0, 200, 0]})
+    day = NodeBurnin("node01", 86400.0, parse_lines(lines), gpus=2)
+    drops = next(m for m in device_measurements(day, EXPECT) if m.name == "burnin.nic_drops")
+    assert (drops.outcome, drops.bound) == ("pass", 240), drops
+    assert "per hour" in drops.source
+    lines = with_devices(7.0, eth0={"nic": [0, 0, 241, 0]})
+    day = NodeBurnin("node01", 86400.0, parse_lines(lines), gpus=2)
+    drops = next(m for m in device_measurements(day, EXPECT) if m.name == "burnin.nic_drops")
+    assert drops.outcome == "fail", drops
+    assert "eth0 burnin.nic_drops" in failed(judged(with_devices(7.0, eth0={"nic": [0, 0, 11, 0]})))
