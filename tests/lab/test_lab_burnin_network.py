@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pytest_hpcnet.lab import faults
 
@@ -26,10 +27,14 @@ SECONDS, EVERY = 14, 5
 def test_network_rounds_during_a_burnin_fail_exactly_the_slow_eri(lab4, tmp_path):
     state = Path(lab4.state_dir)
     inventory = tmp_path / "lab.yaml"
-    inventory.write_text(
-        Path(lab4.inventory).read_text()
-        + f"burnin: {{interval: 2, heartbeat: 30, size: 4096, network_every: {EVERY}}}\n"
-    )
+    data = yaml.safe_load(Path(lab4.inventory).read_text())
+    data["burnin"] = {"interval": 2, "heartbeat": 30, "size": 16384, "network_every": EVERY}
+    # short rounds for a 2-core host (a round ~5 s under the emulated load, ~8 s with the
+    # lab's GEMM size 4096, which leaves round 2 too late): 1 s pairs, one 1 MiB all-reduce
+    bench = data["benchmarks"]
+    bench["perftest"]["duration_s"] = 1
+    bench["nccl"]["args"] = {**bench["nccl"]["args"], "e": "1M", "n": 1, "w": 0}
+    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
     reports = tmp_path / "reports"
     faults.inject("eri-slow", "node03", "erdma_0", state)
     try:
