@@ -234,14 +234,18 @@ class NetworkRounds:
                 found = eris.devices.get(pair.b, [])
                 server = found[i] if i < len(found) else f"ERI {i}"
                 began = min((c.started_at for c in run.commands), default=start)
+                error, unread = run.error, run.not_measured
+                gone = next((c for c in run.commands if c.unreachable), None)
+                if error and gone is not None:  # a node lost mid-round: not measured
+                    error, unread = None, f"{gone.node} stopped answering: {gone.unreachable}"
                 out.append(
                     {
                         "r": k,
                         "t": self.since(max(began, start)),
                         "bw": [pair.a, device, pair.b, server],
                         "gbps": run.value,
-                        "error": run.error,
-                        "unread": run.not_measured,
+                        "error": error,
+                        "unread": unread,
                     }
                 )
         return out

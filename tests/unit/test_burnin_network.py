@@ -216,8 +216,11 @@ class InstantTransport:
     """Every node answers at once: perftest servers start, clients print `BW_OUTPUT` (slow
     on `slow`'s ERI: 90 Gbit/s), mpirun prints an all-reduce table of `nodes` ranks."""
 
-    def __init__(self, names: list[str], slow: tuple[str, str] | None = None, ranks: int = 0):
+    def __init__(
+        self, names: list[str], slow: tuple[str, str] | None = None, ranks: int = 0, gone=""
+    ):
         self.names = names
+        self.gone = gone
         self.ranks = ranks or len(names)
         self.slow = slow
         self.commands = 0
@@ -240,6 +243,8 @@ class InstantTransport:
                 if self.slow == (name, device):
                     body = body.replace("180.77", "90.10")
             out[name] = self.result(name, body)
+            if name == self.gone:
+                out[name] = CommandResult(name, "c", None, "", "", 5.0, 0.0, unreachable="gone")
         return out
 
     def run(self, node, command, timeout_s=None):
@@ -307,13 +312,13 @@ class InstantFacts:
         return {}
 
 
-def instant_round(tmp_path: Path, nodes: int, slow=None, k: int = 1):
+def instant_round(tmp_path: Path, nodes: int, slow=None, k: int = 1, gone=""):
     names = [f"node{i:02d}" for i in range(1, nodes + 1)]
     path = tmp_path / "inv.yaml"
     listed = "".join(f"  - {{name: {n}, host: 10.0.0.{i + 1}}}\n" for i, n in enumerate(names))
     path.write_text(INVENTORY % listed.rstrip("\n"))
     inventory = load_inventory(path)
-    transport = InstantTransport(names, slow, ranks=nodes - 1)  # node04 lost
+    transport = InstantTransport(names, slow, ranks=nodes - 1, gone=gone)  # node04 lost
     facts = InstantFacts(inventory, transport)
     p = plan(3600.0, nodes)
     rounds = NetworkRounds(facts, tmp_path, p, 600.0, {"node04": "no answer"}, clock=Clock())
@@ -341,6 +346,16 @@ def test_a_round_runs_every_eri_of_each_disjoint_pair_and_the_all_reduce(tmp_pat
     assert failed == [slow[0].subject] and "erdma_1" in verdict.reason
     lines = (tmp_path / RESULTS_FILE).read_text().splitlines()
     assert all(len(line) < 200 for line in lines)
+
+
+def test_a_node_lost_mid_round_is_not_measured_never_a_failure(tmp_path):
+    found, inventory, _ = instant_round(tmp_path, 5, gone="node02")
+    gone = [r for r in found.bw if "node02" in (r.client, r.server)]
+    assert len(gone) == 2 and all(r.error is None for r in gone)
+    assert all(r.unread == "node02 stopped answering: gone" for r in gone)
+    verdict = judge_burnin_network(found, inventory.expect)
+    assert verdict.outcome == "not_measured"
+    assert {m.outcome for m in verdict.measurements if "node02" in m.subject} == {"not_measured"}
 
 
 # -- the judge --------------------------------------------------------------------------------
