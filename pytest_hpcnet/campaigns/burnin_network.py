@@ -310,7 +310,7 @@ def read_network(folder: Path) -> NetworkBurnin:
         why_none = OFF
     elif planned == 0:
         why_none = (
-            f"no network round asked: the burn-in is shorter than 2 x burnin.network_every "
+            f"no network round asked: the burn-in is not longer than burnin.network_every "
             f"({every:g} s), or fewer than two nodes burn in"
         )
     rounds: list[Round] = []
@@ -337,7 +337,8 @@ def read_network(folder: Path) -> NetworkBurnin:
             elif "missed" in r:
                 rounds.append(Round(k, t, missed=str(r["missed"])))
             else:
-                rounds.append(Round(k, t, lost={str(n): str(w) for n, w in r["lost"].items()}))
+                lost = {str(n): str(w) for n, w in r["lost"].items()}
+                rounds.append(Round(k, t, lost=lost, pairs=int(r.get("pairs") or 0)))
         except (ValueError, KeyError, TypeError, AttributeError):
             unreadable += 1
     missing = "" if plan else "no burn-in ran (no burnin/network.json)"

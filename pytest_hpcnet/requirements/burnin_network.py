@@ -87,6 +87,7 @@ class Round:
     t: float
     lost: dict[str, str] = field(default_factory=dict)
     missed: str = ""
+    pairs: int = 0
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,12 @@ def missing_measurements(found: NetworkBurnin) -> list[Measurement]:
             value = f"not run ({why}), due {when(due)}"
             out.append(Measurement("round", value, subject=f"round {k}", outcome=NOT_MEASURED))
             continue
+        ran_bw = any(r.round == k for r in found.bw)
+        ran_nccl = any(r.round == k for r in found.nccl)
+        if done.pairs and not (ran_bw and ran_nccl):
+            value = f"incomplete: {'no all-reduce' if ran_bw else 'no ib_write_bw run'} recorded"
+            value += f" (the round stopped), started {when(done.t)}"
+            out.append(Measurement("round", value, subject=f"round {k}", outcome=NOT_MEASURED))
         for node, why in sorted(done.lost.items()):
             value = f"not paired: stopped answering ({why}) {when(done.t)}"
             subject = f"{node} round {k}"

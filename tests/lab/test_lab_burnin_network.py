@@ -34,6 +34,9 @@ def test_network_rounds_during_a_burnin_fail_exactly_the_slow_eri(lab4, tmp_path
     bench = data["benchmarks"]
     bench["perftest"]["duration_s"] = 1
     bench["nccl"]["args"] = {**bench["nccl"]["args"], "e": "1M", "n": 1, "w": 0}
+    # a 1 MiB all-reduce under the emulated load: 0.015-0.03 GB/s on a loaded 2-core host,
+    # near the lab profile's 0.01 floor; this test is about the ERI, so the floor is lower
+    data["expect"]["nccl"] = {"min_avg_busbw_gbs": 0.002, "min_busbw_largest_gbs": 0.002}
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
     reports = tmp_path / "reports"
     faults.inject("eri-slow", "node03", "erdma_0", state)

@@ -425,6 +425,15 @@ def test_rounds_not_run_and_nodes_lost_are_not_measured_never_a_pass():
     assert "still running" in unread["round 3"] and "no controller ran it" in unread["round 4"]
 
 
+def test_a_round_that_stopped_before_its_all_reduce_is_not_measured():
+    started = network(rounds=(Round(1, 600.0, pairs=1), Round(2, 1200.0, pairs=1)))
+    assert judge_burnin_network(started, expect()).outcome == "pass"
+    cut = network(rounds=started.rounds, nccl=network().nccl[:1])  # round 2: no all-reduce
+    verdict = judge_burnin_network(cut, expect())
+    assert verdict.outcome == "not_measured"
+    assert verdict.reason.startswith("round 2: incomplete: no all-reduce recorded")
+
+
 def test_unread_outputs_and_unreadable_lines_are_not_measured():
     unread = bw(1, 600.0, None, unread="not measured: the client output was truncated")
     assert judge_burnin_network(network(bw=(unread,)), expect()).outcome == "not_measured"
