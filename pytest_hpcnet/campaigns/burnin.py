@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_hpcnet.campaigns.burnin_network import NetworkRounds, read_network
 from pytest_hpcnet.campaigns.facts import FactsCampaign
 from pytest_hpcnet.campaigns.gpu_load import ENGINE, gpu_facts
 from pytest_hpcnet.campaigns.progress import phase as progress_phase
@@ -30,6 +31,7 @@ from pytest_hpcnet.campaigns.progress import silent
 from pytest_hpcnet.inventory.burnin_settings import BurninSettings
 from pytest_hpcnet.probes.burnin import collect_command, parse_collect, parse_lines, start_command
 from pytest_hpcnet.requirements.burnin import INSTALL_TORCH, NodeBurnin
+from pytest_hpcnet.requirements.burnin_network import NetworkBurnin
 
 EVIDENCE = "burnin"
 RUN_FILE = "run.json"
@@ -211,7 +213,8 @@ class BurninCampaign:
             f"burn-in {plan.run} on {len(plan.gpus)} nodes, {sum(plan.gpus.values())} GPUs, "
             f"{plan.seconds:g} s (samples every {plan.interval:g} s)"
         )
-        with progress_phase(self.progress, what) as outcome:
+        network = NetworkRounds.of(self, plan)  # its own thread: never delays a collection
+        with network, progress_phase(self.progress, what) as outcome:
             active = [n for n in plan.gpus if n not in self.lost]
             deadline = plan.started_at + plan.seconds + plan.interval * GRACE_INTERVALS
             while active and self.clock() < deadline:
@@ -228,6 +231,11 @@ class BurninCampaign:
                 f"{self.collections} collections, still running {len(active)}, lost {lost}"
             )
         return {**skipped, **{n: self.node_result(n, plan) for n in plan.gpus}}
+
+    def network(self) -> NetworkBurnin:
+        """The network rounds run during the burn-in (`campaigns/burnin_network`)."""
+        self.found()
+        return read_network(self.folder)
 
     def node_result(self, name: str, plan: BurninPlan) -> NodeBurnin:
         path = self.folder / f"{name}.jsonl"

@@ -2,7 +2,7 @@
 and how long a node's burn-in outlives a silent controller.
 
 ```yaml
-burnin: {duration: 24h, interval: 30s, heartbeat: 10m}
+burnin: {duration: 24h, interval: 30s, heartbeat: 10m, network_every: 10m}
 ```
 
 A duration is seconds (`90`) or `1d`, `24h`, `90m`, `30s` and their sums (`1h30m`).
@@ -54,6 +54,19 @@ class BurninSettings(Strict):
     heartbeat: Annotated[float, Field(ge=10, le=86400)] = 600.0
     size: Annotated[int, Field(ge=256, le=32768)] = 8192
     """GEMM size of the load's windows (n x n x n, bf16)."""
+    network_every: Annotated[float, Field(ge=0, le=86400)] = 600.0
+    """How often a network round (rotating ib_write_bw pairs on every ERI, then a
+    cluster-wide NCCL all-reduce) runs during the burn-in; 0 or `off`: none."""
+
+    @field_validator("network_every", mode="before")
+    @classmethod
+    def _every(cls, value: object) -> object:
+        if value is False or value == 0 or str(value).strip().lower() in ("off", "0", "none"):
+            return 0.0
+        seconds = parse_duration(value)  # type: ignore[arg-type]
+        if seconds < 1:
+            raise ValueError(f"network_every {value!r} is under 1 s (write off to disable)")
+        return seconds
 
     @field_validator("duration", "interval", "heartbeat", mode="before")
     @classmethod

@@ -195,7 +195,7 @@ KINDS: dict[str, FaultKind] = {
             "eri-slow NODE [DEV|IFACE[@RATE]]",
             f"emulated perftest on one ERI paces itself (default {act.DEFAULT_RDMA_SLOW})",
             *act.eri_fault("eri-slow", False),
-            breaks=("erdma_eri_bw", "perftest_localization"),
+            breaks=("erdma_eri_bw", "perftest_localization", "burnin_network"),
         ),
         FaultKind(
             "nccl-socket",

@@ -1521,6 +1521,33 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         judges=("burnin:judge_burnin",),
         sections=(GPU_QUERY.name, GPU_ENGINES.name),
     ),
+    Requirement(
+        "burnin_network",
+        "Burn-in: network traffic within bounds in every round",
+        ("ib_write_bw", "nccl"),
+        "burnin",
+        faults=(
+            FaultCode(
+                "HPCNET-BURNIN-NET-BW",
+                "an ERI's ib_write_bw fell below the bound in a round during the burn-in",
+                "replace",
+                "re-run ib_write_bw on that pair and ERI; a lasting shortfall is a ticket",
+            ),
+            FaultCode(
+                "HPCNET-BURNIN-NET-NCCL",
+                "an all-reduce during the burn-in failed or fell below the NCCL bounds",
+                "config",
+                "check NCCL's settings and the pairs failing in the same round",
+            ),
+        ),
+        judges=("burnin_network:judge_burnin_network",),
+        bounds=(
+            BoundKey("bw_avg", "ib_write_bw.bound_gbps", ">=", "Gbit/s"),
+            BoundKey("avg_busbw", "nccl.min_avg_busbw_gbs", ">=", "GB/s"),
+            BoundKey("busbw_largest", "nccl.min_busbw_largest_gbs", ">=", "GB/s"),
+        ),
+        across_nodes=True,
+    ),
 )
 
 BY_ID: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}

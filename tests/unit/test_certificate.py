@@ -204,6 +204,7 @@ def test_failing_rows_first_and_not_run_rows_listed():
         "host_settings",
         *GPU_LOAD_CHECKS,
         "burnin",
+        "burnin_network",
     } == not_run
 
 

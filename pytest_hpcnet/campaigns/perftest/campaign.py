@@ -93,6 +93,88 @@ def planned_rounds(nodes: list[str], settings: PerftestSettings) -> tuple[list[l
     return chosen, f"{settings.schedule}: {len(chosen)} rounds"
 
 
+@dataclass
+class EriRounds:
+    """How a round of pairs is measured on every ERI index, one index after the other: each
+    node's ERIs, data-plane addresses, the options of each side and the address a client
+    connects to (the benchmark campaign's and the burn-in's network rounds')."""
+
+    facts: FactsCampaign
+    tool: str
+    settings: PerftestSettings
+    addresses: dict[str, str]
+    devices: dict[str, list[str]]
+    width: int
+
+    @classmethod
+    def of(
+        cls, facts: FactsCampaign, tool: str, settings: PerftestSettings, names: list[str]
+    ) -> EriRounds:
+        """The ERIs and addresses of `names` (those with a data-plane address)."""
+        addresses = {n: a for n in names if (a := facts.data_address(n))}
+        devices = {n: facts.listed_eris(n) for n in addresses}
+        wanted = facts.inventory.expect.erdma.eris or 1
+        width = max([len(d) for d in devices.values()] + [wanted])
+        return cls(facts, tool, settings, addresses, devices, width)
+
+    def side(self, name: str, port: int, i: int) -> PerftestOptions:
+        """The perftest options of `name` on its device index `i`."""
+        found = self.devices.get(name, [])
+        device = found[i] if i < len(found) else None
+        gid = self.facts.gid_index(name, device) if device else None
+        return options_for(self.settings, self.tool, port, device, gid)
+
+    def target(self, name: str, i: int) -> str:
+        """The server's address for device index i: that device's own netdev's (an ERI is
+        an ENI: erdma_1 listens on eth1), else the data-plane address."""
+        found = self.devices.get(name, [])
+        own = self.facts.eri_address(name, found[i]).address if i < len(found) else None
+        return own or self.addresses[name]
+
+    def targets(self, i: int) -> dict[str, str]:
+        return {n: self.target(n, i) for n in self.addresses}
+
+    def measure(
+        self,
+        pairs: list[Pair],
+        index: int,
+        label: str,
+        passes: Callable[[PairRun], bool],
+        progress: Callable[[str], None],
+    ) -> dict[Pair, dict[str, PairRun]]:
+        """Every pair of a round on each device index in turn (a pair lacking index i fails
+        that index's run), each run with its client's device."""
+        tool, settings, devices = self.tool, self.settings, self.devices
+        runnable = [p for p in pairs if p.a in self.addresses and p.b in self.addresses]
+        out: dict[Pair, dict[str, PairRun]] = {p: {} for p in runnable}
+        for i in range(self.width):
+            have = [p for p in runnable if all(i < len(devices[n]) for n in (p.a, p.b))]
+            for p in runnable:
+                if p not in have:
+                    out[p][device_label(devices, p, i)] = missing_device(p, index, i, devices)
+            suffix = f" ERI {i}" if self.width > 1 else ""
+            with phase(progress, f"{tool} {label}{suffix}: {len(have)} pairs") as outcome:
+                shifted = settings.model_copy(
+                    update={"port_base": settings.port_base + i * len(runnable)}
+                )
+                runs = run_round(
+                    self.facts.transport,
+                    have,
+                    index,
+                    tool,
+                    shifted,
+                    self.targets(i),
+                    lambda name, port, i=i: self.side(name, port, i),
+                )
+                good = sum(1 for run in runs.values() if passes(run))
+                outcome.text = f"{good}/{len(runs)} pairs within bounds"
+            for p, run in runs.items():
+                out[p][device_label(devices, p, i)] = dataclasses.replace(
+                    run, device=devices[p.a][i]
+                )
+        return out
+
+
 class PerftestCampaigns:
     """One campaign per perftest tool: every scheduled pair measured, judged by the tool's
     requirement judge, localized, suspects confirmed (each tool once)."""
@@ -126,57 +208,13 @@ class PerftestCampaigns:
         transport, progress = self.facts.transport, self.facts.progress
         names = [n.name for n in self.inventory.nodes]
         reachable = [n for n in names if n not in transport.unreachable()]
-        addresses = {n: a for n in reachable if (a := self.facts.data_address(n))}
-        devices = {n: self.facts.listed_eris(n) for n in addresses}
-        width = max([len(d) for d in devices.values()] + [self.inventory.expect.erdma.eris or 1])
-
-        def side(name: str, port: int, i: int) -> PerftestOptions:
-            found = devices.get(name, [])
-            device = found[i] if i < len(found) else None
-            gid = self.facts.gid_index(name, device) if device else None
-            return options_for(settings, tool, port, device, gid)
-
-        def target(name: str, i: int) -> str:
-            """The server's address for device index i: that device's own netdev's (an
-            ERI is an ENI: erdma_1 listens on eth1), else the data-plane address."""
-            found = devices.get(name, [])
-            own = self.facts.eri_address(name, found[i]).address if i < len(found) else None
-            return own or addresses[name]
-
-        def targets(i: int) -> dict[str, str]:
-            return {n: target(n, i) for n in addresses}
-
+        eris = EriRounds.of(self.facts, tool, settings, reachable)
+        addresses, devices, side, target = eris.addresses, eris.devices, eris.side, eris.target
+        targets = eris.targets
         passes = self.passes(tool)
 
         def measure(pairs: list[Pair], index: int, label: str) -> dict[Pair, dict[str, PairRun]]:
-            runnable = [p for p in pairs if p.a in addresses and p.b in addresses]
-            out: dict[Pair, dict[str, PairRun]] = {p: {} for p in runnable}
-            for i in range(width):
-                have = [p for p in runnable if all(i < len(devices[n]) for n in (p.a, p.b))]
-                for p in runnable:
-                    if p not in have:
-                        out[p][device_label(devices, p, i)] = missing_device(p, index, i, devices)
-                suffix = f" ERI {i}" if width > 1 else ""
-                with phase(progress, f"{tool} {label}{suffix}: {len(have)} pairs") as outcome:
-                    shifted = settings.model_copy(
-                        update={"port_base": settings.port_base + i * len(runnable)}
-                    )
-                    runs = run_round(
-                        transport,
-                        have,
-                        index,
-                        tool,
-                        shifted,
-                        targets(i),
-                        lambda name, port, i=i: side(name, port, i),
-                    )
-                    good = sum(1 for run in runs.values() if passes(run))
-                    outcome.text = f"{good}/{len(runs)} pairs within bounds"
-                for p, run in runs.items():
-                    out[p][device_label(devices, p, i)] = dataclasses.replace(
-                        run, device=devices[p.a][i]
-                    )
-            return out
+            return eris.measure(pairs, index, label, passes, progress)
 
         campaign = PerftestCampaign(tool, devices=devices)
         rounds, campaign.schedule = planned_rounds(names, settings)
@@ -196,7 +234,7 @@ class PerftestCampaigns:
         if campaign.suspect_devices:
             progress(f"{tool}: suspect devices {', '.join(campaign.suspect_devices)}")
         campaign.left_out = left_out(instance_rounds(rounds), addresses, transport.unreachable())
-        if tool.endswith("_bw") and width > 1 and rounds:
+        if tool.endswith("_bw") and eris.width > 1 and rounds:
             campaign.instance_runs = self._all_at_once(
                 rounds, len(rounds) + 1, tool, settings, addresses, devices, side, target
             )
