@@ -1,0 +1,211 @@
+"""The burn-in in the reports: each node's summary from its record's measurements, the
+timelines of the evidence page (bounded, failures marked at their time, escaped), the
+certificate's burn-in lines, the metrics and the trends digest."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_hpcnet.inventory.expectations import Expectations
+from pytest_hpcnet.probes.burnin import NodeLines, Sample, parse_lines
+from pytest_hpcnet.report.burnin_summary import failure_time, node_summary
+from pytest_hpcnet.report.certificate import burnin_timeline as timeline
+from pytest_hpcnet.report.certificate.format import format_value
+from pytest_hpcnet.report.certificate.page import render_certificate
+from pytest_hpcnet.report.evidence import EvidenceBundle
+from pytest_hpcnet.report.records import CheckRecord, Measurement
+from pytest_hpcnet.requirements.burnin import NodeBurnin, _failed_at, judge_burnin
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "burnin"
+LAB_RUN = (FIXTURE / "samples-8gpu-lab-throttle-gpu2-checksum-gpu1.jsonl").read_text()
+EXPECT = Expectations.model_validate({"gpu_load": {"max_temperature_c": 85}})
+DAY = 86400.0
+
+
+def as_record(verdict, node: str) -> CheckRecord:
+    """What `Check.judge` records of a burn-in verdict."""
+    measured = [
+        Measurement(
+            name=m.name,
+            value=m.value,
+            unit=m.unit,
+            threshold=m.bound,
+            comparison=m.comparison,
+            threshold_source=m.source,
+            subject=m.subject,
+            outcome=m.outcome,
+            code=m.code,
+        )
+        for m in verdict.measurements
+    ]
+    return CheckRecord(
+        check_id="burnin",
+        requirement="Burn-in: every GPU healthy for the whole duration",
+        subject=node,
+        verdict=verdict.outcome,
+        message=f"{node}: {verdict.reason}",
+        measured=measured,
+    )
+
+
+def judged(nodes: dict[str, str], asked: float) -> list[CheckRecord]:
+    """The burn-in records of nodes given their samples' text."""
+    found = {n: NodeBurnin(n, asked, parse_lines(text), gpus=8) for n, text in nodes.items()}
+    return [as_record(judge_burnin(f, found, EXPECT), n) for n, f in found.items()]
+
+
+def long_run(hours: float = 24.0, interval: float = 30.0, hot_gpu: int = 3, hot_t: float = 3600.0):
+    """A day of 8 GPUs sampled every 30 s; `hot_gpu` at 91 C from `hot_t` on, with one
+    single-sample spike of 99 C on GPU 5 at 12 h."""
+    lines = []
+    for i in range(1, int(hours * 3600 / interval) + 1):
+        t = i * interval
+        for g in range(8):
+            temp = 60 + g % 3 + 2 * math.sin(t / 900)
+            temp = 91 if g == hot_gpu and t >= hot_t else temp
+            temp = 99 if g == 5 and t == 12 * 3600 else temp
+            record = {"t": t, "gpu": g, "temp": temp, "power": 690 + g, "sm": 1980}
+            record |= {"events": "0x4", "ecc_uv": 0, "ecc_ua": 0, "rr_u": 0}
+            lines.append(json.dumps(record | {"win": [[i, 780.0, "aaaa"]]}))
+    lines.append(json.dumps({"t": hours * 3600 + 5, "end": "done"}))
+    return "\n".join(lines) + "\n"
+
+
+def run_folder(tmp_path: Path, nodes: dict[str, str], asked: float) -> Path:
+    run = tmp_path / "run"
+    bundle = EvidenceBundle(run)
+    (run / "burnin").mkdir()
+    for name, text in nodes.items():
+        (run / "burnin" / f"{name}.jsonl").write_text(text)
+    for record in judged(nodes, asked):
+        bundle.append(record)
+    bundle.close({"cluster": "c1"})
+    render_certificate(run, {"cluster": "c1"})
+    return run
+
+
+def healthy_of(text: str) -> str:
+    """The lab run without its faulty GPUs 1 and 2."""
+    return "\n".join(x for x in text.splitlines() if not re.search(r'"gpu":[12],', x)) + "\n"
+
+
+# -- the summary ----------------------------------------------------------------------------
+
+
+def test_failure_time_reads_what_the_judge_wrote():
+    (record,) = judged({"node01": LAB_RUN}, 10)
+    failed = [m for m in record.measured if m.outcome == "fail"]
+    assert len(failed) == 3
+    for m in failed:
+        assert failure_time(m.value) == _failed_at(m) != float("inf")
+    assert failure_time("91.0 at t=3600 s (1h00m00s)") == 3600.0
+    assert failure_time(91.0) is None and failure_time("none") is None
+
+
+def test_a_node_summary_is_its_measurements():
+    (record,) = judged({"node01": LAB_RUN}, 10)
+    summary = node_summary(record)
+    assert summary.outcome == "fail"
+    assert (summary.asked_s, summary.achieved_s, summary.whole) == (10, 12.8, True)
+    assert summary.first is not None
+    assert (summary.first.label, summary.first.t) == ("GPU 2 temperature", 5.1)
+    assert [f.label for f in summary.failures] == [
+        "GPU 2 temperature",
+        "GPU 2 slowdown",
+        "GPU 1 checksum",
+    ]
+    assert summary.max_temperature_c == 91.0
+
+
+def test_a_failed_value_shows_its_unit_before_its_time():
+    assert format_value("91.0 at t=5.1 s (0h00m05s)", "C") == "91 C at t=5.1 s (0h00m05s)"
+    assert format_value("1 at t=7 s (0h00m07s)", "errors") == "1 error at t=7 s (0h00m07s)"
+    assert format_value("0x4c at t=5.1 s (0h00m05s)", "") == "0x4c at t=5.1 s (0h00m05s)"
+
+
+# -- the timelines --------------------------------------------------------------------------
+
+
+def test_the_evidence_page_draws_one_timeline_per_node_that_ran(tmp_path):
+    run = run_folder(tmp_path, {"node01": LAB_RUN, "node02": healthy_of(LAB_RUN)}, 10)
+    page = (run / "evidence.html").read_text()
+    assert page.count('<svg class="burnin-timeline"') == 2
+    assert 'id="burnin-node01"' in page and 'id="burnin-node02"' in page
+    assert "<script" not in page
+    section = page[page.index('<section id="burnin">') :]
+    assert re.search(r"GPU 2 temperature 91 C at t=5\.1 s", section)
+    panels = re.findall(r'data-quantity="([^"]+)"', section)
+    assert panels[:4] == ["temperature", "SM clock", "power", "GEMM"]
+
+
+def test_the_certificate_says_the_duration_and_each_nodes_first_failure(tmp_path):
+    lost = "\n".join(LAB_RUN.splitlines()[:8]) + "\n"  # one round, no end line
+    nodes = {"node01": LAB_RUN, "node02": healthy_of(LAB_RUN), "node03": lost}
+    run = run_folder(tmp_path, nodes, 10)
+    page = (run / "certificate.html").read_text()
+    section = page[page.index('<section id="burnin">') : page.index('<section id="versions">')]
+    assert "asked 10 s (0h00m10s)" in section
+    assert "the whole duration achieved on 2 of 3 nodes" in section
+    rows = re.findall(r"<tr class=\"row-(\w+)\"><td class=\"mono\">([^<]+)</td>", section)
+    assert rows == [("fail", "node01"), ("not_measured", "node03"), ("pass", "node02")]
+    assert "GPU 2 temperature 91 C at t=5.1 s (0h00m05s)" in section
+    assert "(and 2 more)" in section
+    assert "4.6 s (0h00m04s) of 10 s (0h00m10s)" in section  # node03's achieved
+    assert "burn-in 4.6 s of 10 s asked" in section
+
+
+def test_a_failure_is_marked_at_its_time():
+    failure = timeline.Failure("GPU 3", "burnin.temperature", "91 at t=3600 s (1h00m00s)", "C", 3600.0)
+    lines = parse_lines(long_run(hours=2))
+    svg = str(timeline.timeline_svg("node01", lines, [failure], DAY))
+    (marker,) = re.findall(r'<line class="failure" data-t="([^"]+)" x1="([^"]+)"', svg)
+    want = timeline.LEFT + (timeline.WIDTH - timeline.LEFT - timeline.RIGHT) * 3600 / DAY
+    assert marker[0] == "3600" and float(marker[1]) == pytest.approx(want, abs=0.05)
+    assert "GPU 3 temperature at t=3600 s (1h00m00s)" in svg
+    assert 'data-gpu="3"' in svg  # the failed GPU drawn on its own
+
+
+def test_a_day_of_samples_stays_small_and_keeps_its_extremes():
+    lines = parse_lines(long_run())
+    assert len(lines.samples) == 2880 * 8
+    failure = timeline.Failure("GPU 5", "burnin.temperature", "99 at t=43200 s", "C", 43200.0)
+    svg = str(timeline.timeline_svg("node01", lines, [failure], DAY))
+    shapes = re.findall(r'points="([^"]*)"', svg)
+    assert shapes and max(len(s.split()) for s in shapes) <= timeline.MAX_POINTS
+    assert len(svg) < 40_000
+    temperature = svg[: svg.index('data-quantity="SM clock"')]
+    assert ">99</text>" in temperature  # the one-sample spike sets the panel's top
+
+
+def test_copy_bandwidth_is_drawn_where_the_windows_carry_it():
+    windows = (SimpleNamespace(number=1, tflops=780.0, checksum="a", copy_gbps=52.5),)
+    lines = NodeLines(tuple(Sample(t=float(t), gpu=0, temp=60.0, windows=windows) for t in (1, 2)))
+    svg = str(timeline.timeline_svg("node01", lines, [], 10))
+    assert 'data-quantity="copy"' in svg and "GB/s" in svg
+
+
+def test_a_hostile_node_name_is_escaped_and_reads_no_file_outside(tmp_path):
+    hostile = '<script>alert(1)</script>"'
+    svg = str(timeline.timeline_svg(hostile, parse_lines(LAB_RUN), [], 10))
+    assert "<script>" not in svg and "&lt;script&gt;" in svg
+    (tmp_path / "burnin").mkdir()
+    (tmp_path / "secret.jsonl").write_text(LAB_RUN)
+    assert timeline.read_samples(tmp_path, "../secret") is None
+    assert timeline.read_samples(tmp_path, "..") is None
+    run = run_folder(tmp_path, {hostile.replace("/", "_"): LAB_RUN}, 10)
+    page = (run / "evidence.html").read_text()
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;_script&gt;" in page
+
+
+def test_only_the_first_nodes_are_drawn_the_rest_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(timeline, "MAX_TIMELINES", 1)
+    run = run_folder(tmp_path, {"node01": LAB_RUN, "node02": healthy_of(LAB_RUN)}, 10)
+    page = (run / "evidence.html").read_text()
+    assert page.count('<svg class="burnin-timeline"') == 1 and 'id="burnin-node01"' in page
+    assert re.search(r'id="burnin-undrawn">No timeline drawn for 1 more node \(node02\)', page)
