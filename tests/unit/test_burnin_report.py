@@ -209,3 +209,39 @@ def test_only_the_first_nodes_are_drawn_the_rest_named(tmp_path, monkeypatch):
     page = (run / "evidence.html").read_text()
     assert page.count('<svg class="burnin-timeline"') == 1 and 'id="burnin-node01"' in page
     assert re.search(r'id="burnin-undrawn">No timeline drawn for 1 more node \(node02\)', page)
+
+
+# -- metrics and trends ---------------------------------------------------------------------
+
+
+def test_metrics_carry_each_nodes_burnin_summary():
+    from pytest_hpcnet.report.metrics import prometheus_text
+
+    records = judged({"node01": LAB_RUN, "node02": healthy_of(LAB_RUN)}, 10)
+    text = prometheus_text(records, {"cluster": "c1"})
+    lines = set(text.splitlines())
+    assert 'hpcnet_burnin_asked_seconds{node="node01",cluster="c1"} 10.0' in lines
+    assert 'hpcnet_burnin_achieved_seconds{node="node02",cluster="c1"} 12.8' in lines
+    assert 'hpcnet_burnin_outcome{node="node01",outcome="fail",cluster="c1"} 1' in lines
+    assert 'hpcnet_burnin_outcome{node="node02",outcome="pass",cluster="c1"} 1' in lines
+    assert (
+        'hpcnet_burnin_first_failure_seconds{node="node01",device="GPU 2",'
+        'quantity="temperature",cluster="c1"} 5.1'
+    ) in lines
+    assert not any(x.startswith('hpcnet_burnin_first_failure_seconds{node="node02"') for x in lines)
+    assert 'hpcnet_burnin_max_temperature_celsius{node="node01",cluster="c1"} 91.0' in lines
+    assert 'hpcnet_burnin_max_temperature_celsius{node="node02",cluster="c1"} 63.0' in lines
+    assert any(x.startswith('hpcnet_burnin_tflops_drift_percent{node="node02"') for x in lines)
+    assert "# TYPE hpcnet_burnin_outcome gauge" in lines
+
+
+def test_a_measurement_of_each_gpu_is_its_own_sample():
+    from pytest_hpcnet.report.metrics import prometheus_text
+
+    (record,) = judged({"node02": healthy_of(LAB_RUN)}, 10)
+    text = prometheus_text([record])
+    temps = [x for x in text.splitlines() if x.startswith("hpcnet_burnin_temperature{")]
+    assert len(temps) == 6  # GPUs 0, 3-7: not the last GPU's alone
+    assert 'hpcnet_burnin_temperature{check="burnin",node="node02",device="GPU 0",unit="C"}' in (
+        "\n".join(temps)
+    )
