@@ -48,7 +48,7 @@ def quantity(name: str) -> str:
     return name.removeprefix(f"{CHECK_ID}.")
 
 
-def _seconds(value: object) -> float | None:
+def _figure(value: object) -> float | None:
     found = leading_number(value)
     return found if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -118,14 +118,14 @@ def node_summary(record: CheckRecord, run_date: date | None = None) -> NodeSumma
     return NodeSummary(
         node=record.subject,
         outcome=effective_verdict(record, run_date),
-        asked_s=_seconds(duration.threshold) if duration else None,
-        achieved_s=_seconds(duration.value) if duration else None,
+        asked_s=_figure(duration.threshold) if duration else None,
+        achieved_s=_figure(duration.value) if duration else None,
         whole=duration is not None and duration.outcome == "pass",
         failures=tuple(failed),
         max_temperature_c=max(hottest, default=None),
         tflops_drift_pct=max(drift, default=None),
-        temperature_bound=next((_seconds(m.threshold) for m in temps if m.threshold), None),
-        drift_bound=next((_seconds(m.threshold) for m in drifts if m.threshold), None),
+        temperature_bound=next((_figure(m.threshold) for m in temps if m.threshold), None),
+        drift_bound=next((_figure(m.threshold) for m in drifts if m.threshold), None),
         message=record.message,
     )
 

@@ -161,7 +161,9 @@ def test_the_certificate_says_the_duration_and_each_nodes_first_failure(tmp_path
 
 
 def test_a_failure_is_marked_at_its_time():
-    failure = timeline.Failure("GPU 3", "burnin.temperature", "91 at t=3600 s (1h00m00s)", "C", 3600.0)
+    failure = timeline.Failure(
+        "GPU 3", "burnin.temperature", "91 at t=3600 s (1h00m00s)", "C", 3600.0
+    )
     lines = parse_lines(long_run(hours=2))
     svg = str(timeline.timeline_svg("node01", lines, [failure], DAY))
     (marker,) = re.findall(r'<line class="failure" data-t="([^"]+)" x1="([^"]+)"', svg)
@@ -245,3 +247,58 @@ def test_a_measurement_of_each_gpu_is_its_own_sample():
     assert 'hpcnet_burnin_temperature{check="burnin",node="node02",device="GPU 0",unit="C"}' in (
         "\n".join(temps)
     )
+
+
+def test_the_trends_digest_carries_each_nodes_burnin(tmp_path):
+    from pytest_hpcnet.report import trends
+    from pytest_hpcnet.report.records import RunSummary
+
+    records = judged({"node01": LAB_RUN, "node02": healthy_of(LAB_RUN)}, 10)
+    digest = trends.digest_run(records, RunSummary(run_id="r1"), None)
+    burnin = {
+        (name, subject): (value, comparison, bound)
+        for _, name, subject, value, _, comparison, bound in digest.points
+        if name.startswith("burnin.")
+    }
+    assert burnin[("burnin.achieved_s", "node01")] == (12.8, None, 10)
+    assert burnin[("burnin.max_temperature", "node01")] == (91.0, "<=", 85)
+    assert burnin[("burnin.max_temperature", "node02")] == (63.0, "<=", 85)
+    assert burnin[("burnin.first_failure_s", "node01 GPU 2 temperature")] == (5.1, None, None)
+    assert ("burnin.first_failure_s", "node02") not in {k[:2] for k in burnin}
+    assert ("burnin.tflops_drift_max", "node02") in burnin
+
+
+def test_the_trends_page_follows_the_burnin_night_after_night(tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    from pytest_hpcnet.report.trends import build_history
+    from pytest_hpcnet.report.trends_page import render_trends
+
+    start = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    for night, text in enumerate([healthy_of(LAB_RUN), healthy_of(LAB_RUN), LAB_RUN]):
+        bundle = EvidenceBundle(tmp_path / f"run{night}")
+        for record in judged({"node01": text}, 10):
+            bundle.append(record)
+        bundle.close({"cluster": "c1", "started_at": start + timedelta(days=night)})
+    history = build_history(tmp_path, "c1")
+    hot = next(
+        s
+        for s in history.series
+        if s.figure.name == "burnin.max_temperature" and s.subject == "node01"
+    )
+    assert [p.value for p in hot.points] == [63.0, 63.0, 91.0]
+    assert hot.points[-1].mark == "regression"  # 91 C against 63 C in the last good night
+    page = render_trends(history)
+    assert "Burn-in: hottest GPU temperature" in page and "Burn-in: duration achieved" in page
+
+
+def test_a_failed_rows_worst_value_is_a_failure_not_a_passing_gpu(tmp_path):
+    """A burn-in failure's value is text (`91.0 at t=...`): the row's worst is that failure,
+    the earliest, not the passing GPU whose number has the least headroom."""
+    run = run_folder(tmp_path, {"node01": LAB_RUN, "node02": healthy_of(LAB_RUN)}, 10)
+    facts = json.loads((run / "certificate.json").read_text())
+    (row,) = [r for r in facts["requirements"] if r["check_id"] == "burnin"]
+    assert row["verdict"] == "fail"
+    assert (row["worst_value"], row["worst_subject"]) == ("91.0 at t=5.1 s (0h00m05s)", "node01")
+    assert row["measurement"] == "burnin.temperature" and row["threshold"] == "≤ 85 C"
+    assert row["where"] == "node01 GPU 2" and row["margin"] is None

@@ -99,7 +99,9 @@ def read_samples(run_dir: Path, node: str) -> NodeLines | None:
     return parse_lines(data.decode("utf-8", errors="replace"))
 
 
-def envelope(points: Sequence[tuple[float, float]], start: float, end: float) -> list[tuple[float, float]]:
+def envelope(
+    points: Sequence[tuple[float, float]], start: float, end: float
+) -> list[tuple[float, float]]:
     """`points` (time order) cut to at most `MAX_POINTS`: per time bin its lowest and
     highest point, in time order, so no spike is lost."""
     if len(points) <= MAX_POINTS:
@@ -230,7 +232,7 @@ def timeline_svg(
     parts = [
         f'<svg class="burnin-timeline" width="100%" viewBox="0 0 {WIDTH} {height}" '
         f'preserveAspectRatio="xMinYMin meet" role="img" '
-        f'aria-label="burn-in timeline of {escape(node)}" font-size="9" '
+        f'aria-label="burn-in timeline of {escape(node)}" font-size="10" '
         f'font-family="sans-serif">'
     ]
     for index, (quantity, series) in enumerate(panels):
@@ -242,9 +244,10 @@ def timeline_svg(
         parts.append(_panel(quantity, series, scale, marked, gpus))
     bottom = strip + len(panels) * (PANEL_H + GAP)
     scale = Scale(end, strip, 0.0, 1.0)
+    ruler = duration_s if duration_s and duration_s >= last * 0.9 else end
     for step in range(5):
-        t = end * step / 4
-        anchor = "start" if step == 0 else "end" if step == 4 else "middle"
+        t = ruler * step / 4
+        anchor = "start" if step == 0 else "end" if t >= end * 0.95 else "middle"
         parts.append(
             f'<text x="{_num(scale.x(t))}" y="{bottom + 6}" text-anchor="{anchor}" '
             f'fill="#546e7a">{escape(clock(t))}</text>'
@@ -324,8 +327,7 @@ def _panel(
 def legend(failures: Sequence[Failure], gpus: int) -> Markup:
     """What the lines are: the band, the median, each GPU drawn on its own (HTML)."""
     items = [
-        f'<span class="swatch" style="background:{BAND}"></span>min to max of the '
-        f"{gpus} GPUs",
+        f'<span class="swatch" style="background:{BAND}"></span>min to max of the {gpus} GPUs',
         f'<span class="swatch" style="background:{MEDIAN}"></span>median',
     ]
     items += [
@@ -357,9 +359,7 @@ def burnin_section(
         if drawn < MAX_TIMELINES:
             lines = read_samples(run_dir, summary.node)
             if lines is not None and lines.samples:
-                entry["svg"] = timeline_svg(
-                    summary.node, lines, summary.failures, summary.asked_s
-                )
+                entry["svg"] = timeline_svg(summary.node, lines, summary.failures, summary.asked_s)
                 gpus = len({s.gpu for s in lines.samples})
                 entry["legend"] = legend(summary.failures, gpus)
                 entry["samples"] = len(lines.samples)
