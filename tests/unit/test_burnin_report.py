@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from datetime import date
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,7 +19,7 @@ from pytest_hpcnet.report.burnin_summary import failure_time, node_summary
 from pytest_hpcnet.report.certificate import burnin_timeline as timeline
 from pytest_hpcnet.report.certificate.format import format_value
 from pytest_hpcnet.report.certificate.page import render_certificate
-from pytest_hpcnet.report.evidence import EvidenceBundle
+from pytest_hpcnet.report.evidence import EvidenceBundle, read_records
 from pytest_hpcnet.report.records import CheckRecord, Measurement
 from pytest_hpcnet.requirements.burnin import NodeBurnin, _failed_at, judge_burnin
 
@@ -211,6 +212,15 @@ def test_only_the_first_nodes_are_drawn_the_rest_named(tmp_path, monkeypatch):
     page = (run / "evidence.html").read_text()
     assert page.count('<svg class="burnin-timeline"') == 1 and 'id="burnin-node01"' in page
     assert re.search(r'id="burnin-undrawn">No timeline drawn for 1 more node \(node02\)', page)
+
+
+def test_a_node_without_samples_in_the_bundle_is_named(tmp_path):
+    run = run_folder(tmp_path, {"node01": LAB_RUN, "node02": healthy_of(LAB_RUN)}, 10)
+    (run / "burnin" / "node02.jsonl").unlink()  # a merged bundle keeps no burnin/
+    records = read_records(run)
+    section = timeline.burnin_section(run, records, date(2026, 12, 7))
+    assert section is not None and section["missing"] == ["node02"]
+    assert [bool(n["svg"]) for n in section["nodes"]] == [True, False]
 
 
 # -- metrics and trends ---------------------------------------------------------------------

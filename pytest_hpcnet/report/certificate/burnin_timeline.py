@@ -346,14 +346,17 @@ def _order(summary: NodeSummary) -> int:
 def burnin_section(
     run_dir: Path, records: Sequence[CheckRecord], run_date: date
 ) -> dict[str, Any] | None:
-    """The evidence page's burn-in: every node's summary, and the timelines of the first
-    `MAX_TIMELINES` nodes (failed or not measured first); None without a burn-in record."""
+    """The evidence page's burn-in: every node's summary, the timelines of the first
+    `MAX_TIMELINES` nodes (failed or not measured first), the nodes past them (`undrawn`) and
+    those with no sample in the bundle (`missing`: none collected, or a merged bundle without
+    the partitions' `burnin/`); None without a burn-in record."""
     summaries = burnin_summaries(records, run_date)
     if not summaries:
         return None
     nodes = []
     drawn = 0
     undrawn: list[str] = []
+    missing: list[str] = []
     for summary in sorted(summaries, key=_order):
         entry: dict[str, Any] = {"summary": summary, "svg": None, "legend": None, "samples": 0}
         if drawn < MAX_TIMELINES:
@@ -364,8 +367,16 @@ def burnin_section(
                 entry["legend"] = legend(summary.failures, gpus)
                 entry["samples"] = len(lines.samples)
                 drawn += 1
+            else:
+                missing.append(summary.node)
         elif summary.achieved_s:
             undrawn.append(summary.node)
         nodes.append(entry)
     asked = sorted({s.asked_s for s in summaries if s.asked_s is not None})
-    return {"check_id": CHECK_ID, "nodes": nodes, "undrawn": undrawn, "asked": asked}
+    return {
+        "check_id": CHECK_ID,
+        "nodes": nodes,
+        "undrawn": undrawn,
+        "missing": missing,
+        "asked": asked,
+    }
