@@ -78,6 +78,7 @@ def prometheus_text(
     run_date: date | None = None,
 ) -> str:
     """The exposition text for these records (grouped per metric, last sample wins)."""
+    records = list(records)  # read twice: each measurement, then each node's burn-in
     common = dict(labels or {})
     families: dict[str, dict[str, str]] = {}
     helps: dict[str, str] = {}

@@ -312,3 +312,11 @@ def test_a_failed_rows_worst_value_is_a_failure_not_a_passing_gpu(tmp_path):
     assert (row["worst_value"], row["worst_subject"]) == ("91.0 at t=5.1 s (0h00m05s)", "node01")
     assert row["measurement"] == "burnin.temperature" and row["threshold"] == "≤ 85 C"
     assert row["where"] == "node01 GPU 2" and row["margin"] is None
+
+
+def test_metrics_of_records_read_once_still_carry_the_burnin():
+    from pytest_hpcnet.report.metrics import prometheus_text
+
+    records = judged({"node01": LAB_RUN}, 10)
+    text = prometheus_text(r for r in records)  # a generator: read once
+    assert "hpcnet_burnin_outcome{" in text and "hpcnet_burnin_temperature{" in text
