@@ -5,7 +5,9 @@ One gauge per measurement name (`hpcnet_<check>_<measurement>`, or
 with check, node or pair, unit and the caller's labels; plus
 `hpcnet_check_passed{check,subject}` 1 for pass, 0 for fail/error/waived, and
 `hpcnet_fault{check,subject,code,repair}` 1 for each fault code of a failed check
-(docs/fault-codes.md).
+(docs/fault-codes.md). A measurement of one device or GPU of its subject carries it as
+`device`. Each node's burn-in adds its summary (`burnin_lines`): duration asked and achieved,
+outcome, first failure's time with its GPU and quantity, hottest temperature, TFLOPS drift.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from datetime import date
 from pathlib import Path
 
 from pytest_hpcnet.redact import redact
+from pytest_hpcnet.report.burnin_summary import NodeSummary, burnin_summaries
 from pytest_hpcnet.report.evidence import CheckRecord, _write_atomic, effective_verdict
 from pytest_hpcnet.requirements.registry import fault
 
@@ -75,6 +78,7 @@ def prometheus_text(
     run_date: date | None = None,
 ) -> str:
     """The exposition text for these records (grouped per metric, last sample wins)."""
+    records = list(records)  # read twice: each measurement, then each node's burn-in
     common = dict(labels or {})
     families: dict[str, dict[str, str]] = {}
     helps: dict[str, str] = {}
@@ -87,9 +91,11 @@ def prometheus_text(
                 continue
             name = metric_name(record.check_id, measurement.name)
             helps.setdefault(name, f"{record.requirement}: {measurement.name}")
+            device = measurement.subject.strip()
             sample_labels = {
                 "check": record.check_id,
                 **_subject_labels(record),
+                **({"device": device} if device and device != record.subject else {}),
                 "unit": measurement.unit,
                 **common,
             }
@@ -108,6 +114,9 @@ def prometheus_text(
             coded["repair"] = declared.repair if declared else ""
             faults[_labels({**coded, **common})] = "1"
     lines: list[str] = []
+    for name, help_text, samples in burnin_families(burnin_summaries(records, run_date), common):
+        helps[name] = help_text
+        families[name] = samples
     for name in sorted(families):
         help_text = helps[name].replace("\\", "\\\\").replace("\n", "\\n")
         lines.append(f"# HELP {name} {redact(help_text)}")
@@ -124,6 +133,48 @@ def prometheus_text(
         lines.append(f"# TYPE {name} gauge")
         lines.extend(f"{name}{key} {value}" for key, value in faults.items())
     return "\n".join(lines) + "\n" if lines else ""
+
+
+BURNIN_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("burnin_asked_seconds", "the burn-in duration asked"),
+    ("burnin_achieved_seconds", "the burn-in duration achieved (the judge's burnin.duration)"),
+    ("burnin_outcome", "1 for the node's burn-in outcome (pass, fail, not_measured, ...)"),
+    (
+        "burnin_first_failure_seconds",
+        "seconds into the burn-in of the node's first failure, with its GPU and quantity",
+    ),
+    ("burnin_max_temperature_celsius", "the hottest GPU temperature the burn-in judge reported"),
+    ("burnin_tflops_drift_percent", "the largest TFLOPS drift below a GPU's first windows"),
+)
+
+
+def burnin_families(
+    summaries: Iterable[NodeSummary], common: Mapping[str, str]
+) -> list[tuple[str, str, dict[str, str]]]:
+    """Each node's burn-in summary as gauge families (name, help, {labels: value})."""
+    found: dict[str, dict[str, str]] = {name: {} for name, _ in BURNIN_FAMILIES}
+    for s in summaries:
+        node = {"node": s.node}
+        values = {
+            "burnin_asked_seconds": s.asked_s,
+            "burnin_achieved_seconds": s.achieved_s,
+            "burnin_max_temperature_celsius": s.max_temperature_c,
+            "burnin_tflops_drift_percent": s.tflops_drift_pct,
+        }
+        for name, value in values.items():
+            if value is not None:
+                found[name][_labels({**node, **common})] = format_sample_value(value)
+        outcome = _labels({**node, "outcome": s.outcome, **common})
+        found["burnin_outcome"][outcome] = "1"
+        first = s.first
+        if first is not None and first.t is not None:
+            key = _labels({**node, "device": first.subject, "quantity": first.quantity, **common})
+            found["burnin_first_failure_seconds"][key] = format_sample_value(first.t)
+    return [
+        (PREFIX + name, help_text, found[name])
+        for name, help_text in BURNIN_FAMILIES
+        if found[name]
+    ]
 
 
 def write_prometheus_textfile(

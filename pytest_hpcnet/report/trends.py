@@ -24,6 +24,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from pytest_hpcnet.report.baseline import is_regression, metric_subject, tolerance_for
+from pytest_hpcnet.report.burnin_summary import burnin_summaries
 from pytest_hpcnet.report.certificate.versions import Manifest, manifest
 from pytest_hpcnet.report.evidence import (
     CheckRecord,
@@ -56,10 +57,24 @@ class Figure:
     unit: str = ""  # the registry's; a series shows the unit its run recorded
 
 
-FIGURES: tuple[Figure, ...] = tuple(
-    Figure(check_id, f.name, f.label, f.counter, f.unit) for check_id, f in trended_figures()
+BURNIN_FIGURES: tuple[Figure, ...] = (
+    Figure("burnin", "burnin.achieved_s", "Burn-in: duration achieved", unit="s"),
+    Figure("burnin", "burnin.max_temperature", "Burn-in: hottest GPU temperature", unit="C"),
+    Figure("burnin", "burnin.tflops_drift_max", "Burn-in: largest TFLOPS drift", unit="%"),
+    Figure(
+        "burnin", "burnin.first_failure_s", "Burn-in: first failure, time into the run", unit="s"
+    ),
 )
-"""The figures the page follows: the registry's trended figures, in its order."""
+"""Each node's burn-in summary (`report/burnin_summary.py`, from the judge's measurements):
+the duration achieved (the asked one as its dashed line), the hottest temperature (judged
+like a level against the last good run), the largest drift, and the first failure's time
+with its GPU and quantity in the subject (`node01 GPU 3 temperature`)."""
+FIGURES: tuple[Figure, ...] = (
+    *(Figure(check_id, f.name, f.label, f.counter, f.unit) for check_id, f in trended_figures()),
+    *BURNIN_FIGURES,
+)
+"""The figures the page follows: the registry's trended figures, in its order, then the
+burn-in's."""
 
 
 @dataclass
@@ -191,8 +206,48 @@ def digest_run(
                 points.append(
                     (record.check_id, m.name, subject, value, m.unit, m.comparison, bound)
                 )
+    points += burnin_points(records)
     statuses = dict(node_status(records, summary)) if node_status is not None else None
     return RunDigest(points, statuses, manifest(records))
+
+
+def burnin_points(records: list[CheckRecord]) -> list[PointRow]:
+    """Each node's burn-in summary as the `BURNIN_FIGURES`' points (errors left out)."""
+    points: list[PointRow] = []
+    for s in burnin_summaries(r for r in records if r.verdict != "error"):
+        if s.achieved_s is not None:
+            points.append(
+                ("burnin", "burnin.achieved_s", s.node, s.achieved_s, "s", None, s.asked_s)
+            )
+        if s.max_temperature_c is not None:
+            points.append(
+                (
+                    "burnin",
+                    "burnin.max_temperature",
+                    s.node,
+                    s.max_temperature_c,
+                    "C",
+                    "<=" if s.temperature_bound is not None else None,
+                    s.temperature_bound,
+                )
+            )
+        if s.tflops_drift_pct is not None:
+            points.append(
+                (
+                    "burnin",
+                    "burnin.tflops_drift_max",
+                    s.node,
+                    s.tflops_drift_pct,
+                    "%",
+                    None,
+                    s.drift_bound,
+                )
+            )
+        first = s.first
+        if first is not None and first.t is not None:
+            subject = f"{s.node} {first.label}"
+            points.append(("burnin", "burnin.first_failure_s", subject, first.t, "s", None, None))
+    return points
 
 
 def write_digest(run_dir: Path, digest: RunDigest) -> None:

@@ -305,7 +305,9 @@ def test_a_figure_no_judge_records_is_caught():
 
 def test_trends_follow_the_registry():
     registered = [(r.id, f.name, f.unit) for r in REQUIREMENTS for f in r.figures if f.trended]
-    assert [(f.check_id, f.name, f.unit) for f in trends.FIGURES] == registered
+    derived = [(f.check_id, f.name, f.unit) for f in trends.BURNIN_FIGURES]  # a node's summary
+    assert [(f.check_id, f.name, f.unit) for f in trends.FIGURES] == registered + derived
+    assert {c for c, _, _ in derived} == {"burnin"} and "burnin" in {r.id for r in REQUIREMENTS}
     assert ("gpu_compute", "bf16_tflops", "TFLOPS") in registered
     assert ("tuning", "errors", "packets") in registered
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pytest_hpcnet.report.evidence import Measurement
@@ -68,12 +69,18 @@ def out_of_bound(measurement: Measurement) -> bool:
     return measurement.outcome == "fail"
 
 
+_TIMED = re.compile(r"(-?[0-9]+(?:\.[0-9]+)?)( at t=.*)", re.DOTALL)
+
+
 def format_value(value: Any, unit: str = "") -> str:
     """A value for display: integers plainly, other numbers with 4 significant digits; bytes
     from 1 MiB up in binary units (`12 MiB`); a counted unit singular for one (`1 device`)."""
     if value is None:
         return "—"
     number = number_of(value)
+    timed = _TIMED.fullmatch(value) if isinstance(value, str) and unit else None
+    if timed:  # a failure at its time (`91.0 at t=5.1 s (...)`): the unit after the figure
+        return f"{format_value(float(timed.group(1)), unit)}{timed.group(2)}"
     if number is None:
         return f"{value} {unit}".strip()
     if unit == "KiB" and abs(number) >= 1 << 10:

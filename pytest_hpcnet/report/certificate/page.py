@@ -22,6 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pytest_hpcnet import __version__
 from pytest_hpcnet.inventory.models import Waiver
 from pytest_hpcnet.redact import redact
+from pytest_hpcnet.report.burnin_summary import clock as burnin_clock
+from pytest_hpcnet.report.certificate.burnin import burnin_overview
+from pytest_hpcnet.report.certificate.burnin_timeline import burnin_section
 from pytest_hpcnet.report.certificate.evidence import evidence_sections
 from pytest_hpcnet.report.certificate.format import (
     counted,
@@ -120,6 +123,7 @@ ROW_CAPS: dict[str, tuple[int, int]] = {
     "excluded": (5, 1),
     "versions": (4, 1),
     "node_groups": (3, 1),
+    "burnin": (6, 1),
 }
 #: The failures a waiver covered that the signed pages name (the rest: counted, in the appendix).
 WAIVER_COVERED_SHOWN = 2
@@ -269,9 +273,16 @@ def _environment() -> Environment:
             "threshold": format_threshold,
             "count": counted,
             "unsigned_evidence": unsigned_evidence_line,
+            "burnin_clock": burnin_clock,
+            "burnin_seconds": _format_seconds,
         },
         {"fact_titles": FACT_TITLES, "lab_notice": LAB_NOTICE, "node_titles": NODE_TITLES},
     )
+
+
+def _format_seconds(value: float | None) -> str:
+    """`86400 s` as `86400 s (24h00m00s)`; "—" for None."""
+    return "—" if value is None else f"{value:g} s ({burnin_clock(value)})"
 
 
 def _format_when(value: Any) -> str:
@@ -438,6 +449,7 @@ def _page_context(root: Path, facts: Mapping[str, Any]) -> dict[str, Any]:
         "needed": _needed(facts, incomplete),
         "appendix": EVIDENCE_HTML,
         "all_nodes": [n["name"] for n in facts["nodes"]],
+        "burnin": burnin_overview(records, on),
     }
 
 
@@ -453,12 +465,13 @@ def render_evidence(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -
         _environment()
         .get_template("evidence.html.j2")
         .render(
-            **{k: v for k, v in page.items() if k not in ("records", "run_date")},
+            **{k: v for k, v in page.items() if k not in ("records", "run_date", "burnin")},
             matrices=_matrices(records, node_order, suspects, on),
             sections=evidence_sections(root, records, page["rows"], on),
             legend=legend_html(),
             gpu=gpu_section(records),
             gpu_load=gpu_load_section(records),
+            burnin=burnin_section(root, records, on),
         )
     )
     return redact(html)
@@ -488,9 +501,11 @@ def render_html(run_dir: str | os.PathLike[str], facts: Mapping[str, Any]) -> st
                     "excluded": page["excluded"],
                     "versions": page["version_rows"],
                     "node_groups": node_groups(facts.get("node_facts", [])),
+                    "burnin": (page["burnin"] or {}).get("rows", []),
                 },
                 max(ROW_BUDGET, PAGE_ROWS - judged) - len(waivers),
             ),
+            burnin_run=page["burnin"],
             waivers=waivers,
             covered_shown=WAIVER_COVERED_SHOWN,
             pair_suspects=pair_suspects,

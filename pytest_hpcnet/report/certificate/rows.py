@@ -11,6 +11,7 @@ from datetime import date
 from pydantic import BaseModel, Field
 
 from pytest_hpcnet.inventory.models import Waiver
+from pytest_hpcnet.report.burnin_summary import failure_time
 from pytest_hpcnet.report.certificate.format import (
     format_threshold,
     format_value,
@@ -120,7 +121,9 @@ def _row_verdict(verdicts: Iterable[str]) -> str:
 
 def _worst(records: Sequence[CheckRecord], run_date: date) -> tuple[Measurement, str] | None:
     """The measurement (and its subject) with the least headroom; for `==`/`in` checks
-    the first measurement of a failing record, else the first one."""
+    the first measurement of a failing record, else the first one. Where every number
+    passed but a failing record failed a measurement that is text, that failure (the
+    earliest by the time it names, else the first)."""
     numeric: list[tuple[float, int, Measurement, str]] = []
     other: list[tuple[int, Measurement, str]] = []
     order = 0
@@ -134,13 +137,22 @@ def _worst(records: Sequence[CheckRecord], run_date: date) -> tuple[Measurement,
             elif measurement.comparison is not None:
                 rank = 0 if failing and out_of_bound(measurement) else 1 if failing else 2
                 other.append((rank, order, measurement, record.subject))
+    failed = [(order, m, subject) for rank, order, m, subject in other if rank == 0]
     if numeric:
-        _, _, measurement, subject = min(numeric, key=lambda item: (item[0], item[1]))
+        margin, _, measurement, subject = min(numeric, key=lambda item: (item[0], item[1]))
+        if margin >= 0 and failed:  # only text failed (`91.0 at t=...`): the earliest of it
+            _, measurement, subject = min(failed, key=lambda item: (_when(item[1]), item[0]))
         return measurement, subject
     if other:
         _, _, measurement, subject = min(other, key=lambda item: (item[0], item[1]))
         return measurement, subject
     return None
+
+
+def _when(measurement: Measurement) -> float:
+    """The time a failure's value names (`... at t=3600 s`, a burn-in's), else infinity."""
+    found = failure_time(measurement.value)
+    return float("inf") if found is None else found
 
 
 def requirement_rows(
