@@ -176,3 +176,6 @@ def test_burnin_faults_over_time_a_killed_controller_and_a_lost_node(lab2, tmp_p
         assert collected == on_node.read_text()
         assert collected.startswith(kept[f"{node}.jsonl"])
         assert '"end": "done"' in collected.splitlines()[-1]
+    page = (runs[-1] / "evidence.html").read_text()  # a timeline per node, failures marked
+    assert all(f'id="burnin-{n}"' in page for n in ("node01", "node02", "node03")), out[-2000:]
+    assert page.count('class="failure"') >= len(FAILS)

@@ -25,6 +25,7 @@ from pytest_hpcnet.requirements.burnin import NodeBurnin, _failed_at, judge_burn
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "burnin"
 LAB_RUN = (FIXTURE / "samples-8gpu-lab-throttle-gpu2-checksum-gpu1.jsonl").read_text()
+DEVICE_RUN = (FIXTURE / "samples-8gpu-2eri-lab-aer-gpu3-counter-erdma1.jsonl").read_text()
 EXPECT = Expectations.model_validate({"gpu_load": {"max_temperature_c": 85}})
 DAY = 86400.0
 
@@ -91,9 +92,18 @@ def run_folder(tmp_path: Path, nodes: dict[str, str], asked: float) -> Path:
     return run
 
 
-def healthy_of(text: str) -> str:
-    """The lab run without its faulty GPUs 1 and 2."""
-    return "\n".join(x for x in text.splitlines() if not re.search(r'"gpu":[12],', x)) + "\n"
+def healthy() -> str:
+    """A healthy node of the current format: the device-watch lab run with its device
+    counters quiet (the AER and ERI counter it recorded are zeroed)."""
+    lines = []
+    for text in DEVICE_RUN.splitlines():
+        record = json.loads(text)
+        if "dev" in record:
+            record["dev"] = {
+                d: {k: [0] * len(v) for k, v in c.items()} for d, c in record["dev"].items()
+            }
+        lines.append(json.dumps(record))
+    return "\n".join(lines) + "\n"
 
 
 # -- the summary ----------------------------------------------------------------------------
@@ -134,7 +144,7 @@ def test_a_failed_value_shows_its_unit_before_its_time():
 
 
 def test_the_evidence_page_draws_one_timeline_per_node_that_ran(tmp_path):
-    run = run_folder(tmp_path, {"node01": LAB_RUN, "node02": healthy_of(LAB_RUN)}, 10)
+    run = run_folder(tmp_path, {"node01": LAB_RUN, "node02": healthy()}, 10)
     page = (run / "evidence.html").read_text()
     assert page.count('<svg class="burnin-timeline"') == 2
     assert 'id="burnin-node01"' in page and 'id="burnin-node02"' in page
@@ -147,7 +157,7 @@ def test_the_evidence_page_draws_one_timeline_per_node_that_ran(tmp_path):
 
 def test_the_certificate_says_the_duration_and_each_nodes_first_failure(tmp_path):
     lost = "\n".join(LAB_RUN.splitlines()[:8]) + "\n"  # one round, no end line
-    nodes = {"node01": LAB_RUN, "node02": healthy_of(LAB_RUN), "node03": lost}
+    nodes = {"node01": LAB_RUN, "node02": healthy(), "node03": lost}
     run = run_folder(tmp_path, nodes, 10)
     page = (run / "certificate.html").read_text()
     section = page[page.index('<section id="burnin">') : page.index('<section id="versions">')]
@@ -208,14 +218,14 @@ def test_a_hostile_node_name_is_escaped_and_reads_no_file_outside(tmp_path):
 
 def test_only_the_first_nodes_are_drawn_the_rest_named(tmp_path, monkeypatch):
     monkeypatch.setattr(timeline, "MAX_TIMELINES", 1)
-    run = run_folder(tmp_path, {"node01": LAB_RUN, "node02": healthy_of(LAB_RUN)}, 10)
+    run = run_folder(tmp_path, {"node01": LAB_RUN, "node02": healthy()}, 10)
     page = (run / "evidence.html").read_text()
     assert page.count('<svg class="burnin-timeline"') == 1 and 'id="burnin-node01"' in page
     assert re.search(r'id="burnin-undrawn">No timeline drawn for 1 more node \(node02\)', page)
 
 
 def test_a_node_without_samples_in_the_bundle_is_named(tmp_path):
-    run = run_folder(tmp_path, {"node01": LAB_RUN, "node02": healthy_of(LAB_RUN)}, 10)
+    run = run_folder(tmp_path, {"node01": LAB_RUN, "node02": healthy()}, 10)
     (run / "burnin" / "node02.jsonl").unlink()  # a merged bundle keeps no burnin/
     records = read_records(run)
     section = timeline.burnin_section(run, records, date(2026, 12, 7))
@@ -229,7 +239,7 @@ def test_a_node_without_samples_in_the_bundle_is_named(tmp_path):
 def test_metrics_carry_each_nodes_burnin_summary():
     from pytest_hpcnet.report.metrics import prometheus_text
 
-    records = judged({"node01": LAB_RUN, "node02": healthy_of(LAB_RUN)}, 10)
+    records = judged({"node01": LAB_RUN, "node02": healthy()}, 10)
     text = prometheus_text(records, {"cluster": "c1"})
     lines = set(text.splitlines())
     assert 'hpcnet_burnin_asked_seconds{node="node01",cluster="c1"} 10.0' in lines
@@ -250,10 +260,10 @@ def test_metrics_carry_each_nodes_burnin_summary():
 def test_a_measurement_of_each_gpu_is_its_own_sample():
     from pytest_hpcnet.report.metrics import prometheus_text
 
-    (record,) = judged({"node02": healthy_of(LAB_RUN)}, 10)
+    (record,) = judged({"node02": healthy()}, 10)
     text = prometheus_text([record])
     temps = [x for x in text.splitlines() if x.startswith("hpcnet_burnin_temperature{")]
-    assert len(temps) == 6  # GPUs 0, 3-7: not the last GPU's alone
+    assert len(temps) == 8  # one a GPU: not the last GPU's alone
     assert 'hpcnet_burnin_temperature{check="burnin",node="node02",device="GPU 0",unit="C"}' in (
         "\n".join(temps)
     )
@@ -263,7 +273,7 @@ def test_the_trends_digest_carries_each_nodes_burnin(tmp_path):
     from pytest_hpcnet.report import trends
     from pytest_hpcnet.report.records import RunSummary
 
-    records = judged({"node01": LAB_RUN, "node02": healthy_of(LAB_RUN)}, 10)
+    records = judged({"node01": LAB_RUN, "node02": healthy()}, 10)
     digest = trends.digest_run(records, RunSummary(run_id="r1"), None)
     burnin = {
         (name, subject): (value, comparison, bound)
@@ -285,7 +295,7 @@ def test_the_trends_page_follows_the_burnin_night_after_night(tmp_path):
     from pytest_hpcnet.report.trends_page import render_trends
 
     start = datetime(2026, 12, 1, tzinfo=timezone.utc)
-    for night, text in enumerate([healthy_of(LAB_RUN), healthy_of(LAB_RUN), LAB_RUN]):
+    for night, text in enumerate([healthy(), healthy(), LAB_RUN]):
         bundle = EvidenceBundle(tmp_path / f"run{night}")
         for record in judged({"node01": text}, 10):
             bundle.append(record)
@@ -305,7 +315,7 @@ def test_the_trends_page_follows_the_burnin_night_after_night(tmp_path):
 def test_a_failed_rows_worst_value_is_a_failure_not_a_passing_gpu(tmp_path):
     """A burn-in failure's value is text (`91.0 at t=...`): the row's worst is that failure,
     the earliest, not the passing GPU whose number has the least headroom."""
-    run = run_folder(tmp_path, {"node01": LAB_RUN, "node02": healthy_of(LAB_RUN)}, 10)
+    run = run_folder(tmp_path, {"node01": LAB_RUN, "node02": healthy()}, 10)
     facts = json.loads((run / "certificate.json").read_text())
     (row,) = [r for r in facts["requirements"] if r["check_id"] == "burnin"]
     assert row["verdict"] == "fail"
