@@ -2,7 +2,7 @@
 evidence bytes per node-hour.
 
     .venv/bin/python benchmarks/burnin.py --nodes 1024 --rounds 20 --node-seconds 30 \
-        --intervals 1 30 --ssh-nodes 64 --ssh-rounds 10
+        --intervals 1 30 --ssh-nodes 64 --ssh-rounds 10   # and --ssh-nodes 256
 
 1. Controller: `BurninCampaign.collect` over `--nodes` nodes of 8 GPUs, each round handing
    it one interval of sample lines per node (the lines the lab's emulated node writes) through
