@@ -165,6 +165,8 @@ class Sample:
     pcie_gen_max: int | None = None
     pcie_width_max: int | None = None
     """The PCIe link (nvidia-smi `pcie.link.{gen,width}.{current,max}`; None: not read)."""
+    mem: float | None = None
+    """The memory clock (MHz, nvidia-smi `clocks.mem`; None: not read)."""
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,18 @@ class DeviceSample:
 
 
 @dataclass(frozen=True)
+class SwitchError:
+    """An NVSwitch `SXid` the kernel logged: when (the sample that read it), the switch
+    (`nvidia-nvswitch0`), the SXid number and its severity (`Fatal`, `Non-fatal`,
+    `Correctable`)."""
+
+    t: float
+    switch: str
+    sxid: int
+    severity: str
+
+
+@dataclass(frozen=True)
 class NodeLines:
     """A node's sample lines read: the samples, the end line if written, and what failed."""
 
@@ -200,6 +214,10 @@ class NodeLines:
     unreadable: int = 0
     devices: tuple[DeviceSample, ...] = ()
     """The device lines' records (from t=0, the baseline), one per device per line."""
+    switch_errors: tuple[SwitchError, ...] = ()
+    """The NVSwitch SXids the device lines carry, in time order."""
+    kernel_log_unread: float | None = None
+    """The first time the kernel log could not be read (no Xid or SXid read then)."""
 
 
 def _num(value: object) -> float | None:
@@ -250,6 +268,17 @@ def _device_samples(t: float, value: object) -> list[DeviceSample] | None:
     return found
 
 
+def _switch_errors(t: float, value: object) -> list[SwitchError]:
+    """A device line's `sxid` list (`[switch, SXid, severity]` each); others left out."""
+    found = []
+    for entry in value if isinstance(value, list) else []:
+        if not isinstance(entry, list) or len(entry) != 3 or _int(entry[1]) is None:
+            continue
+        switch, severity = str(entry[0])[:64], str(entry[2])[:16]
+        found.append(SwitchError(t, switch, _int(entry[1]) or 0, severity))
+    return found
+
+
 def _count(value: object) -> int | None:
     found = _int(value)
     return found if found is not None and found >= 0 else None
@@ -261,6 +290,8 @@ def parse_lines(lines: str | list[str] | tuple[str, ...]) -> NodeLines:
         lines = lines.splitlines()
     samples: list[Sample] = []
     devices: list[DeviceSample] = []
+    switch_errors: list[SwitchError] = []
+    klog_unread: float | None = None
     errors: list[str] = []
     end, end_t, bad = None, None, 0
     for line in lines:
@@ -285,6 +316,9 @@ def parse_lines(lines: str | list[str] | tuple[str, ...]) -> NodeLines:
                 bad += 1
             else:
                 devices += found
+            switch_errors += _switch_errors(t, record.get("sxid"))
+            if record.get("klog") is not None and klog_unread is None:
+                klog_unread = t
             continue
         gpu = _int(record.get("gpu"))
         if gpu is None:
@@ -307,6 +341,16 @@ def parse_lines(lines: str | list[str] | tuple[str, ...]) -> NodeLines:
                 pcie_width=_int(record.get("pw")),
                 pcie_gen_max=_int(record.get("pgm")),
                 pcie_width_max=_int(record.get("pwm")),
+                mem=_num(record.get("mem")),
             )
         )
-    return NodeLines(tuple(samples), end, end_t, tuple(errors), bad, devices=tuple(devices))
+    return NodeLines(
+        tuple(samples),
+        end,
+        end_t,
+        tuple(errors),
+        bad,
+        devices=tuple(devices),
+        switch_errors=tuple(switch_errors),
+        kernel_log_unread=klog_unread,
+    )

@@ -125,6 +125,11 @@ CODES: dict[str, tuple[str, str]] = {
         "HPCNET-BURNIN-NETWORK",
         "an ERI or NIC counted errors or drops during the burn-in: check its link, open a ticket",
     ),
+    "burnin.sxid": (
+        "HPCNET-BURNIN-SXID",
+        "an NVSwitch error under load: look the SXid up in the Fabric Manager guide, reset the "
+        "GPUs and switches or reboot, burn in again",
+    ),
 }
 """Each judged quantity's fault code (the registry's `burnin` codes) and what to do."""
 INSTALL_TORCH = "install PyTorch with CUDA for the node's python3 (pip install torch)"
@@ -591,6 +596,55 @@ def device_measurements(found: NodeBurnin, expect: Expectations) -> list[Measure
     return out
 
 
+SOURCE_SXID = (
+    "none: a fatal or non-fatal SXid is an NVSwitch fault (NVIDIA Fabric Manager user guide, "
+    "SXid errors); correctable: reported"
+)
+KLOG_UNREAD = "kernel log unreadable (dmesg needs root or kernel.dmesg_restrict=0) from"
+
+
+def switch_measurements(lines: NodeLines, expect: Expectations) -> list[Measurement]:
+    """The NVSwitch SXids the kernel logged (where the profile has NVSwitch, or any was
+    logged): a fatal or non-fatal one fails at its time, correctable ones are reported."""
+    errors = lines.switch_errors
+    if not expect.gpu_load.nvswitch and not errors:
+        return []
+    first = next((e for e in errors if e.severity != "Correctable"), None)
+    value = (
+        f"{first.switch} SXid {first.sxid} ({first.severity}) at {_when(first.t)}" if first else 0
+    )
+    out = [
+        Measurement(
+            "burnin.sxid",
+            value,
+            "",
+            0,
+            "==",
+            SOURCE_SXID,
+            subject="NVSwitch",
+            outcome=FAIL if first else PASS,
+        )
+    ]
+    if corrected := [e for e in errors if e.severity == "Correctable"]:
+        shown = ", ".join(sorted({f"{e.switch} {e.sxid}" for e in corrected}))
+        out.append(
+            Measurement(
+                "burnin.sxid_correctable", len(corrected), "", subject="NVSwitch", basis=shown
+            )
+        )
+    return out
+
+
+def _kernel_log_unread(measured: list[Measurement], since: float) -> list[Measurement]:
+    """Xid and SXid measurements that passed on an unreadable kernel log: not measured."""
+    return [
+        replace(m, value=f"{KLOG_UNREAD} {_when(since)}", outcome=NOT_MEASURED)
+        if m.name in ("burnin.xid", "burnin.sxid") and m.outcome == PASS
+        else m
+        for m in measured
+    ]
+
+
 def reference_checksum(nodes: Mapping[str, NodeBurnin]) -> str | None:
     """The checksum most GPUs of the cluster gave in their first window (None without one)."""
     firsts: Counter[str] = Counter()
@@ -623,6 +677,9 @@ def judge_burnin(
     ]
     if by_gpu:
         measured += device_measurements(found, expect)
+        measured += switch_measurements(found.lines, expect)
+    if found.lines.kernel_log_unread is not None:
+        measured = _kernel_log_unread(measured, found.lines.kernel_log_unread)
     measured = [
         replace(m, code=CODES[m.name][0]) if m.outcome == FAIL and m.name in CODES else m
         for m in measured

@@ -1517,6 +1517,13 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 "replace",
                 "check the ERI's link; open a ticket with the counters and their times",
             ),
+            FaultCode(
+                "HPCNET-BURNIN-SXID",
+                "an NVSwitch logged a fatal or non-fatal SXid during the burn-in",
+                "reset",
+                "look the SXid up in the Fabric Manager guide; reset the GPUs and switches or "
+                "reboot, burn in again; a ticket for the baseboard if it recurs",
+            ),
         ),
         judges=("burnin:judge_burnin",),
         sections=(GPU_QUERY.name, GPU_ENGINES.name),

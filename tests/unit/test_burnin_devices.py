@@ -348,3 +348,102 @@ def test_nic_drops_are_bounded_per_hour_of_burn_in():
     drops = next(m for m in device_measurements(day, EXPECT) if m.name == "burnin.nic_drops")
     assert drops.outcome == "fail", drops
     assert "eth0 burnin.nic_drops" in failed(judged(with_devices(7.0, eth0={"nic": [0, 0, 11, 0]})))
+
+
+# -- NVSwitch SXids and the kernel log ----------------------------------------------------------
+
+SXID_LOG = [  # the driver's NVSWITCH_PRINT_SXID format (open-gpu-kernel-modules error_nvswitch.h)
+    "[ 123.456789] nvidia-nvswitch0: SXid (PCI:0000:c3:00.0): 20009, Non-fatal, Link 28 RX Short"
+    " Error Rate",
+    "[ 123.456790] nvidia-nvswitch2: SXid (PCI:0000:0b:00.0): 12028, Correctable, Link 04 egress",
+    "[ 123.456791] NVRM: Xid (PCI:0000:18:00): 79, pid=1234, GPU has fallen off the bus.",
+    "[ 123.456792] nvidia-nvswitch0: SXid (PCI:0000:c3:00.0): 24007, Fatal, Link 30 sourcetrack"
+    " timeout error",
+]
+
+
+def test_the_program_reads_sxids_beside_xids():
+    prog = program()
+    seen: set[str] = set()
+    sxids: list = []
+    assert prog.new_xids(SXID_LOG, seen, sxids) == {"18": [79]}
+    assert sxids == [
+        ["nvidia-nvswitch0", 20009, "Non-fatal"],
+        ["nvidia-nvswitch2", 12028, "Correctable"],
+        ["nvidia-nvswitch0", 24007, "Fatal"],
+    ]
+    again: list = []
+    assert prog.new_xids(SXID_LOG, seen, again) == {} and again == []  # seen: not twice
+
+
+def test_an_unreadable_kernel_log_is_none_not_empty(tmp_path, monkeypatch):
+    """`dmesg` as a user under kernel.dmesg_restrict=1 fails: no Xid read is not no Xid."""
+    prog = program()
+    fake = tmp_path / "dmesg"
+    fake.write_text(
+        "#!/bin/sh\necho 'dmesg: read kernel buffer failed: Operation not permitted' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    assert prog.xid_lines() is None
+    fake.write_text("#!/bin/sh\nprintf '%s\\n' 'boot' 'NVRM: Xid (PCI:0000:18:00): 13, x'\n")
+    assert prog.xid_lines() == ["NVRM: Xid (PCI:0000:18:00): 13, x"]
+
+
+def with_switch_errors(t: float, *errors: list) -> list[str]:
+    lines = with_devices(99.0)
+    out = []
+    for text in lines:
+        record = json.loads(text)
+        if "dev" in record and record["t"] == t:
+            record["sxid"] = list(errors)
+        out.append(json.dumps(record))
+    return out
+
+
+NVSWITCH = Expectations.model_validate({"gpu_load": {"max_temperature_c": 85, "nvswitch": True}})
+
+
+def test_a_fatal_or_non_fatal_sxid_fails_the_nvswitch_at_its_time():
+    verdict = judged(with_switch_errors(7.0, ["nvidia-nvswitch0", 20009, "Non-fatal"]), NVSWITCH)
+    assert verdict.outcome == "fail", verdict.reason
+    assert list(failed(verdict)) == ["NVSwitch burnin.sxid"]
+    value = failed(verdict)["NVSwitch burnin.sxid"]
+    assert "nvidia-nvswitch0 SXid 20009 (Non-fatal) at t=7 s" in value
+    assert verdict.code == CODES["burnin.sxid"][0]
+    assert CODES["burnin.sxid"][0] in {f.code for f in requirement("burnin").faults}
+
+
+def test_a_correctable_sxid_is_reported_and_no_sxid_passes():
+    verdict = judged(with_switch_errors(7.0, ["nvidia-nvswitch2", 12028, "Correctable"]), NVSWITCH)
+    assert verdict.outcome == "pass", verdict.reason
+    sxid = [m for m in verdict.measurements if m.name.startswith("burnin.sxid")]
+    assert {(m.subject, m.name, m.outcome) for m in sxid} == {
+        ("NVSwitch", "burnin.sxid", "pass"),
+        ("NVSwitch", "burnin.sxid_correctable", None),
+    }
+    quiet = judged(with_devices(99.0), EXPECT)  # no NVSwitch in the profile, none logged
+    assert not [m for m in quiet.measurements if m.name.startswith("burnin.sxid")]
+
+
+def test_an_unreadable_kernel_log_leaves_xid_and_sxid_unmeasured():
+    lines = []
+    for text in with_devices(99.0):
+        record = json.loads(text)
+        if "dev" in record and record["t"] == 0.0:
+            record["klog"] = "unreadable: dmesg: read kernel buffer failed: Operation not permitted"
+        lines.append(json.dumps(record))
+    verdict = judged(lines, NVSWITCH)
+    assert verdict.outcome == "not_measured", verdict.reason
+    unmeasured = {(m.subject, m.name) for m in verdict.measurements if m.outcome == "not_measured"}
+    assert {("GPU 0", "burnin.xid"), ("GPU 1", "burnin.xid"), ("NVSwitch", "burnin.sxid")} <= (
+        unmeasured
+    )
+    assert "kernel log" in verdict.reason and "dmesg_restrict" in verdict.fix + verdict.reason
+
+
+def test_the_memory_clock_is_sampled_and_parsed():
+    prog = program()
+    assert prog.KEYS[prog.FIELDS.index("clocks.mem")] == "mem"
+    found = parse_lines(['{"t": 1.0, "gpu": 0, "mem": 3201, "sm": 1980}'])
+    assert found.samples[0].mem == 3201.0

@@ -45,6 +45,8 @@ def vbios(faults: dict[str, str], slot: int) -> str:
 
 POWER_LIMIT_W = 700.0
 """The H200 SXM's default and maximum power limit (samples/nvidia_smi/smi-q.txt)."""
+MEMORY_CLOCK = "3201 MHz"
+"""The H200's `clocks.current.memory` (samples/nvidia_smi/query-gpu-all-fields.tsv)."""
 
 
 def power_limit(faults: dict[str, str], slot: int) -> float:
@@ -238,6 +240,8 @@ def gpus() -> list[dict[str, str]]:
                 "clocks.current.sm": clocks,
                 "clocks.sm": clocks,
                 "clocks.max.sm": "1980 MHz",
+                "clocks.current.memory": MEMORY_CLOCK,
+                "clocks.mem": MEMORY_CLOCK,
                 "clocks_event_reasons.active": events,
                 "clocks_throttle_reasons.active": events,
                 "ecc.mode.current": "Enabled",

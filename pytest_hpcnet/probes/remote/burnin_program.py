@@ -10,9 +10,10 @@ seeded checksum it reuses. Standard library plus `torch` only.
   then the checksum of the fixed-seed product; it appends each window to `gpuI.windows`
   (`[window, tflops, checksum, copy_gbps]`).
 - The parent samples every `--interval` seconds: `nvidia-smi --query-gpu` (temperature,
-  power, SM clock, clock-event reasons, ECC volatile and aggregate counts, retired pages,
-  remapped rows, PCIe link generation and width, current and max), the `NVRM: Xid` lines of
-  the kernel log not seen at start, and the windows each GPU finished since the last sample
+  power, SM and memory clocks, clock-event reasons, ECC volatile and aggregate counts,
+  retired pages, remapped rows, PCIe link generation and width, current and max), the
+  `NVRM: Xid` lines of the kernel log not seen at start, and the windows each GPU finished
+  since the last sample
   (none lost, however short a window); it appends one line per GPU to `samples.jsonl`:
   `{"t": 30.0, "gpu": 0, "temp": 61, ..., "win": [[1, 781.2, "<16 hex>", 3650.2]]}`.
 - At the start (t=0, before the load: the baseline) and every interval it appends one
@@ -21,9 +22,12 @@ seeded checksum it reuses. Standard library plus `torch` only.
   ERI netdev's error and drop counters (sysfs `statistics/`), and each GPU's NVLink replay,
   recovery and CRC totals (`nvidia-smi nvlink -e`, at the start, in the last interval and
   every `NVLINK_EVERY_S`: a second nvidia-smi call each interval would double the
-  sampler's cost), values in the fixed orders below, null where not read:
+  sampler's cost), values in the fixed orders below, null where not read, and the NVSwitch
+  `SXid` lines the kernel logged since the last sample (`sxid`: `[switch, SXid, severity]`):
   `{"t": 30.0, "dev": {"GPU 0": {"aer": [0, 0, 0], "nvl": [0, 0, 0]},
-  "erdma_0": {"aer": [0, 0, 0], "rdma": [0, 0, 0, 0, 0, 0, 0]}, "eth0": {"nic": [0, 0, 0, 0]}}}`.
+  "erdma_0": {"aer": [0, 0, 0], "rdma": [0, 0, 0, 0, 0, 0, 0]}, "eth0": {"nic": [0, 0, 0, 0]}},
+  "sxid": [["nvidia-nvswitch0", 20009, "Non-fatal"]]}`; `"klog": "unreadable"` where
+  `dmesg` failed (not root, `kernel.dmesg_restrict=1`): the Xids were not read.
 - It stops by itself after `--seconds`, or when the controller's heartbeat file (`heartbeat`,
   touched at each collection) is older than `--heartbeat` seconds, and writes a last line
   `{"t": ..., "end": "done", "cpu_s": 1.2}` (or `"heartbeat"`, `"stopped: SIGTERM"`), with
@@ -49,6 +53,7 @@ FIELDS = (
     "temperature.gpu",
     "power.draw",
     "clocks.sm",
+    "clocks.mem",
     "clocks_event_reasons.active",
     "ecc.errors.corrected.volatile.total",
     "ecc.errors.uncorrected.volatile.total",
@@ -69,6 +74,7 @@ KEYS = (
     "temp",
     "power",
     "sm",
+    "mem",
     "events",
     "ecc_cv",
     "ecc_uv",
@@ -111,6 +117,12 @@ ERI_ID = ("0x1ded", "0x107f")
 XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?:[0-9A-Fa-f]{4,8}:)?([0-9A-Fa-f]{2}):[0-9A-Fa-f]{2}[^)]*\): (\d+)"
 )
+SXID = re.compile(
+    r"(nvidia-nvswitch\d+): SXid \(PCI:[0-9A-Fa-f:.]+\): (\d+), (Fatal|Non-fatal|Correctable)"
+)
+"""An NVSwitch error line (`nvidia-nvswitch0: SXid (PCI:0000:c3:00.0): 20009, Non-fatal, Link
+28 ...`: the driver's `NVSWITCH_PRINT_SXID`, open-gpu-kernel-modules error_nvswitch.h)."""
+KERNEL_MARKS = ("NVRM: Xid", ": SXid (")
 
 
 def _value(text: str) -> object:
@@ -150,17 +162,24 @@ def query(fields: tuple[str, ...] = FIELDS) -> list[dict]:
     return []
 
 
-def xid_lines() -> list[str]:
-    """The kernel log's `NVRM: Xid` lines (dmesg; empty where it cannot be read)."""
+KLOG_UNREADABLE = "unreadable"
+
+
+def xid_lines() -> list[str] | None:
+    """The kernel log's `NVRM: Xid` and NVSwitch `SXid` lines (dmesg), or None where it
+    cannot be read (`dmesg` needs root or `kernel.dmesg_restrict=0`): none read is not none."""
     try:
-        out = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=60).stdout
+        out = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line for line in out.splitlines() if "NVRM: Xid" in line]
+        return None
+    if out.returncode != 0:
+        return None
+    return [line for line in out.stdout.splitlines() if any(m in line for m in KERNEL_MARKS)]
 
 
-def new_xids(lines: list[str], seen: set[str]) -> dict[str, list[int]]:
-    """{bus (2 hex, upper case): Xid numbers} of the lines not in `seen` (added to it)."""
+def new_xids(lines: list[str], seen: set[str], sxids: list | None = None) -> dict[str, list[int]]:
+    """{bus (2 hex, upper case): Xid numbers} of the lines not in `seen` (added to it); the
+    new SXid lines go to `sxids` as `[switch, SXid, severity]`."""
     found: dict[str, list[int]] = {}
     for line in lines:
         if line in seen:
@@ -168,6 +187,8 @@ def new_xids(lines: list[str], seen: set[str]) -> dict[str, list[int]]:
         seen.add(line)
         if m := XID.search(line):
             found.setdefault(m.group(1).upper(), []).append(int(m.group(2)))
+        elif (m := SXID.search(line)) and sxids is not None:
+            sxids.append([m.group(1), int(m.group(2)), m.group(3)])
     return found
 
 
@@ -402,10 +423,20 @@ def device_line(
     return {"t": round(t, 1), "dev": dev}
 
 
-def write_devices(out, devices: Devices, rows: list[dict], t0: float, interval: float, last: bool):
+def write_devices(
+    out,
+    devices: Devices,
+    rows: list[dict],
+    t0: float,
+    interval: float,
+    last: bool,
+    klog_unreadable: bool = False,
+):
     """A device line now (`last`: NVLink read too), or an error line saying why not."""
     try:
         line = device_line(devices, rows, time.time() - t0, interval, last)
+        if klog_unreadable:
+            line["klog"] = KLOG_UNREADABLE
         out.write(json.dumps(line, separators=(",", ":")) + "\n")
     except Exception as exc:  # the line says why; the load goes on
         out.write(json.dumps({"t": round(time.time() - t0, 1), "error": str(exc)}) + "\n")
@@ -432,7 +463,9 @@ def sample(
     """One line per GPU into `out` (with the load windows it finished since the last), then
     the device line; the number of GPUs nvidia-smi listed."""
     rows = query()
-    xids = new_xids(xid_lines(), seen)
+    sxids: list = []
+    kernel = xid_lines()
+    xids = new_xids(kernel or [], seen, sxids)
     now = time.time()
     for row in rows:
         bus = str(row.get("bus") or "")
@@ -447,6 +480,10 @@ def sample(
         out.write(json.dumps(record, separators=(",", ":")) + "\n")
     if devices is not None:
         line = device_line(devices, rows, now - t0, interval, last)
+        if sxids:  # NVSwitch errors logged since the last sample
+            line["sxid"] = sxids[:64]
+        if kernel is None:
+            line["klog"] = KLOG_UNREADABLE
         out.write(json.dumps(line, separators=(",", ":")) + "\n")
     out.flush()
     return len(rows)
@@ -467,11 +504,12 @@ def main(argv: list[str]) -> int:
     folder, t0 = args.dir, time.time()
     with open(os.path.join(folder, "started"), "w") as f:
         f.write(f"{FORMAT} t0={t0:.3f} seconds={args.seconds:g} interval={args.interval:g}\n")
-    seen = set(xid_lines())
+    kernel = xid_lines()
+    seen = set(kernel or ())
     devices = Devices(os.environ.get("HPCNET_SYSFS") or "/sys")
     samples = os.path.join(folder, "samples.jsonl")
     with open(samples, "a") as out:  # the baseline, before the load, that rises are judged from
-        write_devices(out, devices, query(), t0, args.interval, last=True)
+        write_devices(out, devices, query(), t0, args.interval, True, kernel is None)
     base = [sys.executable, os.path.abspath(__file__), "--dir", folder]
     base += ["--seconds", str(args.seconds), "--interval", str(args.interval)]
     children = [
