@@ -335,12 +335,18 @@ class HpcnetState:
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list) -> None:
         """Deselect the requirements the inventory excludes (`scope.exclude`); on a one-node
-        inventory, skip what is measured between nodes as not applicable."""
+        inventory, skip what is measured between nodes as not applicable, and without a
+        burn-in asked, the burn-in's tests (those of one node collapse at parametrization)."""
+        from pytest_hpcnet.plugin import NO_BURNIN, burnin_asked
+
         if self.inventory is not None:
             nodes = len(self.inventory.nodes)
+            asked = burnin_asked(config)
             for item in items:
                 marker = item.get_closest_marker("check")
                 reason = marker is not None and across_nodes_reason(marker.args[0], nodes)
+                if not reason and not asked and item.get_closest_marker("burnin"):
+                    reason = NO_BURNIN
                 if reason:
                     item.add_marker(pytest.mark.skip(reason=reason))
         out = set(excluded_ids(self.inventory)) if self.inventory else set()

@@ -36,6 +36,8 @@ from pytest_hpcnet.requirements.registry import across_nodes_reason, fault
 from pytest_hpcnet.transport.fanout import CommandResult
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+pytest_plugins = ["pytester"]
+
 BW_OUTPUT = (FIXTURES / "perftest" / "bw-client-erdma-gbits-s65536.txt").read_text()
 
 # -- pairing ----------------------------------------------------------------------------------
@@ -450,3 +452,32 @@ def test_off_is_not_applicable_and_no_burnin_is_not_measured(tmp_path):
 def test_registered_across_nodes_with_its_codes():
     assert across_nodes_reason("burnin_network", 1) is not None
     assert fault(BW_CODE) is not None and fault(NCCL_CODE) is not None
+
+
+BURNIN_SUITE = """\
+import pytest
+
+pytestmark = pytest.mark.burnin
+
+@pytest.mark.check("burnin_network", "network rounds")
+def test_cluster_rounds(check):
+    pass
+
+@pytest.mark.check("burnin", "burn-in")
+def test_per_node(node, check):
+    pass
+"""
+
+
+def test_a_plain_run_lists_the_cluster_burnin_test_as_not_applicable(pytester, tmp_path):
+    """A plain handover run asks no burn-in: the network rounds' cluster test, which takes no
+    `node`, was judged (not measured: INCOMPLETE) instead of not applicable."""
+    pytester.makepyfile(test_suite=BURNIN_SUITE)
+    path = tmp_path / "inv.yaml"
+    nodes = "".join(f"  - {{name: n{i}, host: 127.0.0.{i}, connection: local}}\n" for i in (1, 2))
+    path.write_text("cluster: {name: c, region: r}\nnodes:\n" + nodes)
+    plain = pytester.runpytest(".", "--hpcnet-inventory", str(path), "-rs", "-q")
+    plain.stdout.fnmatch_lines(["*not applicable: no burn-in asked*"])
+    plain.assert_outcomes(skipped=2)
+    asked = pytester.runpytest(".", "--hpcnet-inventory", str(path), "-q", "--hpcnet-burnin", "1h")
+    asked.assert_outcomes(passed=3)
