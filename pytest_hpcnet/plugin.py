@@ -252,6 +252,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from pytest_hpcnet.campaigns.schedule import ring_pairs
     from pytest_hpcnet.report.recording import ALL_NODES
     from pytest_hpcnet.requirements.registry import not_applicable
+    from pytest_hpcnet.session import NO_BURNIN, burnin_asked
 
     inventory = state.inventory
     nodes = {n.name: n for n in inventory.nodes}
@@ -316,17 +317,6 @@ def deselected_by_mark(metafunc: pytest.Metafunc) -> bool:
         return not Expression.compile(text).evaluate(matcher)
     except Exception:  # another pytest: collect as usual
         return False
-
-
-NO_BURNIN = "not applicable: no burn-in asked (--hpcnet-burnin DURATION)"
-
-
-def burnin_asked(config: pytest.Config) -> bool:
-    """A burn-in runs only when asked: `--hpcnet-burnin`, `--hpcnet-burnin-resume`, or
-    `-m burnin` with the inventory's `burnin.duration` (never in a plain handover run)."""
-    if config.getoption("hpcnet_burnin") or config.getoption("hpcnet_burnin_resume"):
-        return True
-    return "burnin" in (config.option.markexpr or "")
 
 
 NO_FLOWS = "not applicable: no ACL flows in the inventory (expect.flows.allow/deny)"

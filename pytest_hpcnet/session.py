@@ -209,6 +209,17 @@ def _load_baseline(config: pytest.Config, state: HpcnetState, reports: Path) -> 
             raise pytest.UsageError(f"--hpcnet-baseline {baseline}: {exc}") from None
 
 
+NO_BURNIN = "not applicable: no burn-in asked (--hpcnet-burnin DURATION)"
+
+
+def burnin_asked(config: pytest.Config) -> bool:
+    """A burn-in runs only when asked: `--hpcnet-burnin`, `--hpcnet-burnin-resume`, or
+    `-m burnin` with the inventory's `burnin.duration` (never in a plain handover run)."""
+    if config.getoption("hpcnet_burnin") or config.getoption("hpcnet_burnin_resume"):
+        return True
+    return "burnin" in (config.option.markexpr or "")
+
+
 @dataclass(frozen=True)
 class CloudRead:
     """The session's one read of the cloud control plane: the snapshot, or why there is
@@ -337,8 +348,6 @@ class HpcnetState:
         """Deselect the requirements the inventory excludes (`scope.exclude`); on a one-node
         inventory, skip what is measured between nodes as not applicable, and without a
         burn-in asked, the burn-in's tests (those of one node collapse at parametrization)."""
-        from pytest_hpcnet.plugin import NO_BURNIN, burnin_asked
-
         if self.inventory is not None:
             nodes = len(self.inventory.nodes)
             asked = burnin_asked(config)

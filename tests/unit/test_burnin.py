@@ -386,7 +386,7 @@ class Options:
 
 
 def test_a_burnin_runs_only_when_asked():
-    from pytest_hpcnet.plugin import NO_BURNIN, burnin_asked
+    from pytest_hpcnet.session import NO_BURNIN, burnin_asked
 
     assert not burnin_asked(Options())  # a plain handover run: not applicable
     assert not burnin_asked(Options("static"))
