@@ -447,3 +447,28 @@ def test_the_memory_clock_is_sampled_and_parsed():
     assert prog.KEYS[prog.FIELDS.index("clocks.mem")] == "mem"
     found = parse_lines(['{"t": 1.0, "gpu": 0, "mem": 3201, "sm": 1980}'])
     assert found.samples[0].mem == 3201.0
+
+
+def test_without_hw_counters_the_program_asks_rdma(tmp_path, monkeypatch):
+    """No `hw_counters` and no `device/net` in sysfs (erdma's netdev is another PCI
+    function): the netdevs come from `rdma -j link show`, the counters from `rdma -j
+    statistic show` summed over ports; a tool that fails or prints no list gives nothing."""
+    prog = program()
+    (tmp_path / "class/infiniband/erdma_0/ports/1").mkdir(parents=True)
+    outputs = {
+        ("link", "show"): '[{"ifname": "erdma_0", "port": 1, "netdev": "eth0"}]',
+        ("statistic", "show"): '[{"ifname": "erdma_0", "port": 1, "connect_failed_cnt": 2},'
+        ' {"ifname": "erdma_0", "port": 2, "connect_failed_cnt": 1, "hw_bps_limit_drop_cnt": 4}]',
+    }
+
+    def run(argv, **kw):
+        return type("Ran", (), {"stdout": outputs.get(tuple(argv[2:]), "")})()
+
+    monkeypatch.setattr(prog.subprocess, "run", run)
+    devices = prog.Devices(str(tmp_path))
+    assert devices.netdevs == ["eth0"] and not devices.hw_counters
+    counters = devices.rdma_counters()["erdma_0"]
+    assert counters[prog.RDMA.index("connect_failed_cnt")] == 3
+    assert counters[prog.RDMA.index("hw_bps_limit_drop_cnt")] == 4
+    outputs[("statistic", "show")] = "rdma: unknown command"
+    assert devices.rdma_counters() == {}

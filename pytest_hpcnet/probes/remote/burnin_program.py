@@ -263,18 +263,19 @@ def aer_totals(text: str | None) -> int | None:
     return total if total is not None else (sum(counts.values()) if counts else None)
 
 
-def rdma_netdevs() -> list[str]:
-    """The netdevs `rdma -j link show` names for the RDMA ports (empty where it fails)."""
+def rdma_json(*args: str) -> list:
+    """`rdma -j ARGS`' entries (empty where the tool fails or prints no JSON list)."""
     try:
-        out = subprocess.run(
-            ["rdma", "-j", "link", "show"], capture_output=True, text=True, timeout=30
-        ).stdout
-        ports = json.loads(out or "[]")
+        out = subprocess.run(["rdma", "-j", *args], capture_output=True, text=True, timeout=30)
+        found = json.loads(out.stdout or "[]")
     except (OSError, subprocess.TimeoutExpired, ValueError):
         return []
-    found = (
-        [p.get("netdev") for p in ports if isinstance(p, dict)] if isinstance(ports, list) else []
-    )
+    return found if isinstance(found, list) else []
+
+
+def rdma_netdevs() -> list[str]:
+    """The netdevs `rdma -j link show` names for the RDMA ports (empty where it fails)."""
+    found = [p.get("netdev") for p in rdma_json("link", "show") if isinstance(p, dict)]
     return sorted({str(n) for n in found if n})
 
 
@@ -349,14 +350,7 @@ class Devices:
                             values[i] = (values[i] or 0) + n
                 found[name] = values
             return found
-        try:
-            out = subprocess.run(
-                ["rdma", "-j", "statistic", "show"], capture_output=True, text=True, timeout=30
-            ).stdout
-            entries = json.loads(out or "[]")
-        except (OSError, subprocess.TimeoutExpired, ValueError):
-            return {}
-        for entry in entries if isinstance(entries, list) else []:
+        for entry in rdma_json("statistic", "show"):
             if not isinstance(entry, dict) or "ifname" not in entry:
                 continue
             values = found.setdefault(str(entry["ifname"]), [None] * len(RDMA))
