@@ -3,7 +3,9 @@ bridge, their MTU and link state, eth0's counters, real RX drops.
 
 eth1 is a second ENI as on Alibaba Cloud: its own MAC and its own address in
 `SECONDARY_SUBNET`, reached over its own veth; `arp_ignore`/`arp_announce` keep each
-address answered on its own interface only, so traffic to eth1's address crosses eth1.
+address answered on its own interface only, so traffic to eth1's address crosses eth1. The
+bridge knows each node MAC on its port statically (`pin_mac`), so a link that goes down and up
+never makes the bridge flood its frames to the other nodes.
 
 `inject_rx_drops` makes the node's eth0 drop frames for real: the host sends UDP datagrams
 as large as the bridge MTU (9000) to the node; the veth hands each frame to eth0, whose
@@ -78,9 +80,18 @@ def create_node_link(node: LabNode, mtu: int) -> None:
         peer += ["address", node.mac]
     sh("ip", "link", "add", veth, "mtu", str(BRIDGE_MTU), "type", "veth", *peer, "netns", ns)
     sh("ip", "link", "set", veth, "master", node.bridge, "up")
+    pin_mac(veth, node.mac)
     inside = [["link", "set", "eth0", "mtu", str(mtu)]]
     inside += [command[3:] for command in node_address_commands(node)]  # without `ip -n NS`
     sh("ip", "-n", ns, "-batch", "-", input="".join(" ".join(c) + "\n" for c in inside))
+
+
+def pin_mac(veth: str, mac: str) -> None:
+    """The bridge knows the ENI's MAC on its port for good, as a VPC vSwitch knows its ENIs:
+    a learned entry is flushed when the link goes down, and until the ENI sent again frames to
+    it would flood to every node (and oversized ones drop on all their links)."""
+    if mac:
+        sh("bridge", "fdb", "replace", mac, "dev", veth, "master", "static")
 
 
 def secondary_address_commands(node: LabNode) -> list[list[str]]:
@@ -104,6 +115,7 @@ def create_secondary_link(node: LabNode, mtu: int) -> None:
     peer = ["peer", "name", SECONDARY, "address", node.secondary_mac]
     sh("ip", "link", "add", veth, "mtu", str(BRIDGE_MTU), "type", "veth", *peer, "netns", ns)
     sh("ip", "link", "set", veth, "master", node.bridge, "up")
+    pin_mac(veth, node.secondary_mac)
     inside = [["link", "set", SECONDARY, "mtu", str(mtu)]]
     inside += [command[3:] for command in secondary_address_commands(node)]
     sh("ip", "-n", ns, "-batch", "-", input="".join(" ".join(c) + "\n" for c in inside))
@@ -155,9 +167,9 @@ def set_mtu(node: LabNode, mtu: int, interface: str = PRIMARY) -> None:
     sh("ip", "-n", node.namespace, "link", "set", interface, "mtu", str(mtu))
 
 
-def rx_dropped(node: LabNode) -> int:
-    """eth0's RX dropped counter."""
-    return int(link_info(node).get("stats64", {}).get("rx", {}).get("dropped", 0))
+def rx_dropped(node: LabNode, interface: str = PRIMARY) -> int:
+    """An interface's RX dropped counter (eth0's by default)."""
+    return int(link_info(node, interface).get("stats64", {}).get("rx", {}).get("dropped", 0))
 
 
 def send_oversized(address: str, count: int) -> None:

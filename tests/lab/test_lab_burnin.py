@@ -18,12 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hpcnet.lab import faults
+from pytest_hpcnet.lab import faults, links
+from pytest_hpcnet.lab.state import LabState
 
 pytestmark = pytest.mark.lab
 
 ROOT = Path(__file__).resolve().parents[2]
 SECONDS, INTERVAL = 24, 2
+IFACES = ("eth0", "eth1")
 INJECTED = [  # kind, node, argument: GPU (or ERI) and when (seconds after the injection)
     ("burnin-throttle", "node01", "2 9"),  # after the GPU's 3 baseline windows
     ("burnin-ecc", "node02", "5 8"),
@@ -179,3 +181,26 @@ def test_burnin_faults_over_time_a_killed_controller_and_a_lost_node(lab2, tmp_p
     page = (runs[-1] / "evidence.html").read_text()  # a timeline per node, failures marked
     assert all(f'id="burnin-{n}"' in page for n in ("node01", "node02", "node03")), out[-2000:]
     assert page.count('class="failure"') >= len(FAILS)
+
+
+def test_a_flapping_eri_drops_frames_on_its_own_link_only(lab2):
+    """The frames a flap sends after bringing the link up reach that link alone: the bridge
+    keeps the ENI's MAC through the flap (a vSwitch knows its ENIs), so nothing floods to the
+    other nodes' links, whose counters would fail every later run."""
+    state_dir = Path(lab2.state_dir)
+    state = LabState.load(state_dir)
+    before = {(n.name, i): links.rx_dropped(n, i) for n in state.nodes for i in IFACES}
+    faults.inject("burnin-flap", "node01", "erdma_1 1", state_dir)
+    try:
+        wait_for(
+            lambda: (
+                links.rx_dropped(state.nodes[0], "eth1")
+                >= before[("node01", "eth1")] + 2 * links.DROP_FRAMES
+            ),
+            15,
+        )  # two flaps: the second after the FDB lost it
+    finally:
+        faults.heal("node01", state_dir)
+    after = {(n.name, i): links.rx_dropped(n, i) for n in state.nodes for i in IFACES}
+    grew = {key for key in after if after[key] != before[key]}
+    assert grew == {("node01", "eth1")}, (before, after)
