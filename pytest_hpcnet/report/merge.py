@@ -23,10 +23,14 @@ and that no input measured, gets a record that it was not measured, so the merge
 INCOMPLETE unless the inventories' scope leaves that requirement out. Same-vSwitch placement
 across partitions is not checked either; the certificate lists it as a requirement that did
 not run.
+
+A burn-in's samples (`burnin/NODE.jsonl`) come along for the nodes each input covered, so the
+merged evidence page draws every node's timeline.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hpcnet.campaigns.schedule import ring_pairs
+from pytest_hpcnet.report.certificate.burnin_timeline import FOLDER as BURNIN_FOLDER
 from pytest_hpcnet.report.certificate.page import CertificateContext, render_certificate
 from pytest_hpcnet.report.certificate.rows import DEFAULT_REQUIREMENTS, RequirementSpec
 from pytest_hpcnet.report.evidence import (
@@ -384,6 +389,18 @@ def unsigned_line(run_ids: Sequence[str]) -> str:
     return f"inputs not signed: {', '.join(run_ids)} (merged with --allow-unsigned)"
 
 
+def carry_burnin_samples(parts: Sequence[Partition], out: Path) -> None:
+    """Copy each partition's burn-in samples of the nodes it covered (`burnin/NODE.jsonl`,
+    what the evidence page draws the timelines from); its own files (run, network rounds)
+    stay with it: the records carry their judgement."""
+    for part in parts:
+        for node in part.covered:
+            source = part.run_dir / BURNIN_FOLDER / f"{node}.jsonl"
+            if source.is_file():
+                (out / BURNIN_FOLDER).mkdir(exist_ok=True)
+                shutil.copyfile(source, out / BURNIN_FOLDER / source.name)
+
+
 def merge(
     out_dir: PathLike,
     run_dirs: Sequence[PathLike],
@@ -414,6 +431,7 @@ def merge(
     if problems:
         raise MergeRefused(problems)
     bundle = merge_bundles(out, [p.run_dir for p in parts])
+    carry_burnin_samples(parts, out)
     for record in [*unmeasured_nodes(parts), *unmeasured_pairs(parts)]:
         bundle.append(record)
     summary = bundle.close(merged_summary(parts))

@@ -39,11 +39,13 @@ def partition(
     signed: bool = True,
     cluster_nodes: list[str] | None = None,
     inventory: str = "",
+    files: dict[str, str] | None = None,
     **summary,
 ):
     """A closed, rendered partition run of the cluster `cluster_nodes` (default `CLUSTER`;
     [] for a summary that names none): MTU per node, bandwidth per ordered pair (unless
-    `pairs` is False), signed by the partitions' key (unless `signed` is False)."""
+    `pairs` is False), `files` (relative path -> text) written into it, signed by the
+    partitions' key (unless `signed` is False)."""
     bundle = EvidenceBundle(tmp_path / run_id)
     digest = bundle.store_output(f"{run_id}: 65536 5000 196.52 196.40 0.374\n")
     for node in nodes:
@@ -52,6 +54,9 @@ def partition(
         bundle.append(bandwidth(source, target, 196.5, digest))
     for record in extra:
         bundle.append(record)
+    for relative, text in (files or {}).items():
+        (bundle.run_dir / relative).parent.mkdir(parents=True, exist_ok=True)
+        (bundle.run_dir / relative).write_text(text)
     whole = CLUSTER if cluster_nodes is None else cluster_nodes
     shares = cluster_node_facts(whole, nodes) if whole else {}
     bundle.close({"cluster": cluster, "started_at": started, **shares, **summary})
@@ -671,3 +676,24 @@ def test_merged_bundle_keeps_each_differing_inventory_named_by_its_partition(tmp
     copy = (out / "inventory.yaml").read_text()
     assert "# partitions part-a\nnodes: [gpu-a, gpu-b]" in copy
     assert "# partitions part-b\nnodes: [gpu-c, gpu-d]" in copy
+
+
+def test_each_partitions_burnin_samples_of_its_own_nodes_are_carried(tmp_path):
+    """The evidence page draws a node's burn-in timeline from `burnin/NODE.jsonl`: the merged
+    bundle carries each partition's files of the nodes it covered, and only those."""
+
+    def samples(run_id: str, nodes: list[str], stray: str) -> dict[str, str]:
+        files = {f"burnin/{n}.jsonl": f'{{"node": "{n}"}}\n' for n in nodes}
+        files[f"burnin/{stray}.jsonl"] = '{"node": "stray"}\n'  # a node it did not cover
+        files["burnin/network.jsonl"] = f'{{"round": "{run_id}"}}\n'
+        return files
+
+    runs = [
+        partition(tmp_path, "part-a", PART_A, files=samples("part-a", PART_A, PART_B[0])),
+        partition(tmp_path, "part-b", PART_B, files=samples("part-b", PART_B, PART_A[0])),
+    ]
+    out = tmp_path / "merged"
+    merge(out, runs)
+    carried = {p.name: p.read_text() for p in (out / "burnin").iterdir()}
+    assert carried == {f"{n}.jsonl": f'{{"node": "{n}"}}\n' for n in CLUSTER}
+    assert verify(out).ok, verify(out).problems

@@ -348,8 +348,8 @@ def burnin_section(
 ) -> dict[str, Any] | None:
     """The evidence page's burn-in: every node's summary, the timelines of the first
     `MAX_TIMELINES` nodes (failed or not measured first), the nodes past them (`undrawn`) and
-    those with no sample in the bundle (`missing`: none collected, or a merged bundle without
-    the partitions' `burnin/`); None without a burn-in record."""
+    those with no sample in the bundle (`missing`: none collected); None without a burn-in
+    record."""
     summaries = burnin_summaries(records, run_date)
     if not summaries:
         return None
