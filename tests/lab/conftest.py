@@ -17,7 +17,7 @@ import pytest
 
 from pytest_hpcnet.inventory.loader import load_inventory
 from pytest_hpcnet.lab import cluster as lab
-from pytest_hpcnet.lab import faults
+from pytest_hpcnet.lab import faults, links
 from pytest_hpcnet.lab.emulation import set_eris
 from pytest_hpcnet.lab.state import LabState
 
@@ -60,9 +60,28 @@ def lab2(lab4):
     """The session lab with two ERIs (two ENIs: erdma_1 on eth1) per node for the module
     that asks; one ERI again afterwards."""
     state_dir = Path(lab4.state_dir)
+    before = _eth0_dropped(state_dir)
     set_eris(state_dir, 2)
     try:
         yield lab4
     finally:
         faults.heal("all", state_dir)
         set_eris(state_dir, 1)
+        _no_leaked_drops(state_dir, before)
+
+
+def _eth0_dropped(state_dir: Path) -> dict[str, int]:
+    state = LabState.load(state_dir)
+    return {node.name: links.rx_dropped(node) for node in state.nodes} if state else {}
+
+
+def _no_leaked_drops(state_dir: Path, before: dict[str, int]) -> None:
+    """Fail the module that left frames dropped on a node's eth0 (every later run of the
+    session lab would fail HPCNET-NIC-ERRORS), after re-creating those links clean."""
+    after = _eth0_dropped(state_dir)
+    leaked = {name: n - before.get(name, 0) for name, n in after.items() if n > before.get(name, 0)}
+    if leaked:
+        for node in LabState.load(state_dir).nodes:
+            if node.name in leaked:
+                links.recreate_node_link(node)
+        pytest.fail(f"frames dropped on eth0 during the module, by node: {leaked}")
