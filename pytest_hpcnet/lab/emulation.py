@@ -310,6 +310,31 @@ def log_xid(state: LabState, node: LabNode, xid: int, slot: int = 3) -> int:
     return size
 
 
+SXID_SWITCH = ("nvidia-nvswitch3", "0000:04:00.0")
+"""The NVSwitch an injected SXid names, and its PCI address."""
+
+
+def log_sxid(state: LabState, node: LabNode, sxid: int, link: int = 44) -> int:
+    """Append one NVSwitch SXid event as the driver logs it: a `Data` line, the severity line
+    (`Non-fatal, Link N ...`) and a `Severity 0 Engine instance` line, the layout of an
+    NVIDIA driver 570.195.03 log (NVIDIA/nvtrust issue #124); returns the log's size before."""
+    path = kernel_log_file(state, node)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size = path.stat().st_size if path.exists() else 0
+    switch, pci = SXID_SWITCH
+    head = f"{switch}: SXid (PCI:{pci}): {sxid},"
+    data = ", ".join(f"0x{v:08x}" for v in (link, link, 0, link, 0x80005302, 0, 0, 0, 0))
+    lines = (
+        f"{head} Data {{{data}}}",
+        f"{head} Non-fatal, Link {link:02d} Minion Link DLREQ interrupt",
+        f"{head} Severity 0 Engine instance {link:02d} Sub-engine instance 00",
+    )
+    with path.open("a") as handle:
+        for i, line in enumerate(lines):
+            handle.write(f"[ 4243.{sxid % 1000 * 10 + i:06d}] {line}\n")
+    return size
+
+
 def truncate_kernel_log(state: LabState, node: LabNode, size: int) -> None:
     """Cut the node's kernel log back to `size` bytes (what healing an XID restores)."""
     path = kernel_log_file(state, node)

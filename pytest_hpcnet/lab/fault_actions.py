@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from pytest_hpcnet.lab import cgroups, firewall, links, shaping, tuning
 from pytest_hpcnet.lab.emulation import (
+    log_sxid,
     log_xid,
     rdma_devices,
     truncate_kernel_log,
@@ -26,6 +27,7 @@ DEFAULT_RDMA_SLOW = "500mbit"
 DEFAULT_NCCL_SLOW = "10"
 DEFAULT_GPU = "3"
 DEFAULT_XID = "94"
+DEFAULT_SXID = "22013"
 DEFAULT_DRIVER = "570.172.08"
 SYSCTL_RE = re.compile(r"^([a-z0-9_]+(?:\.[a-zA-Z0-9_-]+)+)=(.+)$")
 
@@ -264,6 +266,14 @@ def inject_gpu_xid(state: LabState, node: LabNode, arg: str | None) -> tuple[str
 
 def heal_gpu_xid(state: LabState, node: LabNode, fault_id: str, undo: str) -> None:
     truncate_kernel_log(state, node, int(undo or 0))
+
+
+def inject_nvswitch_sxid(state: LabState, node: LabNode, arg: str | None) -> tuple[str, str, str]:
+    value = (arg or DEFAULT_SXID).strip()
+    if not value.isdigit():
+        raise LabError(f"nvswitch-sxid: expected an SXid number such as 22013, got {arg!r}")
+    size = log_sxid(state, node, int(value))
+    return "nvswitch-sxid", value, str(size)
 
 
 # --- the lab's control plane (cloud_world.py): a console rule, on its own or with iptables -----

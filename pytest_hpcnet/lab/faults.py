@@ -294,6 +294,15 @@ KINDS: dict[str, FaultKind] = {
             breaks=("gpu_xid",),
         ),
         FaultKind(
+            "nvswitch-sxid",
+            f"nvswitch-sxid NODE [SXID={act.DEFAULT_SXID}]",
+            "a non-fatal NVSwitch SXid event (its Data, severity and engine lines) in the "
+            "node's emulated kernel log; the static Xid check reads GPU Xids only",
+            act.inject_nvswitch_sxid,
+            act.heal_gpu_xid,
+            breaks=("burnin",),
+        ),
+        FaultKind(
             "driver-mismatch",
             f"driver-mismatch NODE [VERSION={act.DEFAULT_DRIVER}]",
             "emulated nvidia-smi reports another driver version",
@@ -605,9 +614,11 @@ def _heal(state_dir: Path, target: str, which: Callable[[str], bool]) -> list[st
 
 
 # Transient or persistent: what a reboot (the lab control plane's RebootInstance) clears
-TRANSIENT = frozenset({"gpu-xid", "gpu-ecc", "gpu-hot", "fabric-fail", "fabricmanager-down"})
-"""Faults a GPU reset or a reboot clears (an Xid in the kernel log of the last boot, volatile
-ECC counts and a pending row remap, a hot GPU, a fabric not yet registered, a stopped
+TRANSIENT = frozenset(
+    {"gpu-xid", "nvswitch-sxid", "gpu-ecc", "gpu-hot", "fabric-fail", "fabricmanager-down"}
+)
+"""Faults a GPU reset or a reboot clears (an Xid or SXid in the kernel log of the last boot,
+volatile ECC counts and a pending row remap, a hot GPU, a fabric not yet registered, a stopped
 service); every other fault is persistent: it is there again after the reboot (a slow or
 corrupting GPU, a link down, a throttled clock, a missing device, a setting)."""
 

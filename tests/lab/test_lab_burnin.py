@@ -1,7 +1,7 @@
 """Burn-in through the real suite on the 4-node lab with two ERIs, in compressed time (24 s,
 a sample every 2 s): faults that appear with time each fail exactly their node and GPU (or
-device: a flapping ERI link, an AER error mid-run) at about the time injected, the
-controller is killed mid-run and resumed (`--hpcnet-burnin-resume`) without losing or
+device: a flapping ERI link, an AER error and an NVSwitch SXid mid-run) at about the time
+injected, the controller is killed mid-run and resumed (`--hpcnet-burnin-resume`) without losing or
 repeating a sample, and a node that stops answering halfway (`block tcp/22`) is named with
 its last-seen time while the others go on. One run of ~40 s covers all of it.
 """
@@ -32,7 +32,10 @@ INJECTED = [  # kind, node, argument: GPU (or ERI) and when (seconds after the i
     ("burnin-checksum", "node03", "1 5"),  # windows
     ("burnin-flap", "node01", "erdma_1 8"),  # from 8 s on, every 8 s
 ]
-MID_RUN = ("aer", "node03", "erdma_0 nonfatal 2")  # injected once the first samples are in
+MID_RUN = [  # injected once the first samples are in (after the nodes' baseline lines)
+    ("aer", "node03", "erdma_0 nonfatal 2"),
+    ("nvswitch-sxid", "node02", "22013"),
+]
 FAILS = {  # node: the measurements that fail, each of one GPU or device
     "node01": {
         "GPU 2 burnin.temperature",
@@ -41,13 +44,14 @@ FAILS = {  # node: the measurements that fail, each of one GPU or device
         "erdma_1 burnin.eri_counters",
         "eth1 burnin.nic_drops",
     },
-    "node02": {"GPU 5 burnin.ecc_uncorrected", "GPU 5 burnin.retired"},
+    "node02": {"GPU 5 burnin.ecc_uncorrected", "GPU 5 burnin.retired", "NVSwitch burnin.sxid"},
     "node03": {"GPU 1 burnin.checksum", "erdma_0 burnin.aer"},
 }
 WHEN = {  # a failed measurement -> the fault whose time it names
     "erdma_1 burnin.eri_counters": "burnin-flap",
     "eth1 burnin.nic_drops": "burnin-flap",
     "erdma_0 burnin.aer": "aer",
+    "NVSwitch burnin.sxid": "nvswitch-sxid",
 }
 DEVICES = {
     "burnin.aer",
@@ -112,8 +116,10 @@ def test_burnin_faults_over_time_a_killed_controller_and_a_lost_node(lab2, tmp_p
             faults.inject(kind, node, arg, state)
         recorded = {kind: lab_fault(state, node, kind) for kind, node, _ in INJECTED}
         wait_for(lambda: (run / "burnin" / "node01.jsonl").exists(), 30)
-        faults.inject(*MID_RUN, state)  # after the node's baseline device line
-        aer_at = time.time()
+        mid_at = {}
+        for kind, node, arg in MID_RUN:  # after the node's baseline device line
+            faults.inject(kind, node, arg, state)
+            mid_at[kind] = time.time()
         wait_for(lambda: (run / "burnin" / "node01.jsonl").stat().st_size > 3000, 30)
         first.send_signal(signal.SIGKILL)  # the controller dies mid-run; the nodes go on
         first.communicate()
@@ -147,7 +153,7 @@ def test_burnin_faults_over_time_a_killed_controller_and_a_lost_node(lab2, tmp_p
         t0 = float(re.search(r"t0=([0-9.]+)", (folder / "started").read_text()).group(1))
         when = {
             "burnin-flap": float(recorded["burnin-flap"].split("@")[1]),  # its first flap
-            "aer": aer_at,
+            **mid_at,
         }
         for name, value in failed.items():  # a sample's lag, or a window's (TFLOPS)
             kind = WHEN.get(name) or next(k for k, n, _ in INJECTED if n == node)

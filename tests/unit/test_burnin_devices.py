@@ -376,6 +376,26 @@ def test_the_program_reads_sxids_beside_xids():
     assert prog.new_xids(SXID_LOG, seen, again) == {} and again == []  # seen: not twice
 
 
+SXID_EVENTS = [  # driver 570.195.03 at boot, as posted in NVIDIA/nvtrust issue #124: each
+    # event is a Data line, its severity line and an engine line, all with the same SXid
+    "[   38.175561] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Data {0x0000002b,"
+    " 0x0000002b, 0x00000000, 0x0000002b, 0x80005302, 0x00000000, 0x00000000, 0x00000000,"
+    " 0x00000000}",
+    "[   38.178720] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 Minion"
+    " Link DLREQ interrupt",
+    "[   38.180708] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Severity 0 Engine instance"
+    " 44 Sub-engine instance 00",
+    "[   38.187830] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 45 Minion"
+    " Link DLREQ interrupt",
+]
+
+
+def test_an_sxid_event_of_three_lines_counts_once_by_its_severity_line():
+    sxids: list = []
+    assert program().new_xids(SXID_EVENTS, set(), sxids) == {}
+    assert sxids == [["nvidia-nvswitch3", 22013, "Non-fatal"]] * 2  # links 44 and 45
+
+
 def test_an_unreadable_kernel_log_is_none_not_empty(tmp_path, monkeypatch):
     """`dmesg` as a user under kernel.dmesg_restrict=1 fails: no Xid read is not no Xid."""
     prog = program()

@@ -18,6 +18,7 @@ from pytest_hpcnet.probes.gpu_topo import TOPO_COMMAND, parse_topo
 from pytest_hpcnet.probes.gpu_xid import KERNEL_LOG_COMMAND, parse_kernel_log
 from pytest_hpcnet.requirements.gpu import judge_ecc, judge_pcie, judge_throttle, judge_xid
 from tests.corpus import sample
+from tests.unit.test_burnin_devices import program as burnin_program
 
 
 @pytest.fixture
@@ -81,6 +82,20 @@ def test_xid_fault_reaches_both_logs_and_heals(node):
     assert "on GPU 3 (00000000:5D:00.0)" in verdict.reason
     faults.heal("node01", node.state_dir)
     assert parse_kernel_log(node(KERNEL_LOG_COMMAND)).events == ()
+
+
+def test_sxid_fault_is_one_event_for_the_burnin_and_none_for_the_static_check(node):
+    faults.inject("nvswitch-sxid", "node01", None, node.state_dir)
+    printed = node("dmesg").splitlines()
+    data, severity, engine = [line for line in printed if ": SXid (" in line]
+    assert ": 22013, Data {0x0000002c," in data and ": 22013, Severity 0 Engine" in engine
+    assert "] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 " in severity
+    sxids: list = []
+    burnin_program().new_xids(printed, set(), sxids)
+    assert sxids == [["nvidia-nvswitch3", 22013, "Non-fatal"]]
+    assert parse_kernel_log(node(KERNEL_LOG_COMMAND)).events == ()  # GPU Xids only
+    faults.heal("node01", node.state_dir)
+    assert ": SXid (" not in node("dmesg")
 
 
 def test_topology_and_driver_mismatch(node):
