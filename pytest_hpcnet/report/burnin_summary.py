@@ -49,8 +49,8 @@ def quantity(name: str) -> str:
 
 
 def _figure(value: object) -> float | None:
-    found = leading_number(value)
-    return found if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A measurement's number (not a text that starts with one); None otherwise."""
+    return leading_number(value) if not isinstance(value, str) else None
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,9 @@ from pytest_hpcnet.report.certificate import burnin_timeline as timeline
 from pytest_hpcnet.report.certificate.format import format_value
 from pytest_hpcnet.report.certificate.page import render_certificate
 from pytest_hpcnet.report.evidence import EvidenceBundle, read_records
-from pytest_hpcnet.report.records import CheckRecord, Measurement
+from pytest_hpcnet.report.records import CheckRecord
 from pytest_hpcnet.requirements.burnin import NodeBurnin, _failed_at, judge_burnin
+from tests.recorded import as_record
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "burnin"
 LAB_RUN = (FIXTURE / "samples-8gpu-lab-throttle-gpu2-checksum-gpu1.jsonl").read_text()
@@ -30,36 +31,16 @@ EXPECT = Expectations.model_validate({"gpu_load": {"max_temperature_c": 85}})
 DAY = 86400.0
 
 
-def as_record(verdict, node: str) -> CheckRecord:
+def record_of(verdict, node: str) -> CheckRecord:
     """What `Check.judge` records of a burn-in verdict."""
-    measured = [
-        Measurement(
-            name=m.name,
-            value=m.value,
-            unit=m.unit,
-            threshold=m.bound,
-            comparison=m.comparison,
-            threshold_source=m.source,
-            subject=m.subject,
-            outcome=m.outcome,
-            code=m.code,
-        )
-        for m in verdict.measurements
-    ]
-    return CheckRecord(
-        check_id="burnin",
-        requirement="Burn-in: every GPU healthy for the whole duration",
-        subject=node,
-        verdict=verdict.outcome,
-        message=f"{node}: {verdict.reason}",
-        measured=measured,
-    )
+    requirement = "Burn-in: every GPU healthy for the whole duration"
+    return as_record(verdict, "burnin", node, requirement, f"{node}: {verdict.reason}")
 
 
 def judged(nodes: dict[str, str], asked: float) -> list[CheckRecord]:
     """The burn-in records of nodes given their samples' text."""
     found = {n: NodeBurnin(n, asked, parse_lines(text), gpus=8) for n, text in nodes.items()}
-    return [as_record(judge_burnin(f, found, EXPECT), n) for n, f in found.items()]
+    return [record_of(judge_burnin(f, found, EXPECT), n) for n, f in found.items()]
 
 
 def long_run(hours: float = 24.0, interval: float = 30.0, hot_gpu: int = 3, hot_t: float = 3600.0):

@@ -5,36 +5,17 @@ from __future__ import annotations
 from pytest_hpcnet.inventory.expectations import Expectations
 from pytest_hpcnet.report.certificate.gpu import gpu_load_section
 from pytest_hpcnet.report.certificate.page import _environment
-from pytest_hpcnet.report.records import CheckRecord, Measurement
+from pytest_hpcnet.report.records import CheckRecord
 from pytest_hpcnet.requirements import gpu_load as judges
+from tests.recorded import as_record as recorded
 from tests.unit.test_gpu_load import cluster, gpu, node_load
 
 
 def as_record(check_id: str, verdict) -> CheckRecord:
     """What `Check.judge` records of a verdict (its measurements, the node's reason)."""
-    measured = [
-        Measurement(
-            name=m.name,
-            value=m.value,
-            unit=m.unit,
-            threshold=m.bound,
-            comparison=m.comparison,
-            threshold_source=m.source,
-            subject=m.subject,
-            outcome=m.outcome,
-        )
-        for m in verdict.measurements
-    ]
-    outcome = {"pass": "pass", "fail": "fail", "not_measured": "not_measured"}[verdict.outcome]
-    return CheckRecord(
-        check_id=check_id,
-        requirement=check_id,
-        subject=verdict.subject,
-        verdict=outcome,
-        message=f"{verdict.subject}: {verdict.reason}"
-        + (f" (fix: {verdict.fix})" * (outcome != "pass")),
-        measured=measured,
-    )
+    fix = f" (fix: {verdict.fix})" * (verdict.outcome != "pass")
+    message = f"{verdict.subject}: {verdict.reason}{fix}"
+    return recorded(verdict, check_id, verdict.subject, message=message)
 
 
 def records():

@@ -421,19 +421,24 @@ def write_devices(
     out,
     devices: Devices,
     rows: list[dict],
-    t0: float,
+    t: float,
     interval: float,
     last: bool,
     klog_unreadable: bool = False,
+    sxids: list | None = None,
 ):
-    """A device line now (`last`: NVLink read too), or an error line saying why not."""
+    """The device line at `t` (`last`: NVLink read too) with the NVSwitch SXids logged since
+    the last sample and whether the kernel log was unreadable, or an error line saying why
+    not."""
     try:
-        line = device_line(devices, rows, time.time() - t0, interval, last)
+        line = device_line(devices, rows, t, interval, last)
+        if sxids:
+            line["sxid"] = sxids[:64]
         if klog_unreadable:
             line["klog"] = KLOG_UNREADABLE
         out.write(json.dumps(line, separators=(",", ":")) + "\n")
     except Exception as exc:  # the line says why; the load goes on
-        out.write(json.dumps({"t": round(time.time() - t0, 1), "error": str(exc)}) + "\n")
+        out.write(json.dumps({"t": round(t, 1), "error": str(exc)}) + "\n")
     out.flush()
 
 
@@ -473,12 +478,7 @@ def sample(
         record.pop("bus", None)
         out.write(json.dumps(record, separators=(",", ":")) + "\n")
     if devices is not None:
-        line = device_line(devices, rows, now - t0, interval, last)
-        if sxids:  # NVSwitch errors logged since the last sample
-            line["sxid"] = sxids[:64]
-        if kernel is None:
-            line["klog"] = KLOG_UNREADABLE
-        out.write(json.dumps(line, separators=(",", ":")) + "\n")
+        write_devices(out, devices, rows, now - t0, interval, last, kernel is None, sxids)
     out.flush()
     return len(rows)
 
@@ -503,7 +503,7 @@ def main(argv: list[str]) -> int:
     devices = Devices(os.environ.get("HPCNET_SYSFS") or "/sys")
     samples = os.path.join(folder, "samples.jsonl")
     with open(samples, "a") as out:  # the baseline, before the load, that rises are judged from
-        write_devices(out, devices, query(), t0, args.interval, True, kernel is None)
+        write_devices(out, devices, query(), time.time() - t0, args.interval, True, kernel is None)
     base = [sys.executable, os.path.abspath(__file__), "--dir", folder]
     base += ["--seconds", str(args.seconds), "--interval", str(args.interval)]
     children = [

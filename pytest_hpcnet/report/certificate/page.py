@@ -273,7 +273,6 @@ def _environment() -> Environment:
             "threshold": format_threshold,
             "count": counted,
             "unsigned_evidence": unsigned_evidence_line,
-            "burnin_clock": burnin_clock,
             "burnin_seconds": _format_seconds,
         },
         {"fact_titles": FACT_TITLES, "lab_notice": LAB_NOTICE, "node_titles": NODE_TITLES},
